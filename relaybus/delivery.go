@@ -1,0 +1,71 @@
+package relaybus
+
+import "time"
+
+// Status is the state of a delivery.
+type Status string
+
+const (
+	// StatusPending: waiting to be claimed (possibly not due yet).
+	StatusPending Status = "pending"
+	// StatusProcessing: claimed under a lease that has not been given back.
+	// A processing delivery whose lease has expired is claimable again.
+	StatusProcessing Status = "processing"
+	// StatusCompleted: its handler succeeded. Kept until retention purges it.
+	StatusCompleted Status = "completed"
+	// StatusDead: its attempt budget is spent (a dead letter). Only
+	// Requeue brings it back.
+	StatusDead Status = "dead"
+)
+
+// Valid reports whether s is one of the four statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPending, StatusProcessing, StatusCompleted, StatusDead:
+		return true
+	}
+	return false
+}
+
+// Delivery is one (event, handler) pair: the unit of work, with its own
+// attempts, retry schedule and dead letter.
+type Delivery struct {
+	// ID is assigned by the store and opaque to callers.
+	ID string
+
+	EventID        string
+	EventType      string
+	Key            string
+	Sequence       int64 // per-key sequence in commit order; 0 when Key is empty
+	Payload        []byte
+	Headers        map[string]string
+	EventCreatedAt time.Time
+
+	Handler     string
+	Status      Status
+	Attempts    int // attempts started; for a claimed delivery, the number of this attempt (1 = first)
+	MaxAttempts int // attempt budget; when spent the delivery is dead
+	AvailableAt time.Time
+	LastError   string
+
+	// Lease fields are set while the delivery is processing.
+	LeaseOwner     string
+	LeaseToken     string
+	LeaseExpiresAt time.Time
+
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CompletedAt time.Time // zero unless completed
+}
+
+// Lease names a claimed delivery and the token of the claim. Every fenced
+// write takes one; a write under a lease that is no longer current (the
+// delivery was taken over, released or finished) does nothing and reports
+// false.
+func (d *Delivery) Lease() Lease { return Lease{DeliveryID: d.ID, Token: d.LeaseToken} }
+
+// Lease identifies one claim of one delivery.
+type Lease struct {
+	DeliveryID string
+	Token      string
+}

@@ -1,0 +1,121 @@
+package relaybus
+
+import (
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on events. Each is checked before anything is written; a value
+// over its limit is an ErrInvalid error that names the field.
+const (
+	// MaxEventIDBytes bounds Event.ID.
+	MaxEventIDBytes = 255
+	// MaxEventTypeBytes bounds Event.Type.
+	MaxEventTypeBytes = 255
+	// MaxKeyBytes bounds Event.Key.
+	MaxKeyBytes = 255
+	// MaxHeaders bounds the number of entries in Event.Headers.
+	MaxHeaders = 64
+	// MaxHeaderBytes bounds each header name and each header value.
+	MaxHeaderBytes = 4096
+	// MaxEventsPerPublish bounds the events of one PublishTx call.
+	MaxEventsPerPublish = 10_000
+	// DefaultMaxPayloadBytes is Config.MaxPayloadBytes when unset.
+	DefaultMaxPayloadBytes = 1 << 20
+	// MaxPayloadBytesLimit bounds Config.MaxPayloadBytes itself.
+	MaxPayloadBytesLimit = 64 << 20
+)
+
+// Event is what a service publishes. Every handler registered for its
+// Type gets one Delivery of it.
+type Event struct {
+	// ID is the idempotency key: publishing an event whose ID exists adds
+	// no delivery for a handler that already has one. Empty means the bus
+	// generates one (a UUIDv7) and writes it back into the event.
+	ID string
+	// Type selects the handlers. Required.
+	Type string
+	// Key is the ordering key. Deliveries of events with the same non-empty
+	// key run per handler in commit order, one at a time. Empty means
+	// unordered.
+	Key string
+	// Payload is opaque to relaybus. It may be nil.
+	Payload []byte
+	// Headers are opaque to relaybus.
+	Headers map[string]string
+	// CreatedAt is set by the bus at publish when zero.
+	CreatedAt time.Time
+}
+
+// ValidateEvent checks e against the limits above and maxPayloadBytes.
+// Stores call it again before they write, so an event that reaches a
+// store directly is held to the same rules. e.ID must be set.
+func ValidateEvent(e *Event, maxPayloadBytes int) error {
+	if e == nil {
+		return invalidf("event is nil")
+	}
+	if e.ID == "" {
+		return invalidf("event id is empty")
+	}
+	if err := checkText("event id", e.ID, MaxEventIDBytes); err != nil {
+		return err
+	}
+	if e.Type == "" {
+		return invalidf("event %q: type is empty", e.ID)
+	}
+	if err := checkText("event type", e.Type, MaxEventTypeBytes); err != nil {
+		return err
+	}
+	if e.Key != "" {
+		if err := checkText("event key", e.Key, MaxKeyBytes); err != nil {
+			return err
+		}
+	}
+	if maxPayloadBytes > 0 && len(e.Payload) > maxPayloadBytes {
+		return invalidf("event %q: payload is %d bytes, over the limit of %d (Config.MaxPayloadBytes)", e.ID, len(e.Payload), maxPayloadBytes)
+	}
+	if len(e.Headers) > MaxHeaders {
+		return invalidf("event %q: %d headers, over the limit of %d", e.ID, len(e.Headers), MaxHeaders)
+	}
+	for k, v := range e.Headers {
+		if k == "" {
+			return invalidf("event %q: empty header name", e.ID)
+		}
+		if err := checkText("header name", k, MaxHeaderBytes); err != nil {
+			return err
+		}
+		if len(v) > MaxHeaderBytes || !utf8.ValidString(v) {
+			return invalidf("event %q: header %q: value must be valid UTF-8 of at most %d bytes", e.ID, k, MaxHeaderBytes)
+		}
+	}
+	return nil
+}
+
+// checkText rejects text that is too long, not UTF-8, or holds a NUL
+// (PostgreSQL text cannot store NUL).
+func checkText(what, s string, maxBytes int) error {
+	if len(s) > maxBytes {
+		return invalidf("%s is %d bytes, over the limit of %d", what, len(s), maxBytes)
+	}
+	if !utf8.ValidString(s) {
+		return invalidf("%s is not valid UTF-8", what)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return invalidf("%s contains a NUL byte", what)
+		}
+	}
+	return nil
+}
+
+// ValidateName checks a handler name (or any other identifier-like name a
+// store keeps as text).
+func ValidateName(what, name string) error {
+	if name == "" {
+		return invalidf("%s is empty", what)
+	}
+	return checkText(what, name, MaxHandlerNameBytes)
+}
+
+// MaxHandlerNameBytes bounds handler names and lease owner names.
+const MaxHandlerNameBytes = 255

@@ -1,0 +1,263 @@
+package relaybus
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the storage a Bus runs on. It is generic over the caller's
+// transaction type so that a service publishes inside its own transaction:
+// pgx.Tx for relaybus/postgres, a session context for relaybus/mongo,
+// *memory.Tx for relaybus/memory.
+//
+// Methods are named noun first and take a params struct, so new fields
+// never break the interface. Every time a method needs ("Now") comes from
+// the params: stores do not read a clock of their own, which keeps every
+// process on one machine consistent and makes the conformance suite
+// deterministic.
+//
+// Fenced writes (complete, reschedule, bury, release, extend) take a Lease
+// and report whether it was still current. false is not an error: it means
+// the delivery was taken over, released, finished or never claimed with
+// that token, and the write changed nothing.
+//
+// Every implementation runs relaybus/storetest.
+type Store[TTx any] interface {
+	// Setup creates or upgrades the schema. It is idempotent and safe to
+	// run from several processes at once.
+	Setup(ctx context.Context) error
+
+	// TxBegin, TxCommit and TxRollback manage a transaction of the
+	// store's own, used by Publish and by transactional handlers.
+	TxBegin(ctx context.Context) (TTx, error)
+	TxCommit(ctx context.Context, tx TTx) error
+	TxRollback(ctx context.Context, tx TTx) error
+
+	// EventPublishTx inserts events and their deliveries in tx. An event
+	// whose ID exists is not inserted again, and gets deliveries only for
+	// handlers it has none for. Keyed events get the next sequence of
+	// their key, in commit order: a key's counter stays locked until tx
+	// ends. Nothing is visible to claims before tx commits.
+	EventPublishTx(ctx context.Context, tx TTx, params *EventPublishParams) (*EventPublishResult, error)
+
+	// DeliveryClaim leases up to params.Limit due deliveries of
+	// params.Handlers to params.Owner: pending ones whose AvailableAt has
+	// come, and processing ones whose lease expired (a takeover, which
+	// counts as a spent attempt; one whose budget is then spent is buried
+	// instead of returned). A keyed delivery is claimed only when no
+	// delivery of its handler and key with a lower sequence is pending or
+	// processing. Two concurrent claims never return the same delivery.
+	DeliveryClaim(ctx context.Context, params *DeliveryClaimParams) ([]*Delivery, error)
+
+	// LeaseExtend moves the lease expiry of each lease to params.ExpiresAt.
+	// The result has one entry per lease: whether it was still held.
+	LeaseExtend(ctx context.Context, params *LeaseExtendParams) ([]bool, error)
+
+	// DeliveryComplete marks a delivery completed.
+	DeliveryComplete(ctx context.Context, params *DeliveryCompleteParams) (bool, error)
+	// DeliveryCompleteMany completes several deliveries at once; one
+	// result per lease, in order.
+	DeliveryCompleteMany(ctx context.Context, params *DeliveryCompleteManyParams) ([]bool, error)
+	// DeliveryCompleteTx completes a delivery inside tx (a transactional
+	// handler's). If tx rolls back, the delivery is not completed.
+	DeliveryCompleteTx(ctx context.Context, tx TTx, params *DeliveryCompleteParams) (bool, error)
+
+	// DeliveryReschedule records a failed attempt and makes the delivery
+	// pending again at params.AvailableAt.
+	DeliveryReschedule(ctx context.Context, params *DeliveryRescheduleParams) (bool, error)
+	// DeliveryBury records a failed attempt and makes the delivery dead.
+	DeliveryBury(ctx context.Context, params *DeliveryBuryParams) (bool, error)
+	// DeliveryRelease gives a claimed delivery back without spending an
+	// attempt (graceful shutdown before or while its handler ran).
+	DeliveryRelease(ctx context.Context, params *DeliveryReleaseParams) (bool, error)
+	// OwnerRelinquish releases everything params.Owner holds, without
+	// spending attempts, and returns how many deliveries it released.
+	OwnerRelinquish(ctx context.Context, params *OwnerRelinquishParams) (int, error)
+
+	// DeliveryRequeue makes a dead delivery pending again, due at
+	// params.Now, with a fresh attempt budget. ErrNotFound if it does not
+	// exist, ErrNotDead if it is not dead.
+	DeliveryRequeue(ctx context.Context, params *DeliveryRequeueParams) error
+
+	// DeliveryList lists deliveries in ID order, filtered and paged.
+	DeliveryList(ctx context.Context, params *DeliveryListParams) (*DeliveryListResult, error)
+	// Statistics counts deliveries per status and handler.
+	Statistics(ctx context.Context, params *StatisticsParams) (*Statistics, error)
+	// Purge deletes completed and dead deliveries past their retention,
+	// then events that have no delivery left.
+	Purge(ctx context.Context, params *PurgeParams) (*PurgeResult, error)
+}
+
+// Limits on store calls, checked by ValidateParams helpers in the stores.
+const (
+	// MaxClaimLimit bounds DeliveryClaimParams.Limit.
+	MaxClaimLimit = 10_000
+	// MaxLeasesPerCall bounds the leases of one LeaseExtend or
+	// DeliveryCompleteMany call.
+	MaxLeasesPerCall = 10_000
+	// MaxListLimit bounds DeliveryListParams.Limit.
+	MaxListLimit = 1_000
+	// DefaultListLimit is DeliveryListParams.Limit when zero.
+	DefaultListLimit = 100
+	// MaxHandlersPerEvent bounds the deliveries one event can have.
+	MaxHandlersPerEvent = 1_000
+	// MaxAttemptsLimit bounds any attempt budget.
+	MaxAttemptsLimit = 1_000
+	// MaxErrorBytes: longer error texts are cut to this many bytes
+	// before they are stored.
+	MaxErrorBytes = 4096
+)
+
+// EventPublishParams are the arguments of EventPublishTx.
+type EventPublishParams struct {
+	Events []*EventPublish
+	// Now stamps the rows; events with a zero CreatedAt get it too.
+	Now time.Time
+}
+
+// EventPublish is one event and the deliveries it must get.
+type EventPublish struct {
+	Event      *Event
+	Deliveries []DeliverySpec
+}
+
+// DeliverySpec is one handler an event is delivered to.
+type DeliverySpec struct {
+	Handler     string
+	MaxAttempts int
+}
+
+// EventPublishResult reports what EventPublishTx wrote.
+type EventPublishResult struct {
+	// Inserted has one entry per event: false when the event existed.
+	Inserted []bool
+	// Sequences has one entry per event: its per-key sequence (0 when
+	// unkeyed; the stored one when the event existed).
+	Sequences []int64
+	// Deliveries counts the deliveries inserted.
+	Deliveries int
+}
+
+// DeliveryClaimParams are the arguments of DeliveryClaim.
+type DeliveryClaimParams struct {
+	Owner         string
+	Handlers      []string // only deliveries of these handlers; required
+	Limit         int
+	LeaseDuration time.Duration
+	Now           time.Time
+}
+
+// LeaseExtendParams are the arguments of LeaseExtend.
+type LeaseExtendParams struct {
+	Owner     string
+	Leases    []Lease
+	ExpiresAt time.Time
+	Now       time.Time
+}
+
+// DeliveryCompleteParams are the arguments of DeliveryComplete(Tx).
+type DeliveryCompleteParams struct {
+	Lease Lease
+	Now   time.Time
+}
+
+// DeliveryCompleteManyParams are the arguments of DeliveryCompleteMany.
+type DeliveryCompleteManyParams struct {
+	Leases []Lease
+	Now    time.Time
+}
+
+// DeliveryRescheduleParams are the arguments of DeliveryReschedule.
+type DeliveryRescheduleParams struct {
+	Lease       Lease
+	Error       string
+	AvailableAt time.Time
+	Now         time.Time
+}
+
+// DeliveryBuryParams are the arguments of DeliveryBury.
+type DeliveryBuryParams struct {
+	Lease Lease
+	Error string
+	Now   time.Time
+}
+
+// DeliveryReleaseParams are the arguments of DeliveryRelease.
+type DeliveryReleaseParams struct {
+	Lease Lease
+	Now   time.Time
+}
+
+// OwnerRelinquishParams are the arguments of OwnerRelinquish.
+type OwnerRelinquishParams struct {
+	Owner string
+	Now   time.Time
+}
+
+// DeliveryRequeueParams are the arguments of DeliveryRequeue.
+type DeliveryRequeueParams struct {
+	DeliveryID string
+	Now        time.Time
+}
+
+// DeliveryListParams filter and page DeliveryList. Zero values do not
+// filter.
+type DeliveryListParams struct {
+	Status  Status
+	Handler string
+	Key     string
+	EventID string
+	// Limit is the page size: 0 means DefaultListLimit, at most
+	// MaxListLimit.
+	Limit int
+	// After is the Next of the previous page, or empty for the first.
+	After string
+}
+
+// DeliveryListResult is one page of DeliveryList.
+type DeliveryListResult struct {
+	Deliveries []*Delivery
+	// Next is the cursor of the next page; empty on the last page.
+	Next string
+}
+
+// StatisticsParams are the arguments of Statistics.
+type StatisticsParams struct {
+	Now time.Time
+}
+
+// Counts are delivery counts per status.
+type Counts struct {
+	Pending    int64
+	Processing int64
+	Completed  int64
+	Dead       int64
+}
+
+// Statistics describe the deliveries of a store.
+type Statistics struct {
+	Counts
+	// Handlers has the counts of each handler that has deliveries.
+	Handlers map[string]Counts
+	// OldestDueAge is how long the oldest due pending delivery has been
+	// due at params.Now (0 when none is due).
+	OldestDueAge time.Duration
+}
+
+// PurgeParams are the arguments of Purge. A zero time purges nothing of
+// that kind.
+type PurgeParams struct {
+	// CompletedBefore: delete completed deliveries completed before it.
+	CompletedBefore time.Time
+	// DeadBefore: delete dead deliveries last updated before it.
+	DeadBefore time.Time
+	// Limit bounds the deliveries deleted by one call (0 = no bound).
+	Limit int
+	Now   time.Time
+}
+
+// PurgeResult reports what Purge deleted.
+type PurgeResult struct {
+	Deliveries int64
+	Events     int64
+}
