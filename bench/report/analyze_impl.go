@@ -1,0 +1,3 @@
+package report
+
+func analyze(run *Run, s Settings) *Analysis { return &Analysis{Run: run, Settings: s} }
