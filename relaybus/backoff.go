@@ -1,0 +1,45 @@
+package relaybus
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// retryDelay is the wait before the retry of a failed attempt:
+// min(base*2^(attempt-1), maxDelay), spread by ±jitter (a fraction), and
+// never above maxDelay. The spread keeps failures that happened together
+// from retrying together. r is a uniform random number in [0, 1).
+func retryDelay(attempt int, base, maxDelay time.Duration, jitter, r float64) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := maxDelay
+	// base << (attempt-1) without overflow: stop doubling once past maxDelay.
+	if shift := attempt - 1; shift < 63 && base <= maxDelay>>shift {
+		d = base << shift
+	}
+	if jitter > 0 {
+		d = time.Duration(float64(d) * (1 + jitter*(2*r-1)))
+	}
+	return min(max(d, 0), maxDelay)
+}
+
+// backoff is retryDelay with the bus's settings and a fresh random number.
+func (b *Bus[TTx]) backoff(attempt int) time.Duration {
+	return retryDelay(attempt, b.cfg.RetryBaseDelay, b.cfg.RetryMaxDelay, b.cfg.RetryJitter, rand.Float64())
+}
+
+// claimErrorDelay is the wait after the n-th claim error in a row: the poll
+// interval doubled per error, at most maxClaimErrorBackoffFactor times it, so
+// a store that is down is not hammered and one that is back is found soon.
+func claimErrorDelay(n int, poll time.Duration) time.Duration {
+	f := 1
+	for i := 1; i < n && f < maxClaimErrorBackoffFactor; i++ {
+		f *= 2
+	}
+	return poll * time.Duration(f)
+}
+
+// maxClaimErrorBackoffFactor bounds claimErrorDelay relative to the poll
+// interval.
+const maxClaimErrorBackoffFactor = 16

@@ -1,0 +1,304 @@
+package relaybus
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Bus publishes events and dispatches their deliveries to handlers. It is
+// safe for concurrent use. Register handlers first (Handle, HandleTx,
+// Declare), then publish and run the dispatcher (Run, or Start and Stop).
+// The dispatcher runs once: after it stops, Start and Run return ErrClosed.
+type Bus[TTx any] struct {
+	store Store[TTx]
+	cfg   Config
+
+	mu       sync.RWMutex
+	state    busState
+	handlers map[string]*handler[TTx]
+	byType   map[string][]DeliverySpec
+	// cancel stops the running dispatcher; done is closed when it has shut
+	// down, and runErr is its result then.
+	cancel context.CancelFunc
+	done   chan struct{}
+	runErr error
+
+	stats dispatcherCounters
+}
+
+type busState int
+
+const (
+	stateNew busState = iota
+	stateRunning
+	stateStopped
+)
+
+// New returns a Bus on store. Zero Config fields take their defaults; a field
+// out of range is an ErrInvalid error.
+func New[TTx any](store Store[TTx], cfg Config) (*Bus[TTx], error) {
+	if store == nil {
+		return nil, invalidf("store is nil")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Bus[TTx]{
+		store:    store,
+		cfg:      c,
+		handlers: make(map[string]*handler[TTx]),
+		byType:   make(map[string][]DeliverySpec),
+	}, nil
+}
+
+// Owner is the lease owner name this bus claims under.
+func (b *Bus[TTx]) Owner() string { return b.cfg.Owner }
+
+// Setup creates or upgrades the store's schema (idempotent).
+func (b *Bus[TTx]) Setup(ctx context.Context) error { return b.store.Setup(ctx) }
+
+// PublishTx publishes events in tx: each event with one delivery per handler
+// registered or declared for its type. Missing IDs are generated (UUIDv7) and
+// written back into the events, as is CreatedAt when zero, but only once every
+// event is valid: an invalid event (or a type with no handler, which would
+// otherwise be silently dropped) is an ErrInvalid error and nothing is
+// written. Publishing no events does nothing.
+func (b *Bus[TTx]) PublishTx(ctx context.Context, tx TTx, events ...*Event) error {
+	params, err := b.publishParams(events)
+	if err != nil || params == nil {
+		return err
+	}
+	if _, err := b.store.EventPublishTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("relaybus: publish: %w", err)
+	}
+	return nil
+}
+
+// Publish is PublishTx in a transaction of the bus's own: committed on
+// success, rolled back on error.
+func (b *Bus[TTx]) Publish(ctx context.Context, events ...*Event) error {
+	params, err := b.publishParams(events)
+	if err != nil || params == nil {
+		return err
+	}
+	tx, err := b.store.TxBegin(ctx)
+	if err != nil {
+		return fmt.Errorf("relaybus: publish: begin: %w", err)
+	}
+	if _, err := b.store.EventPublishTx(ctx, tx, params); err != nil {
+		if rbErr := b.store.TxRollback(context.WithoutCancel(ctx), tx); rbErr != nil {
+			b.cfg.Logger.Warn("relaybus: publish: rollback failed", "error", rbErr)
+		}
+		return fmt.Errorf("relaybus: publish: %w", err)
+	}
+	if err := b.store.TxCommit(ctx, tx); err != nil {
+		return fmt.Errorf("relaybus: publish: commit: %w", err)
+	}
+	return nil
+}
+
+// publishParams validates events and builds the store call. It changes the
+// events (ID, CreatedAt) only when all of them are valid, so a caller that
+// retries after a store error republishes the same IDs (idempotently).
+func (b *Bus[TTx]) publishParams(events []*Event) (*EventPublishParams, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	if len(events) > MaxEventsPerPublish {
+		return nil, invalidf("publish: %d events, over the limit of %d", len(events), MaxEventsPerPublish)
+	}
+	now := b.cfg.Now()
+	ids := make([]string, len(events))
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	params := &EventPublishParams{Events: make([]*EventPublish, len(events)), Now: now}
+	for i, e := range events {
+		if e == nil {
+			return nil, invalidf("publish: event %d is nil", i)
+		}
+		ids[i] = e.ID
+		if ids[i] == "" {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, fmt.Errorf("relaybus: publish: generate event id: %w", err)
+			}
+			ids[i] = id.String()
+		}
+		// Validate a copy with the ID it will have: the caller's event is
+		// not touched until everything is known to be valid.
+		probe := *e
+		probe.ID = ids[i]
+		if err := ValidateEvent(&probe, b.cfg.MaxPayloadBytes); err != nil {
+			return nil, err
+		}
+		specs := b.byType[e.Type]
+		if len(specs) == 0 {
+			return nil, invalidf("publish: event %q: type %q has no handler (register one with Handle, HandleTx or Declare)", ids[i], e.Type)
+		}
+		params.Events[i] = &EventPublish{Event: e, Deliveries: specs}
+	}
+	// Check the whole call (duplicate IDs etc.) before writing back.
+	check := &EventPublishParams{Events: make([]*EventPublish, len(events)), Now: now}
+	for i, ep := range params.Events {
+		probe := *ep.Event
+		probe.ID = ids[i]
+		check.Events[i] = &EventPublish{Event: &probe, Deliveries: ep.Deliveries}
+	}
+	if err := check.Validate(b.cfg.MaxPayloadBytes); err != nil {
+		return nil, err
+	}
+	for i, e := range events {
+		e.ID = ids[i]
+		if e.CreatedAt.IsZero() {
+			e.CreatedAt = now
+		}
+	}
+	return params, nil
+}
+
+// Requeue makes a dead delivery pending again with a fresh attempt budget.
+// ErrNotFound if it does not exist, ErrNotDead if it is not dead.
+func (b *Bus[TTx]) Requeue(ctx context.Context, deliveryID string) error {
+	return b.store.DeliveryRequeue(ctx, &DeliveryRequeueParams{DeliveryID: deliveryID, Now: b.cfg.Now()})
+}
+
+// ListDeliveries lists deliveries in ID order; nil params list the first
+// page of all.
+func (b *Bus[TTx]) ListDeliveries(ctx context.Context, params *DeliveryListParams) (*DeliveryListResult, error) {
+	if params == nil {
+		params = &DeliveryListParams{}
+	}
+	return b.store.DeliveryList(ctx, params)
+}
+
+// Statistics counts deliveries per status and handler.
+func (b *Bus[TTx]) Statistics(ctx context.Context) (*Statistics, error) {
+	return b.store.Statistics(ctx, &StatisticsParams{Now: b.cfg.Now()})
+}
+
+// Retention says how long finished deliveries are kept. 0 keeps that kind
+// forever.
+type Retention struct{ Completed, Dead time.Duration }
+
+// PurgeExpired deletes completed and dead deliveries older than their
+// retention, then events that have no delivery left.
+func (b *Bus[TTx]) PurgeExpired(ctx context.Context, r Retention) (*PurgeResult, error) {
+	if r.Completed < 0 || r.Dead < 0 {
+		return nil, invalidf("purge: negative retention (Completed %v, Dead %v)", r.Completed, r.Dead)
+	}
+	now := b.cfg.Now()
+	p := &PurgeParams{Now: now}
+	if r.Completed > 0 {
+		p.CompletedBefore = now.Add(-r.Completed)
+	}
+	if r.Dead > 0 {
+		p.DeadBefore = now.Add(-r.Dead)
+	}
+	if p.CompletedBefore.IsZero() && p.DeadBefore.IsZero() {
+		return &PurgeResult{}, nil
+	}
+	return b.store.Purge(ctx, p)
+}
+
+// DispatcherStats are counters of this bus's dispatcher since New.
+type DispatcherStats struct {
+	Claims      int64 // DeliveryClaim calls that succeeded
+	Claimed     int64 // deliveries claimed
+	Succeeded   int64 // handler calls that returned nil
+	Completed   int64 // completions the store confirmed
+	Failed      int64 // handler calls that failed (error, panic or timeout)
+	Rescheduled int64 // failures the store rescheduled
+	Buried      int64 // failures the store made dead letters
+	Released    int64 // deliveries given back without spending an attempt
+	LeasesLost  int64 // leases found lost (renewal, completion, or expiry)
+	Panics      int64 // handler panics recovered
+}
+
+type dispatcherCounters struct {
+	claims, claimed, succeeded, completed, failed, rescheduled, buried, released, leasesLost, panics atomic.Int64
+}
+
+// DispatcherStats returns the dispatcher's counters (atomic reads, cheap).
+func (b *Bus[TTx]) DispatcherStats() DispatcherStats {
+	s := &b.stats
+	return DispatcherStats{
+		Claims: s.claims.Load(), Claimed: s.claimed.Load(), Succeeded: s.succeeded.Load(),
+		Completed: s.completed.Load(), Failed: s.failed.Load(), Rescheduled: s.rescheduled.Load(),
+		Buried: s.buried.Load(), Released: s.released.Load(), LeasesLost: s.leasesLost.Load(),
+		Panics: s.panics.Load(),
+	}
+}
+
+// Run dispatches until ctx is done, then shuts down gracefully and returns
+// nil, or the first fatal error.
+func (b *Bus[TTx]) Run(ctx context.Context) error {
+	if err := b.Start(ctx); err != nil {
+		return err
+	}
+	<-b.done
+	return b.runErr
+}
+
+// Start runs the dispatcher in the background until ctx is done or Stop is
+// called.
+func (b *Bus[TTx]) Start(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case stateRunning:
+		return ErrAlreadyRunning
+	case stateStopped:
+		return ErrClosed
+	}
+	var names []string
+	run := make(map[string]*handler[TTx])
+	for name, h := range b.handlers {
+		if h.runs() {
+			names = append(names, name)
+			run[name] = h
+		}
+	}
+	if len(names) == 0 {
+		return invalidf("start: no handler to run (Declare only registers handlers for publishing)")
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	d := newDispatcher(b, names, run)
+	b.state = stateRunning
+	b.cancel = cancel
+	b.done = make(chan struct{})
+	go func() {
+		err := d.run(runCtx)
+		cancel()
+		b.mu.Lock()
+		b.runErr = err
+		b.state = stateStopped
+		b.mu.Unlock()
+		close(b.done)
+	}()
+	return nil
+}
+
+// Stop shuts the dispatcher down gracefully and waits for it until ctx is
+// done (then it returns ctx's error; the shutdown goes on in the
+// background). Stop on a bus that never started returns nil.
+func (b *Bus[TTx]) Stop(ctx context.Context) error {
+	b.mu.RLock()
+	cancel, done := b.cancel, b.done
+	b.mu.RUnlock()
+	if done == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return b.runErr
+	case <-ctx.Done():
+		return fmt.Errorf("relaybus: stop: %w", ctx.Err())
+	}
+}

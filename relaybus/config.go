@@ -1,0 +1,221 @@
+package relaybus
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Limits on Config. Each is checked by New; a set field outside its range is
+// an ErrInvalid error that names the field and the range.
+const (
+	// MaxConcurrency bounds Config.Concurrency.
+	MaxConcurrency = 10_000
+	// MinPollInterval and MaxPollInterval bound Config.PollInterval.
+	MinPollInterval = time.Millisecond
+	MaxPollInterval = time.Hour
+	// MinLeaseDuration bounds Config.LeaseDuration from below; MaxLeaseDuration
+	// (params.go) from above.
+	MinLeaseDuration = 10 * time.Millisecond
+	// MaxCompletionBatchWindow bounds Config.CompletionBatchWindow.
+	MaxCompletionBatchWindow = time.Second
+	// MaxRetryDelay bounds Config.RetryBaseDelay and Config.RetryMaxDelay.
+	MaxRetryDelay = 30 * 24 * time.Hour
+	// MinHandlerTimeout and MaxHandlerTimeout bound HandlerOptions.Timeout.
+	MinHandlerTimeout = time.Millisecond
+	MaxHandlerTimeout = 24 * time.Hour
+)
+
+// Defaults of Config, used for zero fields.
+const (
+	DefaultConcurrency           = 10
+	DefaultBatchSize             = 10
+	DefaultPollInterval          = time.Second
+	DefaultLeaseDuration         = 30 * time.Second
+	DefaultCompletionBatchWindow = 2 * time.Millisecond
+	DefaultCompletionBatchMax    = 100
+	DefaultMaxAttempts           = 10
+	DefaultRetryBaseDelay        = time.Second
+	DefaultRetryMaxDelay         = time.Hour
+	DefaultRetryJitter           = 0.1
+)
+
+// Disabled, set as Config.CompletionBatchWindow or Config.RetryJitter, turns
+// that feature off. A zero value cannot mean "off" because zero fields take
+// their defaults (the same convention as River's -1 for "no timeout").
+const Disabled = -1
+
+// Config configures a Bus. Zero fields take their defaults; a set field out
+// of range is an ErrInvalid error from New naming the field and its range.
+type Config struct {
+	// Owner names this process in lease rows. Default
+	// "<hostname>-<pid>-<8 random hex>". Two live buses must never share an
+	// owner: OwnerRelinquish releases everything an owner holds.
+	Owner string
+	// Concurrency bounds the handlers running at once. Default 10,
+	// [1, MaxConcurrency].
+	Concurrency int
+	// BatchSize bounds the deliveries of one claim. Default 10,
+	// [1, MaxClaimLimit].
+	BatchSize int
+	// PollInterval is the wait between claims when the last claim found less
+	// than a full batch. Default 1s, [MinPollInterval, MaxPollInterval].
+	PollInterval time.Duration
+	// LeaseDuration is how long a claim (and each renewal) holds a delivery.
+	// Default 30s, [MinLeaseDuration, MaxLeaseDuration].
+	LeaseDuration time.Duration
+	// LeaseRenewInterval is the period of lease renewal. Default
+	// LeaseDuration/3; must be in (0, LeaseDuration).
+	LeaseRenewInterval time.Duration
+	// CompletionBatchWindow is how long a success waits for others to be
+	// completed with it in one DeliveryCompleteMany call. Default 2ms,
+	// [0, MaxCompletionBatchWindow]; Disabled (-1) completes each delivery
+	// alone with DeliveryComplete.
+	CompletionBatchWindow time.Duration
+	// CompletionBatchMax sends a completion batch at once when it has this
+	// many deliveries. Default 100, [1, MaxLeasesPerCall].
+	CompletionBatchMax int
+	// MaxAttempts is the attempt budget of a handler whose options do not
+	// set one. Default 10, [1, MaxAttemptsLimit].
+	MaxAttempts int
+	// RetryBaseDelay and RetryMaxDelay shape the retry backoff:
+	// min(base*2^(attempt-1), max), then spread by ±RetryJitter. Defaults 1s
+	// and 1h; base in (0, MaxRetryDelay], max in [base, MaxRetryDelay].
+	RetryBaseDelay time.Duration
+	RetryMaxDelay  time.Duration
+	// RetryJitter is the relative spread of retry delays. Default 0.1,
+	// [0, 1]; Disabled (-1) means no jitter.
+	RetryJitter float64
+	// MaxPayloadBytes bounds Event.Payload at publish. Default
+	// DefaultMaxPayloadBytes, [1, MaxPayloadBytesLimit].
+	MaxPayloadBytes int
+	// Logger receives structured logs. Default: discard. (The bus never
+	// writes to stdout: the harness worker speaks its protocol there.)
+	Logger *slog.Logger
+	// Now is the clock used for every time the bus sends to the store and for
+	// retry schedules. Default time.Now. Timers (poll, renewal, batching)
+	// run on real time.
+	Now func() time.Time
+	// BeforeComplete, if set, is called with each completion batch (the
+	// deliveries whose handlers succeeded) before the completion is sent to
+	// the store. If it returns an error the batch is not completed (its
+	// leases are released instead, or left to expire if that fails) and the
+	// error is logged. The harness uses it to write its records of handled
+	// deliveries to the kernel before the completion (one write(2) per
+	// batch). For a transactional handler it is called with that one
+	// delivery before DeliveryCompleteTx.
+	BeforeComplete func(ctx context.Context, ds []*Delivery) error
+}
+
+// withDefaults returns cfg with defaults filled in, or the first field out of
+// range.
+func (cfg Config) withDefaults() (Config, error) {
+	c := cfg
+	if c.Owner == "" {
+		c.Owner = defaultOwner()
+	} else if err := ValidateName("Config.Owner", c.Owner); err != nil {
+		return c, err
+	}
+	if err := intField("Concurrency", &c.Concurrency, DefaultConcurrency, 1, MaxConcurrency); err != nil {
+		return c, err
+	}
+	if err := intField("BatchSize", &c.BatchSize, DefaultBatchSize, 1, MaxClaimLimit); err != nil {
+		return c, err
+	}
+	if err := durField("PollInterval", &c.PollInterval, DefaultPollInterval, MinPollInterval, MaxPollInterval); err != nil {
+		return c, err
+	}
+	if err := durField("LeaseDuration", &c.LeaseDuration, DefaultLeaseDuration, MinLeaseDuration, MaxLeaseDuration); err != nil {
+		return c, err
+	}
+	if c.LeaseRenewInterval == 0 {
+		c.LeaseRenewInterval = c.LeaseDuration / 3
+	} else if c.LeaseRenewInterval < 0 || c.LeaseRenewInterval >= c.LeaseDuration {
+		return c, invalidf("Config.LeaseRenewInterval %v out of range (0, LeaseDuration=%v)", c.LeaseRenewInterval, c.LeaseDuration)
+	}
+	switch {
+	case c.CompletionBatchWindow == 0:
+		c.CompletionBatchWindow = DefaultCompletionBatchWindow
+	case c.CompletionBatchWindow == Disabled:
+	case c.CompletionBatchWindow < 0 || c.CompletionBatchWindow > MaxCompletionBatchWindow:
+		return c, invalidf("Config.CompletionBatchWindow %v out of range [0, %v] (or Disabled)", c.CompletionBatchWindow, MaxCompletionBatchWindow)
+	}
+	if err := intField("CompletionBatchMax", &c.CompletionBatchMax, DefaultCompletionBatchMax, 1, MaxLeasesPerCall); err != nil {
+		return c, err
+	}
+	if err := intField("MaxAttempts", &c.MaxAttempts, DefaultMaxAttempts, 1, MaxAttemptsLimit); err != nil {
+		return c, err
+	}
+	if c.RetryBaseDelay == 0 {
+		c.RetryBaseDelay = DefaultRetryBaseDelay
+	} else if c.RetryBaseDelay < 0 || c.RetryBaseDelay > MaxRetryDelay {
+		return c, invalidf("Config.RetryBaseDelay %v out of range (0, %v]", c.RetryBaseDelay, MaxRetryDelay)
+	}
+	if c.RetryMaxDelay == 0 {
+		c.RetryMaxDelay = max(DefaultRetryMaxDelay, c.RetryBaseDelay)
+	} else if c.RetryMaxDelay < c.RetryBaseDelay || c.RetryMaxDelay > MaxRetryDelay {
+		return c, invalidf("Config.RetryMaxDelay %v out of range [RetryBaseDelay=%v, %v]", c.RetryMaxDelay, c.RetryBaseDelay, MaxRetryDelay)
+	}
+	switch {
+	case c.RetryJitter == 0:
+		c.RetryJitter = DefaultRetryJitter
+	case c.RetryJitter == Disabled:
+		c.RetryJitter = 0
+	case !(c.RetryJitter > 0 && c.RetryJitter <= 1): // also rejects NaN
+		return c, invalidf("Config.RetryJitter %v out of range [0, 1] (or Disabled)", c.RetryJitter)
+	}
+	if err := intField("MaxPayloadBytes", &c.MaxPayloadBytes, DefaultMaxPayloadBytes, 1, MaxPayloadBytesLimit); err != nil {
+		return c, err
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+func intField(name string, v *int, def, lo, hi int) error {
+	if *v == 0 {
+		*v = def
+		return nil
+	}
+	if *v < lo || *v > hi {
+		return invalidf("Config.%s %d out of range [%d, %d]", name, *v, lo, hi)
+	}
+	return nil
+}
+
+func durField(name string, v *time.Duration, def, lo, hi time.Duration) error {
+	if *v == 0 {
+		*v = def
+		return nil
+	}
+	if *v < lo || *v > hi {
+		return invalidf("Config.%s %v out of range [%v, %v]", name, *v, lo, hi)
+	}
+	return nil
+}
+
+// defaultOwner is "<hostname>-<pid>-<8 random hex>": readable in lease rows,
+// and unique even when a container reuses hostname and pid.
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "relaybus"
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:]) // crypto/rand.Read never fails (Go 1.24+)
+	suffix := "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
+	// Keep the owner a valid name whatever the hostname is.
+	if err := ValidateName("owner", host+suffix); err != nil {
+		host = "relaybus"
+	}
+	return fmt.Sprintf("%s%s", host, suffix)
+}

@@ -1,0 +1,134 @@
+package relaybus
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// HandlerFunc handles one delivery. A nil error completes it; an error
+// retries it with backoff until its attempt budget is spent, then makes it a
+// dead letter (Permanent errors at once). ctx is cancelled on shutdown, when
+// the lease is lost, and after HandlerOptions.Timeout.
+type HandlerFunc func(ctx context.Context, d *Delivery) error
+
+// TxHandlerFunc handles one delivery inside a store transaction; the
+// delivery's completion commits in the same transaction, so the handler's
+// writes happen effectively once.
+type TxHandlerFunc[TTx any] func(ctx context.Context, tx TTx, d *Delivery) error
+
+// HandlerOptions tune one handler. A nil *HandlerOptions takes every default.
+type HandlerOptions struct {
+	// MaxAttempts is the attempt budget of the handler's deliveries. 0 means
+	// Config.MaxAttempts; else [1, MaxAttemptsLimit]. It is stored with each
+	// delivery at publish, so it is the publisher's value that counts.
+	MaxAttempts int
+	// Timeout bounds one attempt: the handler's ctx is cancelled after it and
+	// the attempt fails. 0 means none; else [MinHandlerTimeout,
+	// MaxHandlerTimeout].
+	Timeout time.Duration
+}
+
+// handler is one registered handler: run here (fn or txFn set) or only
+// declared (both nil).
+type handler[TTx any] struct {
+	name        string
+	eventType   string
+	maxAttempts int
+	timeout     time.Duration
+	fn          HandlerFunc
+	txFn        TxHandlerFunc[TTx]
+}
+
+func (h *handler[TTx]) runs() bool { return h.fn != nil || h.txFn != nil }
+
+// Handle registers fn for eventType under name. The name is unique across the
+// bus and is what deliveries are stored under: renaming a handler orphans its
+// pending deliveries. Errors: empty or invalid type or name, a duplicate
+// name, a nil fn, bad options, or the dispatcher already started.
+func (b *Bus[TTx]) Handle(eventType, name string, fn HandlerFunc, opts *HandlerOptions) error {
+	if fn == nil {
+		return invalidf("handler %q: nil HandlerFunc", name)
+	}
+	return b.register(eventType, name, opts, fn, nil)
+}
+
+// HandleTx registers a transactional handler: fn runs inside a store
+// transaction (TxBegin) and the delivery's completion commits in it
+// (DeliveryCompleteTx, then TxCommit). If the completion reports the lease
+// lost, or fn fails or panics, the transaction rolls back; a failure is then
+// rescheduled or buried outside it.
+func (b *Bus[TTx]) HandleTx(eventType, name string, fn TxHandlerFunc[TTx], opts *HandlerOptions) error {
+	if fn == nil {
+		return invalidf("handler %q: nil TxHandlerFunc", name)
+	}
+	return b.register(eventType, name, opts, nil, fn)
+}
+
+// Declare registers a handler that this process publishes to but does not
+// run: a publisher-only process must know which handlers exist to give each
+// event its deliveries. Its deliveries are never claimed by this bus.
+func (b *Bus[TTx]) Declare(eventType, name string, opts *HandlerOptions) error {
+	return b.register(eventType, name, opts, nil, nil)
+}
+
+func (b *Bus[TTx]) register(eventType, name string, opts *HandlerOptions, fn HandlerFunc, txFn TxHandlerFunc[TTx]) error {
+	if eventType == "" {
+		return invalidf("handler %q: event type is empty", name)
+	}
+	if err := checkText("event type", eventType, MaxEventTypeBytes); err != nil {
+		return err
+	}
+	if err := ValidateName("handler name", name); err != nil {
+		return err
+	}
+	var o HandlerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = b.cfg.MaxAttempts
+	} else if o.MaxAttempts < 1 || o.MaxAttempts > MaxAttemptsLimit {
+		return invalidf("handler %q: MaxAttempts %d out of range [1, %d]", name, o.MaxAttempts, MaxAttemptsLimit)
+	}
+	if o.Timeout != 0 && (o.Timeout < MinHandlerTimeout || o.Timeout > MaxHandlerTimeout) {
+		return invalidf("handler %q: Timeout %v out of range [%v, %v]", name, o.Timeout, MinHandlerTimeout, MaxHandlerTimeout)
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state != stateNew {
+		return invalidf("handler %q: the dispatcher has already started; register handlers before Start or Run", name)
+	}
+	if _, dup := b.handlers[name]; dup {
+		return invalidf("handler %q is already registered", name)
+	}
+	if len(b.byType[eventType]) >= MaxHandlersPerEvent {
+		return invalidf("event type %q: over the limit of %d handlers", eventType, MaxHandlersPerEvent)
+	}
+	h := &handler[TTx]{name: name, eventType: eventType, maxAttempts: o.MaxAttempts, timeout: o.Timeout, fn: fn, txFn: txFn}
+	b.handlers[name] = h
+	b.byType[eventType] = append(b.byType[eventType], DeliverySpec{Handler: name, MaxAttempts: o.MaxAttempts})
+	return nil
+}
+
+// permanentError marks an error that must not be retried.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so that the delivery is buried at once, without
+// retries. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err (or an error it wraps) came from Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
