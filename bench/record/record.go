@@ -361,7 +361,7 @@ func parseLine(f *File, line string) error {
 	switch fields[0] {
 	case "P":
 		if n != 6 {
-			return fmt.Errorf("P line has %d fields, want 6", n)
+			return fmt.Errorf("kind P line has %d fields, want 6", n)
 		}
 		if fields[1] == "" {
 			return errors.New("empty event id")
@@ -379,7 +379,7 @@ func parseLine(f *File, line string) error {
 		})
 	case "H":
 		if n != 8 {
-			return fmt.Errorf("H line has %d fields, want 8", n)
+			return fmt.Errorf("kind H line has %d fields, want 8", n)
 		}
 		if fields[1] == "" {
 			return errors.New("empty event id")
