@@ -1,0 +1,308 @@
+// Package scenarios defines the benchmark scenarios (numbered as in the
+// 0.2 write-amplification document) and the cell matrices of --smoke,
+// --quick and --full.
+package scenarios
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/berkcansavur/relaybus/bench/protocol"
+)
+
+// Scenario numbers and names.
+const (
+	Publish  = 1 // publish only
+	Dispatch = 2 // dispatch of preloaded events
+	Keyed    = 3 // keyed dispatch
+	Faults   = 4 // SIGKILL, poison, database restart
+	Mixed    = 5 // steady state: offered rate against dispatchers
+)
+
+// Names maps scenario numbers to the names used in results.
+var Names = map[int]string{Publish: "publish", Dispatch: "dispatch", Keyed: "keyed", Faults: "faults", Mixed: "mixed"}
+
+// Limits checked by Validate.
+const (
+	MaxProcs       = 64
+	MaxPreload     = 10_000_000
+	MaxRounds      = 100
+	MaxWindow      = time.Hour
+	MinWindow      = time.Second
+	MaxCells       = 1000
+	defaultLeaseMs = 30_000
+)
+
+// Cell is one configuration of one scenario: one table row.
+type Cell struct {
+	Scenario int
+	Name     string
+	// Workload is shared by both sides (IDPrefix is set per window).
+	Workload protocol.Workload
+	// Preload events are published before the window starts (scenarios
+	// 2-4), by PreloadPublishers goroutines in batches of PreloadBatch.
+	Preload           int
+	PreloadPublishers int
+	PreloadBatch      int
+	// PublisherProcs processes each run Publisher during the window.
+	PublisherProcs int
+	Publisher      protocol.Publisher
+	PublisherPool  int
+	// DispatcherProcs processes each run Dispatcher during the window;
+	// publish-only cells have none in the window and drain afterwards
+	// with DrainDispatcher so the run can be validated.
+	DispatcherProcs int
+	Dispatcher      protocol.Dispatcher
+	DispatcherPool  int
+	// Fault plan (scenario 4), as fractions of the window.
+	KillDispatcherAt float64 // > 0: SIGKILL dispatcher 0 at this point
+	RestartDBAt      float64 // > 0: restart the database server then
+	// AllowRedelivery: the validator counts extra handles as
+	// redeliveries (at-least-once), not duplicates.
+	AllowRedelivery bool
+}
+
+// DrainDispatcher drains publish-only cells after their window.
+var DrainDispatcher = protocol.Dispatcher{Concurrency: 100, Batch: 200, PollMs: 50}
+
+// Config is the cell's configuration as recorded in the results.
+func (c *Cell) Config() map[string]any {
+	m := map[string]any{
+		"scenario": c.Scenario, "handlers": len(c.Workload.Handlers), "keys": c.Workload.Keys,
+		"key_count": c.Workload.KeyCount, "payload_bytes": c.Workload.PayloadBytes,
+	}
+	if c.Preload > 0 {
+		m["preload"] = c.Preload
+	}
+	if c.PublisherProcs > 0 {
+		m["publisher_procs"] = c.PublisherProcs
+		m["publishers"] = c.Publisher.Publishers
+		m["batch"] = c.Publisher.Batch
+		m["publisher_pool"] = c.PublisherPool
+		if c.Publisher.RatePerSec > 0 {
+			m["offered_per_s"] = c.Publisher.RatePerSec * float64(c.PublisherProcs)
+		}
+	}
+	if c.DispatcherProcs > 0 {
+		m["instances"] = c.DispatcherProcs
+		m["concurrency"] = c.Dispatcher.Concurrency
+		m["dispatch_batch"] = c.Dispatcher.Batch
+		m["dispatcher_pool"] = c.DispatcherPool
+		m["poll_ms"] = c.Dispatcher.PollMs
+		if c.Dispatcher.LeaseMs > 0 {
+			m["lease_ms"] = c.Dispatcher.LeaseMs
+		}
+	}
+	if c.Workload.PoisonEvery > 0 {
+		m["poison_every"] = c.Workload.PoisonEvery
+	}
+	if c.KillDispatcherAt > 0 {
+		m["kill_dispatcher_at"] = c.KillDispatcherAt
+	}
+	if c.RestartDBAt > 0 {
+		m["restart_db_at"] = c.RestartDBAt
+	}
+	return m
+}
+
+// Validate checks the cell's bounds.
+func (c *Cell) Validate() error {
+	switch {
+	case Names[c.Scenario] == "":
+		return fmt.Errorf("scenarios: cell %q: unknown scenario %d", c.Name, c.Scenario)
+	case len(c.Workload.Handlers) == 0:
+		return fmt.Errorf("scenarios: cell %q: no handlers", c.Name)
+	case c.Preload < 0 || c.Preload > MaxPreload:
+		return fmt.Errorf("scenarios: cell %q: preload %d outside 0..%d", c.Name, c.Preload, MaxPreload)
+	case c.PublisherProcs < 0 || c.PublisherProcs > MaxProcs || c.DispatcherProcs < 0 || c.DispatcherProcs > MaxProcs:
+		return fmt.Errorf("scenarios: cell %q: process counts must be within 0..%d", c.Name, MaxProcs)
+	case c.PublisherProcs == 0 && c.DispatcherProcs == 0:
+		return fmt.Errorf("scenarios: cell %q: no process runs in the window", c.Name)
+	case c.Preload > 0 && (c.PreloadPublishers < 1 || c.PreloadBatch < 1):
+		return fmt.Errorf("scenarios: cell %q: preload needs publishers and a batch", c.Name)
+	case c.KillDispatcherAt < 0 || c.KillDispatcherAt >= 1 || c.RestartDBAt < 0 || c.RestartDBAt >= 1:
+		return fmt.Errorf("scenarios: cell %q: fault points are fractions of the window in [0, 1)", c.Name)
+	case c.KillDispatcherAt > 0 && c.DispatcherProcs < 2:
+		// The survivor must take the killed one's lanes over.
+		return fmt.Errorf("scenarios: cell %q: killing a dispatcher needs at least 2", c.Name)
+	}
+	return nil
+}
+
+// Matrix is a set of cells and how to run them.
+type Matrix struct {
+	Mode   string
+	Rounds int
+	// Warmup runs before each window and is discarded.
+	Warmup, Window time.Duration
+	Cells          []Cell
+}
+
+// Validate checks the matrix and every cell.
+func (m *Matrix) Validate() error {
+	switch {
+	case m.Rounds < 1 || m.Rounds > MaxRounds:
+		return fmt.Errorf("scenarios: rounds %d outside 1..%d", m.Rounds, MaxRounds)
+	case m.Window < MinWindow || m.Window > MaxWindow:
+		return fmt.Errorf("scenarios: window %s outside %s..%s", m.Window, MinWindow, MaxWindow)
+	case m.Warmup < 0 || m.Warmup > MaxWindow:
+		return fmt.Errorf("scenarios: warm-up %s outside 0..%s", m.Warmup, MaxWindow)
+	case len(m.Cells) == 0:
+		return fmt.Errorf("scenarios: no cells to run (check --scenarios)")
+	case len(m.Cells) > MaxCells:
+		return fmt.Errorf("scenarios: %d cells, more than %d", len(m.Cells), MaxCells)
+	}
+	for i := range m.Cells {
+		if err := m.Cells[i].Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Filter keeps the cells of the given scenario numbers (all when empty).
+func (m *Matrix) Filter(numbers []int) error {
+	if len(numbers) == 0 {
+		return nil
+	}
+	for _, n := range numbers {
+		if Names[n] == "" {
+			return fmt.Errorf("scenarios: unknown scenario %d (1 publish, 2 dispatch, 3 keyed, 4 faults, 5 mixed)", n)
+		}
+	}
+	m.Cells = slices.DeleteFunc(m.Cells, func(c Cell) bool { return !slices.Contains(numbers, c.Scenario) })
+	return nil
+}
+
+func workload(keys string, keyCount int) protocol.Workload {
+	return protocol.Workload{EventType: "bench.event", Handlers: []string{"noop"}, Keys: keys, KeyCount: keyCount, PayloadBytes: 128}
+}
+
+func publishCell(procs, pubs, batch, pool int) Cell {
+	name := fmt.Sprintf("P=%d batch=%d pool=%s", pubs, batch, poolName(pool))
+	if procs > 1 {
+		name = fmt.Sprintf("ceiling %d procs x %d publishers batch=%d", procs, pubs, batch)
+	}
+	return Cell{Scenario: Publish, Name: name, Workload: workload("none", 0),
+		PublisherProcs: procs, Publisher: protocol.Publisher{Publishers: pubs, Batch: batch}, PublisherPool: pool}
+}
+
+func poolName(pool int) string {
+	if pool == 0 {
+		return "default"
+	}
+	return fmt.Sprint(pool)
+}
+
+// dispatchConfig is one dispatcher tuning of the seed's tables.
+type dispatchConfig struct {
+	name                      string
+	conc, batch, pool, pollMs int
+}
+
+var (
+	defaults   = dispatchConfig{"defaults (conc 10, batch 10, pool 10, poll 1s)", 10, 10, 10, 1000}
+	conc10b50  = dispatchConfig{"conc 10, batch 50", 10, 50, 10, 1000}
+	conc50b50  = dispatchConfig{"conc 50, batch 50, pool 20", 50, 50, 20, 1000}
+	conc50b200 = dispatchConfig{"conc 50, batch 200, pool 20", 50, 200, 20, 1000}
+	tuned      = dispatchConfig{"tuned (conc 200, batch 200, pool 40, poll 50ms)", 200, 200, 40, 50}
+	tunedPlus  = dispatchConfig{"tuned+ (conc 400, batch 400, pool 64, poll 50ms)", 400, 400, 64, 50}
+)
+
+func dispatchCell(scenario, inst int, d dispatchConfig, preload int, w protocol.Workload, label string) Cell {
+	return Cell{Scenario: scenario, Name: fmt.Sprintf("%d inst, %s%s", inst, label, d.name), Workload: w,
+		Preload: preload, PreloadPublishers: 4, PreloadBatch: 100,
+		DispatcherProcs: inst, DispatcherPool: d.pool,
+		Dispatcher: protocol.Dispatcher{Concurrency: d.conc, Batch: d.batch, PollMs: d.pollMs}}
+}
+
+func mixedCell(rate float64, inst int, d dispatchConfig, label string) Cell {
+	return Cell{Scenario: Mixed, Name: fmt.Sprintf("%.0f/s, %s dispatchers", rate, label), Workload: workload("many", 1000),
+		PublisherProcs: 1, Publisher: protocol.Publisher{Publishers: 4, Batch: 1, RatePerSec: rate}, PublisherPool: 8,
+		DispatcherProcs: inst, DispatcherPool: d.pool,
+		Dispatcher: protocol.Dispatcher{Concurrency: d.conc, Batch: d.batch, PollMs: d.pollMs}}
+}
+
+// faultCell: two dispatchers with a short lease, one SIGKILLed mid
+// window; every 50th event is poison; a publisher keeps publishing.
+func faultCell(restart bool) Cell {
+	w := workload("many", 100)
+	w.PoisonEvery = 50
+	w.MaxAttempts = 3
+	w.RetryBaseDelayMs = 50
+	w.RetryMaxDelayMs = 200
+	c := Cell{Scenario: Faults, Name: "SIGKILL 1 of 2 dispatchers, poison 1/50, lease 2s", Workload: w,
+		Preload: 5000, PreloadPublishers: 2, PreloadBatch: 100,
+		PublisherProcs: 1, Publisher: protocol.Publisher{Publishers: 2, Batch: 10, RatePerSec: 500}, PublisherPool: 4,
+		DispatcherProcs: 2, DispatcherPool: 10,
+		Dispatcher:       protocol.Dispatcher{Concurrency: 20, Batch: 20, PollMs: 100, LeaseMs: 2000},
+		KillDispatcherAt: 0.3, AllowRedelivery: true}
+	if restart {
+		c.Name = "SIGKILL 1 of 2 dispatchers + database restart, poison 1/50, lease 2s"
+		c.RestartDBAt = 0.6
+	}
+	return c
+}
+
+// Smoke is one short cell per run, for CI.
+func Smoke() Matrix {
+	return Matrix{Mode: "smoke", Rounds: 1, Warmup: 500 * time.Millisecond, Window: 2 * time.Second,
+		Cells: []Cell{dispatchCell(Dispatch, 1, conc50b50, 5000, workload("none", 0), "")}}
+}
+
+// Quick is a small matrix across scenarios 1, 2, 3, 5 and one fault cell,
+// about 10 minutes on a 2-core machine.
+func Quick() Matrix {
+	return Matrix{Mode: "quick", Rounds: 3, Warmup: time.Second, Window: 5 * time.Second, Cells: []Cell{
+		publishCell(1, 1, 1, 0),
+		publishCell(1, 8, 10, 10),
+		dispatchCell(Dispatch, 1, defaults, 20_000, workload("none", 0), ""),
+		dispatchCell(Dispatch, 2, tuned, 30_000, workload("none", 0), ""),
+		dispatchCell(Keyed, 1, tuned, 20_000, workload("hot", 4), "4 hot keys, "),
+		dispatchCell(Keyed, 1, tuned, 20_000, workload("many", 10_000), "10k keys, "),
+		mixedCell(500, 1, tuned, "tuned"),
+		faultCell(false),
+	}}
+}
+
+// Full is the seed's matrix (publish, dispatch with 1/4/8 instances,
+// keyed, faults, mixed). It takes hours.
+func Full() Matrix {
+	m := Matrix{Mode: "full", Rounds: 5, Warmup: 2 * time.Second, Window: 15 * time.Second}
+	for _, pb := range [][2]int{{1, 1}, {1, 100}, {8, 1}, {8, 100}, {32, 1}, {32, 100}} {
+		m.Cells = append(m.Cells, publishCell(1, pb[0], pb[1], 0))
+	}
+	for _, pb := range [][3]int{{8, 1, 10}, {8, 100, 10}, {32, 1, 34}, {32, 100, 34}} {
+		m.Cells = append(m.Cells, publishCell(1, pb[0], pb[1], pb[2]))
+	}
+	m.Cells = append(m.Cells, publishCell(4, 8, 1, 10), publishCell(4, 8, 100, 10))
+	for _, inst := range []int{1, 4, 8} {
+		for _, d := range []dispatchConfig{defaults, conc10b50, conc50b50, conc50b200, tuned, tunedPlus} {
+			m.Cells = append(m.Cells, dispatchCell(Dispatch, inst, d, 200_000, workload("none", 0), ""))
+		}
+	}
+	for _, inst := range []int{1, 4} {
+		m.Cells = append(m.Cells,
+			dispatchCell(Keyed, inst, tuned, 100_000, workload("hot", 4), "4 hot keys, "),
+			dispatchCell(Keyed, inst, tuned, 100_000, workload("many", 10_000), "10k keys, "))
+	}
+	m.Cells = append(m.Cells, faultCell(false), faultCell(true))
+	m.Cells = append(m.Cells,
+		mixedCell(1000, 1, defaults, "defaults"), mixedCell(5000, 1, defaults, "defaults"),
+		mixedCell(1000, 1, tuned, "tuned"), mixedCell(5000, 1, tuned, "tuned"), mixedCell(10000, 1, tuned, "tuned"))
+	return m
+}
+
+// ByMode returns the matrix of a mode name.
+func ByMode(mode string) (Matrix, error) {
+	switch mode {
+	case "smoke":
+		return Smoke(), nil
+	case "quick":
+		return Quick(), nil
+	case "full":
+		return Full(), nil
+	}
+	return Matrix{}, fmt.Errorf("scenarios: unknown mode %q (smoke, quick, full)", mode)
+}

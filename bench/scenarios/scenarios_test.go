@@ -1,0 +1,66 @@
+package scenarios
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestMatricesValidate(t *testing.T) {
+	for _, mode := range []string{"smoke", "quick", "full"} {
+		m, err := ByMode(mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Validate(); err != nil {
+			t.Errorf("%s: %v", mode, err)
+		}
+		seen := map[string]bool{}
+		for _, c := range m.Cells {
+			key := Names[c.Scenario] + "/" + c.Name
+			if seen[key] {
+				t.Errorf("%s: duplicate cell %s", mode, key)
+			}
+			seen[key] = true
+		}
+	}
+	q := Quick()
+	for _, n := range []int{Publish, Dispatch, Keyed, Faults, Mixed} {
+		if !hasScenario(q, n) {
+			t.Errorf("quick lacks scenario %d", n)
+		}
+	}
+}
+
+func hasScenario(m Matrix, n int) bool {
+	for _, c := range m.Cells {
+		if c.Scenario == n {
+			return true
+		}
+	}
+	return false
+}
+
+func TestFilterAndErrors(t *testing.T) {
+	m := Quick()
+	if err := m.Filter([]int{2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range m.Cells {
+		if c.Scenario != 2 && c.Scenario != 3 {
+			t.Fatalf("filter kept %d", c.Scenario)
+		}
+	}
+	if err := m.Filter([]int{9}); err == nil || !strings.Contains(err.Error(), "unknown scenario 9") {
+		t.Fatalf("filter 9: %v", err)
+	}
+	m = Quick()
+	m.Rounds = 0
+	if err := m.Validate(); err == nil {
+		t.Fatal("rounds 0 accepted")
+	}
+	c := faultCell(false)
+	c.DispatcherProcs = 1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "at least 2") {
+		t.Fatalf("kill with one dispatcher: %v", err)
+	}
+}
