@@ -1,0 +1,429 @@
+package dbenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Environment variables read by this package.
+const (
+	// EnvDatabaseURL names a server the tests use instead of starting one.
+	EnvDatabaseURL = "RELAYBUS_TEST_DATABASE_URL"
+	// EnvImage overrides the Testcontainers image.
+	EnvImage = "RELAYBUS_PG_IMAGE"
+	// EnvTestProvider chooses the provider of the server TestDatabase starts.
+	EnvTestProvider = "RELAYBUS_TEST_DB_PROVIDER"
+)
+
+// DefaultImage is the Testcontainers image used when neither
+// PostgresOptions.Image nor RELAYBUS_PG_IMAGE names one.
+const DefaultImage = "postgres:17"
+
+// Limits, named so that every loop and wait in the package has a bound.
+const (
+	// startTimeout bounds how long a server may take to accept connections.
+	startTimeout = 90 * time.Second
+	// stopTimeout bounds a fast shutdown before it is escalated.
+	stopTimeout = 30 * time.Second
+	// adminOpTimeout bounds one administrative statement (CREATE/DROP
+	// DATABASE, Info) when the caller's context has no earlier deadline.
+	adminOpTimeout = 60 * time.Second
+	// settingValueLenMax bounds one server setting's value.
+	settingValueLenMax = 4096
+	// settingsCountMax bounds the number of settings in PostgresOptions.
+	settingsCountMax = 256
+)
+
+// PostgresOptions says which server to get and how to configure it.
+type PostgresOptions struct {
+	// Provider chooses where the server comes from; "" means ProviderAuto.
+	Provider Provider
+	// DSN is the server ProviderDSN uses; empty means the environment
+	// variable RELAYBUS_TEST_DATABASE_URL. With ProviderAuto a non-empty DSN
+	// selects ProviderDSN.
+	DSN string
+	// Image is the Testcontainers image; empty means RELAYBUS_PG_IMAGE, else
+	// DefaultImage.
+	Image string
+	// Settings are server settings (postgresql.conf names), for example
+	// shared_preload_libraries=pg_stat_statements, autovacuum=off. dbenv
+	// always sets fsync=on unless Settings says otherwise, and manages the
+	// listening address, port and socket directory itself: those names are
+	// rejected here. Ignored by ProviderDSN (the server is not ours to
+	// configure); Info reports what that server actually runs with.
+	Settings map[string]string
+	// Logf receives progress messages; nil means silent.
+	Logf func(format string, args ...any)
+}
+
+// ServerInfo describes a running server: enough to record beside a result.
+type ServerInfo struct {
+	Provider Provider
+	// Source is where the server came from: the binary directory (local),
+	// the image (testcontainers) or "given DSN" (dsn).
+	Source string
+	// Version is SELECT version(); VersionNum is server_version_num.
+	Version    string
+	VersionNum int
+	// Settings holds the current value (as SHOW prints it) of each setting
+	// in InfoSettings and of each setting requested in PostgresOptions.
+	Settings map[string]string
+	// PgStatStatementsAvailable reports whether the pg_stat_statements
+	// extension is installed on the server (contrib present);
+	// PgStatStatementsLoaded whether shared_preload_libraries loads it.
+	PgStatStatementsAvailable bool
+	PgStatStatementsLoaded    bool
+}
+
+// InfoSettings are the settings Info always reports: the ones that change
+// what a benchmark measures.
+var InfoSettings = []string{
+	"fsync", "synchronous_commit", "full_page_writes", "shared_buffers",
+	"wal_level", "autovacuum", "shared_preload_libraries", "max_connections",
+	"checkpoint_timeout",
+}
+
+// Postgres is a running server with a superuser connection string. Its
+// methods are safe for concurrent use.
+type Postgres struct {
+	provider Provider
+	adminDSN string
+	backend  backend
+	settings map[string]string // effective settings requested (nil for dsn)
+	logf     func(string, ...any)
+
+	mu      sync.Mutex
+	stopped bool
+	stopErr error
+}
+
+// backend is what differs between providers.
+type backend interface {
+	// restart stops the server and starts it again on the same address with
+	// the same data.
+	restart(ctx context.Context) error
+	// stop stops the server and removes what it left behind.
+	stop(ctx context.Context) error
+	// source describes where the server came from, for ServerInfo.Source.
+	source() string
+}
+
+// StartPostgres gets a server from the chosen provider and returns once it
+// accepts connections. The caller must call Stop.
+func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error) {
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	provider := opts.Provider
+	if provider == "" {
+		provider = ProviderAuto
+	}
+	if _, err := ParseProvider(string(provider)); err != nil {
+		return nil, err
+	}
+	settings, err := effectiveSettings(opts.Settings)
+	if err != nil {
+		return nil, err
+	}
+
+	switch provider {
+	case ProviderDSN:
+		dsn := opts.DSN
+		if dsn == "" {
+			dsn = os.Getenv(EnvDatabaseURL)
+		}
+		return startDSN(ctx, dsn, logf)
+	case ProviderLocal:
+		return startLocal(ctx, settings, logf)
+	case ProviderTestcontainers:
+		return startContainer(ctx, imageOf(opts), settings, logf)
+	}
+
+	// Auto.
+	if opts.DSN != "" {
+		logf("dbenv: provider dsn (auto: a DSN was given)")
+		return startDSN(ctx, opts.DSN, logf)
+	}
+	dockerErr := DockerAvailable(ctx)
+	if dockerErr == nil {
+		logf("dbenv: provider testcontainers (auto: a Docker engine answers)")
+		p, err := startContainer(ctx, imageOf(opts), settings, logf)
+		if err == nil {
+			return p, nil
+		}
+		logf("dbenv: testcontainers failed, trying local server binaries: %v", err)
+		dockerErr = err
+	} else {
+		logf("dbenv: provider local (auto: no Docker engine: %v)", dockerErr)
+	}
+	p, localErr := startLocal(ctx, settings, logf)
+	if localErr == nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("dbenv: no PostgreSQL server available: Testcontainers: %v; local: %v; "+
+		"start a Docker engine, install PostgreSQL (apt-get install postgresql postgresql-contrib), "+
+		"or set %s to a server's connection string", dockerErr, localErr, EnvDatabaseURL)
+}
+
+func imageOf(opts PostgresOptions) string {
+	if opts.Image != "" {
+		return opts.Image
+	}
+	if img := os.Getenv(EnvImage); img != "" {
+		return img
+	}
+	return DefaultImage
+}
+
+// Provider reports where the server came from.
+func (p *Postgres) Provider() Provider { return p.provider }
+
+// AdminDSN is a superuser connection string for the database "postgres".
+// It does not change across Restart.
+func (p *Postgres) AdminDSN() string { return p.adminDSN }
+
+// dbNamePattern is what CreateDatabase accepts: lower case so that the name
+// needs no quoting anywhere, at most 63 bytes (PostgreSQL's NAMEDATALEN-1).
+var dbNamePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ValidateDatabaseName reports whether name is acceptable to CreateDatabase.
+func ValidateDatabaseName(name string) error {
+	if !dbNamePattern.MatchString(name) {
+		return fmt.Errorf("dbenv: invalid database name %q: want %s", name, dbNamePattern)
+	}
+	switch name {
+	case "postgres", "template0", "template1":
+		return fmt.Errorf("dbenv: invalid database name %q: reserved", name)
+	}
+	return nil
+}
+
+// CreateDatabase creates an empty database and returns its connection
+// string (same credentials as AdminDSN).
+func (p *Postgres) CreateDatabase(ctx context.Context, name string) (string, error) {
+	if err := ValidateDatabaseName(name); err != nil {
+		return "", err
+	}
+	dsn, err := dsnWithDatabase(p.adminDSN, name)
+	if err != nil {
+		return "", err
+	}
+	err = p.withAdmin(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("dbenv: create database %s: %w", name, err)
+	}
+	return dsn, nil
+}
+
+// DropDatabase drops a database, terminating its sessions (WITH (FORCE),
+// PostgreSQL 13 and later). Dropping a database that does not exist is not
+// an error.
+func (p *Postgres) DropDatabase(ctx context.Context, name string) error {
+	if err := ValidateDatabaseName(name); err != nil {
+		return err
+	}
+	err := p.withAdmin(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("dbenv: drop database %s: %w", name, err)
+	}
+	return nil
+}
+
+// Restart stops the server and starts it again with the same data on the
+// same address (a fault scenario: clients see their connections drop). It
+// is an error for ProviderDSN, whose server is not ours to restart.
+func (p *Postgres) Restart(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return errors.New("dbenv: restart: server already stopped")
+	}
+	return p.backend.restart(ctx)
+}
+
+// Stop stops the server and removes its data directory or container. It is
+// idempotent: later calls return the first call's result.
+func (p *Postgres) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return p.stopErr
+	}
+	p.stopped = true
+	p.stopErr = p.backend.stop(ctx)
+	return p.stopErr
+}
+
+// Info reports the server's version and the settings that matter.
+func (p *Postgres) Info(ctx context.Context) (*ServerInfo, error) {
+	names := slices.Clone(InfoSettings)
+	for _, name := range slices.Sorted(maps.Keys(p.settings)) {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	info := &ServerInfo{Provider: p.provider, Source: p.backend.source(), Settings: make(map[string]string, len(names))}
+	err := p.withAdmin(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		err := conn.QueryRow(ctx, "SELECT version(), current_setting('server_version_num')::int").
+			Scan(&info.Version, &info.VersionNum)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			var value string
+			// current_setting(name, true) returns NULL for an unknown name
+			// (a placeholder such as a custom extension setting).
+			var v *string
+			if err := conn.QueryRow(ctx, "SELECT current_setting($1, true)", name).Scan(&v); err != nil {
+				return fmt.Errorf("setting %s: %w", name, err)
+			}
+			if v != nil {
+				value = *v
+			}
+			info.Settings[name] = value
+		}
+		return conn.QueryRow(ctx,
+			"SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_stat_statements')").
+			Scan(&info.PgStatStatementsAvailable)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dbenv: info: %w", err)
+	}
+	info.PgStatStatementsLoaded = slices.Contains(splitList(info.Settings["shared_preload_libraries"]), "pg_stat_statements")
+	return info, nil
+}
+
+// splitList splits a PostgreSQL list setting ("a, b").
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.Trim(strings.TrimSpace(part), `"`); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// withAdmin runs fn on a fresh superuser connection. A connection per call
+// keeps Restart simple (no pool holding dead connections) and costs a few
+// milliseconds on a loopback server.
+func (p *Postgres) withAdmin(ctx context.Context, fn func(context.Context, *pgx.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, adminOpTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.adminDSN)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return fn(ctx, conn)
+}
+
+// settingNamePattern accepts postgresql.conf names, including the
+// "extension.name" form of custom settings.
+var settingNamePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$`)
+
+// managedSettings are chosen by dbenv: where the server listens and keeps its
+// files. Overriding them would break the loopback-only rule or the cleanup.
+var managedSettings = []string{
+	"listen_addresses", "port", "unix_socket_directories", "data_directory",
+	"config_file", "hba_file", "ident_file", "external_pid_file",
+}
+
+// defaultSettings apply to every server dbenv starts: benchmarks measure
+// durable commits.
+var defaultSettings = map[string]string{"fsync": "on"}
+
+// effectiveSettings validates the requested settings and adds the defaults.
+func effectiveSettings(requested map[string]string) (map[string]string, error) {
+	if len(requested) > settingsCountMax {
+		return nil, fmt.Errorf("dbenv: %d settings: at most %d", len(requested), settingsCountMax)
+	}
+	out := maps.Clone(defaultSettings)
+	for name, value := range requested {
+		if len(name) > 63 || !settingNamePattern.MatchString(name) {
+			return nil, fmt.Errorf("dbenv: invalid setting name %q: want %s, at most 63 bytes", name, settingNamePattern)
+		}
+		if slices.Contains(managedSettings, name) {
+			return nil, fmt.Errorf("dbenv: setting %s is managed by dbenv (the server listens on 127.0.0.1 only)", name)
+		}
+		if len(value) > settingValueLenMax {
+			return nil, fmt.Errorf("dbenv: setting %s: value of %d bytes: at most %d", name, len(value), settingValueLenMax)
+		}
+		if strings.ContainsAny(value, "\x00\r\n") {
+			return nil, fmt.Errorf("dbenv: setting %s: value contains a NUL or line break", name)
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+// quoteConfValue quotes a value for postgresql.conf.
+func quoteConfValue(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(v) + "'"
+}
+
+// dsnWithDatabase returns dsn with its database replaced: a URL gets a new
+// path; a keyword/value string gets a trailing dbname (the last occurrence
+// of a keyword wins, for libpq and pgx alike).
+func dsnWithDatabase(dsn, db string) (string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", fmt.Errorf("dbenv: parse DSN: %w", err)
+		}
+		u.Path = "/" + db
+		u.RawPath = ""
+		return u.String(), nil
+	}
+	if _, err := pgx.ParseConfig(dsn); err != nil {
+		return "", fmt.Errorf("dbenv: parse DSN: %w", err)
+	}
+	return strings.TrimSpace(dsn) + " dbname=" + db, nil
+}
+
+// waitReady polls until dsn accepts a connection, exited is closed (the
+// server died: its error is returned) or ctx ends.
+func waitReady(ctx context.Context, dsn string, exited <-chan struct{}, exitErr func() error) error {
+	const pollInterval = 50 * time.Millisecond
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	var lastErr error
+	for {
+		attemptCtx, attemptCancel := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := pgx.Connect(attemptCtx, dsn)
+		if err == nil {
+			err = conn.Ping(attemptCtx)
+			conn.Close(attemptCtx)
+		}
+		attemptCancel()
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		select {
+		case <-exited:
+			return fmt.Errorf("server exited before accepting connections: %v", exitErr())
+		case <-ctx.Done():
+			return fmt.Errorf("server did not accept connections within %v: %v", startTimeout, lastErr)
+		case <-time.After(pollInterval):
+		}
+	}
+}
