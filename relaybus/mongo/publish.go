@@ -1,0 +1,251 @@
+package mongo
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// EventPublishTx inserts events and their deliveries in tx, a context
+// from TxBegin (ErrInvalid otherwise: the writes would not be atomic).
+//
+// Per call, whatever the number of events: one read of the events that
+// exist already (and, if any do, one read of their deliveries), one
+// counter update per distinct ordering key, one insertMany of events and
+// one of deliveries.
+//
+// Ordering keys: the key's counter document is incremented ($inc, upsert)
+// inside tx. MongoDB does not make a second transaction wait for that
+// document: the second one fails with a write conflict, labelled
+// TransientTransactionError, and must run again; by then the first has
+// committed or aborted, so sequences follow commit order. EventPublish
+// (and so the bus's Publish) retries by itself; a caller of PublishTx
+// retries its own transaction (see TransientTransactionError).
+//
+// Idempotency reads before it writes, because inside a MongoDB
+// transaction a duplicate key error aborts the whole transaction: an event
+// found by the read is not inserted and keeps its stored sequence, and it
+// gets deliveries only for handlers it has none for. Two transactions
+// inserting the same new event id conflict the same way as above.
+func (s *Store) EventPublishTx(ctx context.Context, tx context.Context, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+	if err := params.Validate(s.cfg.maxPayloadBytes); err != nil {
+		return nil, err
+	}
+	sctx, err := inTx(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	return s.publish(sctx, params)
+}
+
+// MaxPublishDuplicateRetries bounds how often EventPublish runs its
+// transaction again after a duplicate key error (a concurrent publish of
+// the same event id committed between its read and its insert). The
+// retry's read then finds the event.
+const MaxPublishDuplicateRetries = 3
+
+// EventPublish publishes in a transaction of its own, retried by the
+// driver on TransientTransactionError (for up to the driver's 120 s
+// budget) and by this method on a duplicate key (at most
+// MaxPublishDuplicateRetries times). It is not part of relaybus.Store: a
+// bus that finds it by type assertion can use it instead of TxBegin,
+// EventPublishTx, TxCommit, which cannot retry a conflicting transaction.
+func (s *Store) EventPublish(ctx context.Context, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+	if err := params.Validate(s.cfg.maxPayloadBytes); err != nil {
+		return nil, err
+	}
+	sess, err := s.client.StartSession()
+	if err != nil {
+		return nil, errorFrom("publish: start session", err)
+	}
+	defer sess.EndSession(ctx)
+	for retry := 0; ; retry++ {
+		res, err := sess.WithTransaction(ctx, func(sctx context.Context) (any, error) {
+			return s.publish(sctx, params)
+		}, transactionOptions())
+		if err != nil {
+			if mongo.IsDuplicateKeyError(err) && retry < MaxPublishDuplicateRetries {
+				continue
+			}
+			return nil, errorFrom("publish", err)
+		}
+		return res.(*relaybus.EventPublishResult), nil
+	}
+}
+
+// publish does the writes of EventPublishTx in sctx, a session context
+// with a running transaction. params have been validated.
+func (s *Store) publish(sctx context.Context, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+	now := bsonTime(params.Now)
+	existing, err := s.existingEvents(sctx, params.Events)
+	if err != nil {
+		return nil, err
+	}
+	handled, err := s.existingHandlers(sctx, existing)
+	if err != nil {
+		return nil, err
+	}
+	newEvents := make([]*relaybus.Event, 0, len(params.Events))
+	for _, ep := range params.Events {
+		if _, ok := existing[ep.Event.ID]; !ok {
+			newEvents = append(newEvents, ep.Event)
+		}
+	}
+	seqs, err := s.reserveSequences(sctx, newEvents)
+	if err != nil {
+		return nil, err
+	}
+
+	res := &relaybus.EventPublishResult{
+		Inserted:  make([]bool, len(params.Events)),
+		Sequences: make([]int64, len(params.Events)),
+	}
+	var eventDocs, deliveryDocs []any
+	for i, ep := range params.Events {
+		ev, found := existing[ep.Event.ID]
+		if !found {
+			e := *ep.Event
+			if e.CreatedAt.IsZero() {
+				e.CreatedAt = params.Now
+			}
+			doc := newEventDoc(&e, seqs[e.ID])
+			doc.CreatedAt = bsonTime(doc.CreatedAt)
+			ev = &doc
+			eventDocs = append(eventDocs, doc)
+			res.Inserted[i] = true
+		}
+		res.Sequences[i] = ev.Sequence
+		for _, spec := range ep.Deliveries {
+			if handled[handlerOf{ev.ID, spec.Handler}] {
+				continue
+			}
+			deliveryDocs = append(deliveryDocs, newDeliveryDoc(bson.NewObjectID(), ev, spec, now))
+		}
+	}
+	if len(eventDocs) > 0 {
+		if _, err := s.events.InsertMany(sctx, eventDocs); err != nil {
+			return nil, errorFrom("publish: insert events", err)
+		}
+	}
+	if len(deliveryDocs) > 0 {
+		if _, err := s.deliveries.InsertMany(sctx, deliveryDocs); err != nil {
+			return nil, errorFrom("publish: insert deliveries", err)
+		}
+	}
+	res.Deliveries = len(deliveryDocs)
+	return res, nil
+}
+
+// existingEvents reads the events of the call that are stored already.
+func (s *Store) existingEvents(sctx context.Context, events []*relaybus.EventPublish) (map[string]*eventDoc, error) {
+	ids := make([]string, len(events))
+	for i, ep := range events {
+		ids[i] = ep.Event.ID
+	}
+	cur, err := s.events.Find(sctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}})
+	if err != nil {
+		return nil, errorFrom("publish: read events", err)
+	}
+	var docs []eventDoc
+	if err := cur.All(sctx, &docs); err != nil {
+		return nil, errorFrom("publish: read events", err)
+	}
+	out := make(map[string]*eventDoc, len(docs))
+	for i := range docs {
+		out[docs[i].ID] = &docs[i]
+	}
+	return out, nil
+}
+
+// handlerOf names one delivery: an event and a handler.
+type handlerOf struct{ eventID, handler string }
+
+// existingHandlers reads which handlers the existing events have
+// deliveries for. No read when no event exists (the common case).
+func (s *Store) existingHandlers(sctx context.Context, existing map[string]*eventDoc) (map[handlerOf]bool, error) {
+	out := map[handlerOf]bool{}
+	if len(existing) == 0 {
+		return out, nil
+	}
+	ids := make([]string, 0, len(existing))
+	for id := range existing {
+		ids = append(ids, id)
+	}
+	cur, err := s.deliveries.Find(sctx,
+		bson.D{{Key: fEventID, Value: bson.D{{Key: "$in", Value: ids}}}},
+		options.Find().SetProjection(bson.D{{Key: fID, Value: 0}, {Key: fEventID, Value: 1}, {Key: fHandler, Value: 1}}))
+	if err != nil {
+		return nil, errorFrom("publish: read deliveries", err)
+	}
+	var docs []struct {
+		EventID string `bson:"eventId"`
+		Handler string `bson:"handler"`
+	}
+	if err := cur.All(sctx, &docs); err != nil {
+		return nil, errorFrom("publish: read deliveries", err)
+	}
+	for _, d := range docs {
+		out[handlerOf{d.EventID, d.Handler}] = true
+	}
+	return out, nil
+}
+
+// keyBatch is how many new events of one call share a key, in call order.
+type keyBatch struct {
+	key    string
+	events []string
+}
+
+// groupByKey groups keyed events by key, keys in order of first
+// appearance, events in call order. Unkeyed events are left out.
+func groupByKey(events []*relaybus.Event) []keyBatch {
+	var out []keyBatch
+	index := map[string]int{}
+	for _, e := range events {
+		if e.Key == "" {
+			continue
+		}
+		i, ok := index[e.Key]
+		if !ok {
+			i = len(out)
+			index[e.Key] = i
+			out = append(out, keyBatch{key: e.Key})
+		}
+		out[i].events = append(out[i].events, e.ID)
+	}
+	return out
+}
+
+// assignSequences gives the events of b the sequences last-n+1 .. last,
+// in order, where last is the counter after the increment by n.
+func assignSequences(b keyBatch, last int64, into map[string]int64) {
+	first := last - int64(len(b.events)) + 1
+	for i, id := range b.events {
+		into[id] = first + int64(i)
+	}
+}
+
+// reserveSequences increments the counter of each key once, by the number
+// of new events of that key, and returns every keyed event's sequence.
+func (s *Store) reserveSequences(sctx context.Context, events []*relaybus.Event) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, b := range groupByKey(events) {
+		var counter struct {
+			Seq int64 `bson:"seq"`
+		}
+		err := s.keys.FindOneAndUpdate(sctx,
+			bson.D{{Key: fID, Value: b.key}},
+			keyCounterUpdate(len(b.events)),
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After),
+		).Decode(&counter)
+		if err != nil {
+			return nil, errorFrom("publish: reserve sequences of key "+strconv.Quote(b.key), err)
+		}
+		assignSequences(b, counter.Seq, out)
+	}
+	return out, nil
+}
