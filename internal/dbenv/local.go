@@ -35,19 +35,65 @@ const (
 	killWait = 5 * time.Second
 )
 
+// localDirPrefix names the temporary directories of local servers;
+// ownerFile in each holds the pid of the process that made it.
+const (
+	localDirPrefix = "relaybus-pg-"
+	ownerFile      = "owner.pid"
+)
+
+// sweepStaleDirs removes the directories of local servers whose owner
+// process and server are both gone: what a killed test binary leaves. A
+// directory without an owner file (being created right now, or not ours) is
+// left alone; a reused pid keeps a directory, never removes a live one.
+func sweepStaleDirs(logf func(string, ...any)) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), localDirPrefix+"*"))
+	for _, dir := range dirs {
+		owner, ok := readPid(filepath.Join(dir, ownerFile))
+		if !ok || processAlive(owner) {
+			continue
+		}
+		if server, ok := readPid(filepath.Join(dir, "data", "postmaster.pid")); ok && processAlive(server) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err == nil {
+			logf("dbenv: removed %s, left by process %d which is gone", dir, owner)
+		}
+	}
+}
+
+// readPid reads the pid on the first line of a file.
+func readPid(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	return pid, err == nil && pid > 0
+}
+
+// processAlive reports whether a process exists (signal 0 checks without
+// sending anything; EPERM means it exists under another user).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
 // localServer is a throwaway cluster in a temporary directory:
 //
 //	dir/data     the cluster (initdb)
 //	dir/sock     the unix socket directory
 //	dir/log      the server's stdout and stderr
+//	dir/owner.pid  the pid of the process that started it
 //
 // What is guaranteed about cleanup: Stop stops the server and removes dir.
 // The server runs in its own process group (a Ctrl-C in the terminal reaches
 // only the test binary, which stops it in order) and, on Linux, with a
 // parent-death signal: if the process that started it dies (killed test
 // binary), the kernel sends the postmaster SIGINT and it shuts down. The
-// directory is then left behind in the temporary directory; a server is
-// never left running. PostgreSQL does not reliably exit when its data
+// directory is then left behind in the temporary directory (a server is not
+// left running) and the next local start removes it (sweepStaleDirs). PostgreSQL does not reliably exit when its data
 // directory is removed, so dbenv does not rely on that.
 type localServer struct {
 	binDir  string
@@ -147,8 +193,15 @@ func startLocal(ctx context.Context, settings map[string]string, logf func(strin
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "relaybus-pg-")
+	sweepStaleDirs(logf)
+	dir, err := os.MkdirTemp("", localDirPrefix)
 	if err != nil {
+		return nil, fmt.Errorf("dbenv: temp dir: %w", err)
+	}
+	// The owner's pid lets a later start recognise the directory as stale
+	// once this process is gone (killed before Stop).
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("dbenv: temp dir: %w", err)
 	}
 	s := &localServer{binDir: binDir, dir: dir, dataDir: filepath.Join(dir, "data"), cred: cred, logf: logf}
