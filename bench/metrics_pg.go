@@ -183,9 +183,9 @@ func hotPct(t PGTableStats) (float64, bool) {
 	return 100 * float64(t.HotUpdated) / float64(t.Updated), true
 }
 
-// checkFsync refuses a server with fsync off unless allowed: its numbers
+// CheckFsync refuses a server with fsync off unless allowed: its numbers
 // would not be comparable with any real deployment.
-func checkFsync(settings map[string]string, allow bool) error {
+func CheckFsync(settings map[string]string, allow bool) error {
 	v, ok := settings["fsync"]
 	if !ok {
 		return errors.New("bench: the server did not report its fsync setting")
