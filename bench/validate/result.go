@@ -59,5 +59,14 @@ func (r *Result) violations() []namedCount {
 		{"processing", r.Processing},
 		{"dead unexpected", r.DeadUnexpected},
 		{"poison handled", r.PoisonHandled},
+		{"dead letters unverified (list truncated)", b2i(r.DeadLettersUnverified)},
+		{"too large to check", b2i(r.TooLarge)},
 	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

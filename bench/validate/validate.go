@@ -53,9 +53,10 @@ type Result struct {
 
 	// HandledOK: (event, handler) pairs with at least one ok handle.
 	HandledOK int64
-	// Lost: expected pairs with no ok handle (and not an expected dead
-	// letter); LostPoison: poison pairs neither handled nor dead (a
-	// planted failure that vanished), also a loss.
+	// Lost: expected pairs with no ok handle that are not dead letters
+	// (a dead non-poison pair is counted once, as DeadUnexpected);
+	// LostPoison: certain poison pairs neither handled nor dead (a planted
+	// failure that vanished), also a loss.
 	Lost, LostPoison int64
 	// Unexpected: ok handles of an event never published or of a handler
 	// the workload does not have.
@@ -63,8 +64,12 @@ type Result struct {
 	// Duplicates: extra ok handles of a pair (violation);
 	// Redeliveries: the same when Expect.AllowRedelivery (not a violation).
 	Duplicates, Redeliveries int64
-	// OrderViolations: per (handler, key), ok handles out of sequence
-	// order, or keyed handles with a sequence <= 0.
+	// OrderViolations: per (handler, key), ok handles taken in handle
+	// order (ties by sequence) whose sequence does not strictly increase,
+	// and keyed ok handles with a sequence <= 0. Without AllowRedelivery a
+	// duplicate of a keyed delivery is therefore also an order violation;
+	// with it, a repeat of a handled sequence is not, but a first handle
+	// of sequence n after a first handle of a later one is.
 	OrderViolations int64
 	// Pending, Processing: deliveries left after the drain (violation).
 	Pending, Processing int64
@@ -73,11 +78,22 @@ type Result struct {
 	DeadExpected, DeadUnexpected int64
 	// PoisonHandled: ok handles of poison events (violation).
 	PoisonHandled int64
+	// DeadLettersUnverified: the store listed only part of its dead
+	// letters, so they could not be checked (violation: the run cannot
+	// be called exact).
+	DeadLettersUnverified bool
+	// TooLarge: the input exceeds MaxRecords and was not checked.
+	TooLarge bool
 	// Failures: failed handler calls; not a violation by itself.
 	Failures int64
 	// Examples: up to MaxExamples concrete violations, human-readable.
 	Examples []string
 }
+
+// MaxRecords bounds each of Input.Published and Input.Handled: indexes
+// are int32 to keep a million-record run compact. A larger run is
+// reported INVALID (TooLarge), never checked partially.
+const MaxRecords = 1<<31 - 1
 
 // MaxExamples bounds Result.Examples.
 const MaxExamples = 10
