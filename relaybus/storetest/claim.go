@@ -1,0 +1,226 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+)
+
+func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
+	t.Run("Fields", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		ev, _ := e.publish(&eventOpts{
+			Key:         Ptr("k1"),
+			Payload:     []byte("payload"),
+			Headers:     map[string]string{"a": "b"},
+			MaxAttempts: Ptr(3),
+		})
+		d := e.claimOne(&claimOpts{Owner: Ptr("worker-1"), Lease: Ptr(45 * time.Second), Now: Ptr(At(10 * time.Second))})
+		require.Equal(t, ev.ID, d.EventID)
+		require.Equal(t, ev.Type, d.EventType)
+		require.Equal(t, "k1", d.Key)
+		require.Equal(t, int64(1), d.Sequence)
+		require.Equal(t, "payload", string(d.Payload))
+		require.True(t, sameHeaders(map[string]string{"a": "b"}, d.Headers), "headers %v", d.Headers)
+		require.Equal(t, "h1", d.Handler)
+		require.Equal(t, 1, d.Attempts, "the first claim is attempt 1")
+		require.Equal(t, 3, d.MaxAttempts)
+		require.Equal(t, "worker-1", d.LeaseOwner)
+		requireTime(t, At(55*time.Second), d.LeaseExpiresAt)
+
+		// The stored delivery says the same.
+		got := e.get(d)
+		require.Equal(t, relaybus.StatusProcessing, got.Status)
+		require.Equal(t, 1, got.Attempts)
+		require.Equal(t, "worker-1", got.LeaseOwner)
+		requireTime(t, At(55*time.Second), got.LeaseExpiresAt)
+
+		// A held lease is not claimed again before it expires.
+		e.claimNone(&claimOpts{Owner: Ptr("worker-2"), Now: Ptr(At(54 * time.Second))}, "claimed a delivery under a current lease")
+	})
+
+	t.Run("OnlyHandlersAskedFor", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		ev, _ := e.publish(&eventOpts{Handlers: []string{"h1", "h2", "h3"}})
+		ds := e.claim(&claimOpts{Handlers: []string{"h1", "h3"}})
+		require.Len(t, ds, 2)
+		got := []string{ds[0].Handler, ds[1].Handler}
+		require.ElementsMatch(t, []string{"h1", "h3"}, got)
+		d := e.claimOne(&claimOpts{Handlers: []string{"h2", "other"}})
+		require.Equal(t, ev.ID, d.EventID)
+		require.Equal(t, "h2", d.Handler)
+	})
+
+	t.Run("Limit", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		evs := e.publishN(5, nil)
+		var claimed []*relaybus.Delivery
+		for _, want := range []int{2, 2, 1, 0} {
+			ds := e.claim(&claimOpts{Limit: Ptr(2)})
+			require.Len(t, ds, want)
+			claimed = append(claimed, ds...)
+		}
+		var want []string
+		for _, ev := range evs {
+			want = append(want, ev.ID)
+		}
+		require.ElementsMatch(t, want, eventIDs(claimed), "every delivery claimed once")
+	})
+
+	t.Run("NotYetDue", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(&eventOpts{Now: Ptr(At(time.Minute))})
+		e.claimNone(&claimOpts{Now: Ptr(At(59 * time.Second))}, "claimed a delivery before it was due")
+		e.claimOne(&claimOpts{Now: Ptr(At(time.Minute))})
+	})
+
+	t.Run("InvalidParams", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(nil)
+		cases := []struct {
+			name string
+			p    *relaybus.DeliveryClaimParams
+		}{
+			{"nil", nil},
+			{"no owner", &relaybus.DeliveryClaimParams{Handlers: []string{"h1"}, Limit: 1, LeaseDuration: time.Second, Now: T0}},
+			{"no handlers", &relaybus.DeliveryClaimParams{Owner: "o", Limit: 1, LeaseDuration: time.Second, Now: T0}},
+			{"empty handler", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{""}, Limit: 1, LeaseDuration: time.Second, Now: T0}},
+			{"zero limit", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, LeaseDuration: time.Second, Now: T0}},
+			{"limit over max", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: relaybus.MaxClaimLimit + 1, LeaseDuration: time.Second, Now: T0}},
+			{"zero lease", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: 1, Now: T0}},
+			{"lease over max", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: 1, LeaseDuration: relaybus.MaxLeaseDuration + time.Second, Now: T0}},
+			{"zero now", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: 1, LeaseDuration: time.Second}},
+		}
+		for _, c := range cases {
+			_, err := e.s.DeliveryClaim(e.ctx, c.p)
+			requireInvalid(t, err, c.name)
+		}
+		_, err := e.s.DeliveryComplete(e.ctx, &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "1"}, Now: T0})
+		requireInvalid(t, err, "complete without a token")
+		_, err = e.s.DeliveryCompleteMany(e.ctx, &relaybus.DeliveryCompleteManyParams{Now: T0})
+		requireInvalid(t, err, "complete many without leases")
+		_, err = e.s.DeliveryReschedule(e.ctx, &relaybus.DeliveryRescheduleParams{Lease: relaybus.Lease{DeliveryID: "1", Token: "t"}, Now: T0})
+		requireInvalid(t, err, "reschedule without an available time")
+		st := e.stats(T0)
+		require.Equal(t, int64(1), st.Pending, "a rejected call changed the delivery")
+	})
+
+	t.Run("Complete", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(nil)
+		d := e.claimOne(nil)
+		require.True(t, e.complete(d.Lease(), At(2*time.Second)))
+		e.requireCompleted(d, At(2*time.Second))
+		require.False(t, e.complete(d.Lease(), At(3*time.Second)), "a second completion under the same lease")
+		e.requireCompleted(d, At(2*time.Second))
+		e.claimNone(&claimOpts{Now: Ptr(At(time.Hour))}, "claimed a completed delivery")
+
+		st := e.stats(At(time.Hour))
+		require.Equal(t, relaybus.Counts{Completed: e.completedCount(1)}, st.Counts)
+	})
+
+	t.Run("CompleteMany", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publishN(4, nil)
+		ds := e.claim(nil)
+		require.Len(t, ds, 4)
+		require.True(t, e.complete(ds[3].Lease(), At(time.Second)))
+		bogus := relaybus.Lease{DeliveryID: ds[1].ID, Token: ds[1].LeaseToken + "x"}
+		ok, err := e.s.DeliveryCompleteMany(e.ctx, &relaybus.DeliveryCompleteManyParams{
+			Leases: []relaybus.Lease{ds[0].Lease(), bogus, ds[2].Lease(), ds[3].Lease()},
+			Now:    At(2 * time.Second),
+		})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, false, true, false}, ok)
+		e.requireCompleted(ds[0], At(2*time.Second))
+		e.requireCompleted(ds[2], At(2*time.Second))
+		e.requireCompleted(ds[3], At(time.Second))
+		got := e.get(ds[1])
+		require.Equal(t, relaybus.StatusProcessing, got.Status, "a bogus token completed a delivery")
+		require.True(t, e.complete(ds[1].Lease(), At(3*time.Second)))
+	})
+
+	t.Run("CompleteTxCommitted", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(nil)
+		d := e.claimOne(nil)
+		tx, err := e.s.TxBegin(e.ctx)
+		require.NoError(t, err)
+		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, e.s.TxCommit(e.ctx, tx))
+		e.requireCompleted(d, At(time.Second))
+		require.False(t, e.complete(d.Lease(), At(2*time.Second)))
+	})
+
+	t.Run("CompleteTxRolledBack", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(nil)
+		d := e.claimOne(nil)
+		tx, err := e.s.TxBegin(e.ctx)
+		require.NoError(t, err)
+		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, e.s.TxRollback(e.ctx, tx))
+
+		got := e.get(d)
+		require.Equal(t, relaybus.StatusProcessing, got.Status, "a rolled back completion completed")
+		require.Equal(t, d.LeaseToken, got.LeaseToken)
+		require.True(t, got.CompletedAt.IsZero())
+		require.True(t, e.complete(d.Lease(), At(2*time.Second)), "the lease did not survive a rolled back completion")
+		e.requireCompleted(d, At(2*time.Second))
+	})
+
+	t.Run("CompleteTxWithPublish", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(nil)
+		d := e.claimOne(nil)
+		// A transactional handler publishes a follow-up event and completes
+		// in one transaction: both commit together.
+		tx, err := e.s.TxBegin(e.ctx)
+		require.NoError(t, err)
+		follow := (&eventOpts{Handlers: []string{"h2"}}).publish()
+		_, err = e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{follow}, Now: At(time.Second)})
+		require.NoError(t, err)
+		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, e.s.TxCommit(e.ctx, tx))
+		e.requireCompleted(d, At(time.Second))
+		got := e.claimOne(&claimOpts{Handlers: []string{"h2"}, Now: Ptr(At(time.Second))})
+		require.Equal(t, follow.Event.ID, got.EventID)
+	})
+
+	t.Run("CompleteTxStaleLease", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(nil)
+		d := e.claimOne(nil)
+		tx, err := e.s.TxBegin(e.ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.s.TxRollback(e.ctx, tx) })
+		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{
+			Lease: relaybus.Lease{DeliveryID: d.ID, Token: d.LeaseToken + "x"},
+			Now:   At(time.Second),
+		})
+		require.NoError(t, err)
+		require.False(t, ok, "completed in a transaction with a wrong token")
+		require.NoError(t, e.s.TxRollback(e.ctx, tx))
+		require.Equal(t, relaybus.StatusProcessing, e.get(d).Status)
+	})
+}

@@ -1,0 +1,437 @@
+// Package storetest is the conformance suite of relaybus stores. Every
+// store's own tests call Run with a constructor of fresh stores:
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) relaybus.Store[*memory.Tx] {
+//			return memory.New(nil)
+//		}, nil)
+//	}
+//
+// The suite is deterministic: every time it passes to the store is a
+// fixed base time (T0) plus an offset, so lease expiry and retry delays are
+// simulated without sleeping. It never assumes the format of delivery IDs
+// (decimal strings, ObjectIDs, ...) and never compares them as numbers.
+//
+// # Areas
+//
+// One file per area: publish (atomic and idempotent), claim and
+// completion, leases (extension, expiry, takeover and fencing), retries
+// and dead letters, release, per-key ordering, list and statistics,
+// requeue and purge, and concurrency.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+)
+
+// Options describe the store under test.
+type Options struct {
+	// DeletesCompleted: the store deletes a delivery when it completes
+	// (the 0.2.0 stores) instead of keeping it with status completed (the
+	// 0.1.0 ones). The suite then expects "gone" where it would expect
+	// "completed"; nothing else changes.
+	DeletesCompleted bool
+}
+
+// T0 is the base time of the suite. Stores never read a clock: every Now
+// is T0 plus an offset. Whole seconds, so stores that keep microseconds
+// (PostgreSQL) or milliseconds (MongoDB) store it exactly.
+var T0 = time.Date(2031, time.January, 1, 12, 0, 0, 0, time.UTC)
+
+// At returns T0 plus d.
+func At(d time.Duration) time.Time { return T0.Add(d) }
+
+// Run exercises store against the whole contract. newStore must return a
+// fresh, set-up, empty store (its own database or schema) for each call;
+// Run calls it once per subtest and runs subtests in parallel. opts nil
+// means the zero Options.
+func Run[TTx any](t *testing.T, newStore func(t *testing.T) relaybus.Store[TTx], opts *Options) {
+	t.Helper()
+	if opts == nil {
+		opts = &Options{}
+	}
+	o := *opts
+	newEnv := func(t *testing.T) *env[TTx] {
+		t.Helper()
+		s := newStore(t)
+		require.NotNil(t, s, "newStore returned nil")
+		return &env[TTx]{t: t, s: s, ctx: t.Context(), opts: o}
+	}
+	areas := []struct {
+		name string
+		run  func(*testing.T, func(*testing.T) *env[TTx])
+	}{
+		{"Publish", testPublish[TTx]},
+		{"Claim", testClaim[TTx]},
+		{"Lease", testLease[TTx]},
+	}
+	for _, a := range areas {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			a.run(t, newEnv)
+		})
+	}
+}
+
+// env is what one subtest works with: a fresh store and its fixtures.
+type env[TTx any] struct {
+	t    *testing.T
+	s    relaybus.Store[TTx]
+	ctx  context.Context
+	opts Options
+}
+
+// Ptr returns a pointer to v, for the pointer options of fixtures.
+func Ptr[T any](v T) *T { return &v }
+
+// eventSeq makes event IDs unique across the whole test binary, so a
+// store shared by mistake shows up as an idempotency failure, not as a
+// silent pass.
+var eventSeq atomic.Int64
+
+// NewEventID returns an event ID not used before in this process.
+func NewEventID() string { return fmt.Sprintf("storetest-evt-%d", eventSeq.Add(1)) }
+
+// eventOpts are the options of publish. Unset fields take defaults.
+type eventOpts struct {
+	ID          *string           // default: NewEventID()
+	Type        *string           // default: "order.created"
+	Key         *string           // default: unkeyed
+	Payload     []byte            // default: `{"n":1}`
+	Headers     map[string]string // default: none
+	CreatedAt   *time.Time        // default: zero (the store stamps Now)
+	Handlers    []string          // default: {"h1"}
+	MaxAttempts *int              // default: 5
+	Now         *time.Time        // default: T0
+}
+
+const defaultMaxAttempts = 5
+
+func (o *eventOpts) publish() *relaybus.EventPublish {
+	if o == nil {
+		o = &eventOpts{}
+	}
+	ev := &relaybus.Event{ID: NewEventID(), Type: "order.created", Payload: []byte(`{"n":1}`), Headers: o.Headers}
+	if o.ID != nil {
+		ev.ID = *o.ID
+	}
+	if o.Type != nil {
+		ev.Type = *o.Type
+	}
+	if o.Key != nil {
+		ev.Key = *o.Key
+	}
+	if o.Payload != nil {
+		ev.Payload = o.Payload
+	}
+	if o.CreatedAt != nil {
+		ev.CreatedAt = *o.CreatedAt
+	}
+	handlers := o.Handlers
+	if handlers == nil {
+		handlers = []string{"h1"}
+	}
+	maxAttempts := defaultMaxAttempts
+	if o.MaxAttempts != nil {
+		maxAttempts = *o.MaxAttempts
+	}
+	ep := &relaybus.EventPublish{Event: ev}
+	for _, h := range handlers {
+		ep.Deliveries = append(ep.Deliveries, relaybus.DeliverySpec{Handler: h, MaxAttempts: maxAttempts})
+	}
+	return ep
+}
+
+func (o *eventOpts) now() time.Time {
+	if o != nil && o.Now != nil {
+		return *o.Now
+	}
+	return T0
+}
+
+// publish publishes one event in a transaction of its own and commits.
+func (e *env[TTx]) publish(o *eventOpts) (*relaybus.Event, *relaybus.EventPublishResult) {
+	e.t.Helper()
+	ep := o.publish()
+	res := e.publishTx(&relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: o.now()})
+	return ep.Event, res
+}
+
+// publishN publishes n events like publish, each its own call.
+func (e *env[TTx]) publishN(n int, o *eventOpts) []*relaybus.Event {
+	e.t.Helper()
+	out := make([]*relaybus.Event, n)
+	for i := range n {
+		out[i], _ = e.publish(o)
+	}
+	return out
+}
+
+// publishTx runs params in a transaction of its own and commits.
+func (e *env[TTx]) publishTx(params *relaybus.EventPublishParams) *relaybus.EventPublishResult {
+	e.t.Helper()
+	tx, err := e.s.TxBegin(e.ctx)
+	require.NoError(e.t, err)
+	res, err := e.s.EventPublishTx(e.ctx, tx, params)
+	if err != nil {
+		_ = e.s.TxRollback(e.ctx, tx)
+		require.NoError(e.t, err)
+	}
+	require.NoError(e.t, e.s.TxCommit(e.ctx, tx))
+	return res
+}
+
+// claimOpts are the options of claim. Unset fields take defaults.
+type claimOpts struct {
+	Owner    *string        // default: "owner-a"
+	Handlers []string       // default: {"h1"}
+	Limit    *int           // default: 100
+	Lease    *time.Duration // default: 30s
+	Now      *time.Time     // default: T0
+}
+
+const defaultLease = 30 * time.Second
+
+func (o *claimOpts) params() *relaybus.DeliveryClaimParams {
+	if o == nil {
+		o = &claimOpts{}
+	}
+	p := &relaybus.DeliveryClaimParams{Owner: "owner-a", Handlers: o.Handlers, Limit: 100, LeaseDuration: defaultLease, Now: T0}
+	if o.Owner != nil {
+		p.Owner = *o.Owner
+	}
+	if p.Handlers == nil {
+		p.Handlers = []string{"h1"}
+	}
+	if o.Limit != nil {
+		p.Limit = *o.Limit
+	}
+	if o.Lease != nil {
+		p.LeaseDuration = *o.Lease
+	}
+	if o.Now != nil {
+		p.Now = *o.Now
+	}
+	return p
+}
+
+// claim claims with o and checks what every claim must hold.
+func (e *env[TTx]) claim(o *claimOpts) []*relaybus.Delivery {
+	e.t.Helper()
+	p := o.params()
+	ds, err := e.s.DeliveryClaim(e.ctx, p)
+	require.NoError(e.t, err)
+	require.LessOrEqual(e.t, len(ds), p.Limit, "claim returned more than its limit")
+	seen := make(map[string]bool, len(ds))
+	for _, d := range ds {
+		require.False(e.t, seen[d.ID], "claim returned delivery %s twice", d.ID)
+		seen[d.ID] = true
+		require.Equal(e.t, relaybus.StatusProcessing, d.Status, "claimed delivery %s", d.ID)
+		require.Equal(e.t, p.Owner, d.LeaseOwner, "claimed delivery %s", d.ID)
+		require.NotEmpty(e.t, d.LeaseToken, "claimed delivery %s", d.ID)
+		requireTime(e.t, p.Now.Add(p.LeaseDuration), d.LeaseExpiresAt, "lease expiry of delivery %s", d.ID)
+		require.Contains(e.t, p.Handlers, d.Handler, "claimed delivery %s", d.ID)
+	}
+	return ds
+}
+
+// claimOne claims and requires exactly one delivery.
+func (e *env[TTx]) claimOne(o *claimOpts) *relaybus.Delivery {
+	e.t.Helper()
+	ds := e.claim(o)
+	require.Len(e.t, ds, 1, "claim")
+	return ds[0]
+}
+
+// claimNone claims and requires nothing.
+func (e *env[TTx]) claimNone(o *claimOpts, msgAndArgs ...any) {
+	e.t.Helper()
+	ds := e.claim(o)
+	require.Empty(e.t, ds, msgAndArgs...)
+}
+
+func (e *env[TTx]) complete(l relaybus.Lease, now time.Time) bool {
+	e.t.Helper()
+	ok, err := e.s.DeliveryComplete(e.ctx, &relaybus.DeliveryCompleteParams{Lease: l, Now: now})
+	require.NoError(e.t, err)
+	return ok
+}
+
+func (e *env[TTx]) reschedule(l relaybus.Lease, availableAt, now time.Time, msg string) bool {
+	e.t.Helper()
+	ok, err := e.s.DeliveryReschedule(e.ctx, &relaybus.DeliveryRescheduleParams{Lease: l, Error: msg, AvailableAt: availableAt, Now: now})
+	require.NoError(e.t, err)
+	return ok
+}
+
+func (e *env[TTx]) bury(l relaybus.Lease, now time.Time, msg string) bool {
+	e.t.Helper()
+	ok, err := e.s.DeliveryBury(e.ctx, &relaybus.DeliveryBuryParams{Lease: l, Error: msg, Now: now})
+	require.NoError(e.t, err)
+	return ok
+}
+
+func (e *env[TTx]) release(l relaybus.Lease, now time.Time) bool {
+	e.t.Helper()
+	ok, err := e.s.DeliveryRelease(e.ctx, &relaybus.DeliveryReleaseParams{Lease: l, Now: now})
+	require.NoError(e.t, err)
+	return ok
+}
+
+func (e *env[TTx]) extend(owner string, expiresAt, now time.Time, leases ...relaybus.Lease) []bool {
+	e.t.Helper()
+	ok, err := e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: owner, Leases: leases, ExpiresAt: expiresAt, Now: now})
+	require.NoError(e.t, err)
+	require.Len(e.t, ok, len(leases), "extend results")
+	return ok
+}
+
+// list returns every delivery matching p, following all pages.
+func (e *env[TTx]) list(p relaybus.DeliveryListParams) []*relaybus.Delivery {
+	e.t.Helper()
+	p.Limit = relaybus.MaxListLimit
+	p.After = ""
+	var out []*relaybus.Delivery
+	for range 1000 {
+		res, err := e.s.DeliveryList(e.ctx, &p)
+		require.NoError(e.t, err)
+		out = append(out, res.Deliveries...)
+		if res.Next == "" {
+			return out
+		}
+		p.After = res.Next
+	}
+	e.t.Fatal("list: more than 1000 pages")
+	return nil
+}
+
+// find returns the stored delivery d (by ID), or nil when it is gone.
+func (e *env[TTx]) find(d *relaybus.Delivery) *relaybus.Delivery {
+	e.t.Helper()
+	for _, got := range e.list(relaybus.DeliveryListParams{EventID: d.EventID, Handler: d.Handler}) {
+		if got.ID == d.ID {
+			return got
+		}
+	}
+	return nil
+}
+
+// get is find that requires the delivery to exist.
+func (e *env[TTx]) get(d *relaybus.Delivery) *relaybus.Delivery {
+	e.t.Helper()
+	got := e.find(d)
+	require.NotNil(e.t, got, "delivery %s (event %s, handler %s) is gone", d.ID, d.EventID, d.Handler)
+	return got
+}
+
+// deliveryOf returns the only delivery of an event for handler.
+func (e *env[TTx]) deliveryOf(eventID, handler string) *relaybus.Delivery {
+	e.t.Helper()
+	ds := e.list(relaybus.DeliveryListParams{EventID: eventID, Handler: handler})
+	require.Len(e.t, ds, 1, "deliveries of event %s for handler %s", eventID, handler)
+	return ds[0]
+}
+
+// requireCompleted checks that d was completed at now: status completed,
+// or gone when the store deletes completed deliveries.
+func (e *env[TTx]) requireCompleted(d *relaybus.Delivery, now time.Time) {
+	e.t.Helper()
+	got := e.find(d)
+	if e.opts.DeletesCompleted {
+		require.Nil(e.t, got, "delivery %s should be deleted on completion", d.ID)
+		return
+	}
+	require.NotNil(e.t, got, "completed delivery %s is gone, but Options.DeletesCompleted is false", d.ID)
+	require.Equal(e.t, relaybus.StatusCompleted, got.Status, "delivery %s", d.ID)
+	requireTime(e.t, now, got.CompletedAt, "CompletedAt of delivery %s", d.ID)
+}
+
+// completedCount is the Completed count expected after n completions.
+func (e *env[TTx]) completedCount(n int64) int64 {
+	if e.opts.DeletesCompleted {
+		return 0
+	}
+	return n
+}
+
+func (e *env[TTx]) stats(now time.Time) *relaybus.Statistics {
+	e.t.Helper()
+	st, err := e.s.Statistics(e.ctx, &relaybus.StatisticsParams{Now: now})
+	require.NoError(e.t, err)
+	return st
+}
+
+// requireTime compares instants (stores may return another location).
+func requireTime(t *testing.T, want, got time.Time, msgAndArgs ...any) {
+	t.Helper()
+	if !want.Equal(got) {
+		require.Fail(t, fmt.Sprintf("time: want %v, got %v", want, got), msgAndArgs...)
+	}
+}
+
+// requireInvalid checks that err wraps relaybus.ErrInvalid.
+func requireInvalid(t *testing.T, err error, what string) {
+	t.Helper()
+	require.Error(t, err, "%s: want an ErrInvalid error", what)
+	require.True(t, errors.Is(err, relaybus.ErrInvalid), "%s: want an ErrInvalid error, got %v", what, err)
+}
+
+// ids returns the IDs of ds.
+func ids(ds []*relaybus.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
+
+// sameIDs requires want and got to hold the same IDs, in any order.
+func sameIDs(t *testing.T, want, got []string, msgAndArgs ...any) {
+	t.Helper()
+	require.ElementsMatch(t, want, got, msgAndArgs...)
+}
+
+// leases returns the leases of ds.
+func leases(ds []*relaybus.Delivery) []relaybus.Lease {
+	out := make([]relaybus.Lease, len(ds))
+	for i, d := range ds {
+		out[i] = d.Lease()
+	}
+	return out
+}
+
+// eventIDs returns the event IDs of ds, in order.
+func eventIDs(ds []*relaybus.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.EventID
+	}
+	return out
+}
+
+// samePayload compares payloads, treating nil and empty alike (a store
+// may read back either).
+func samePayload(want, got []byte) bool { return bytes.Equal(want, got) }
+
+// sameHeaders compares headers, treating nil and empty alike.
+func sameHeaders(want, got map[string]string) bool {
+	if len(want) != len(got) {
+		return false
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			return false
+		}
+	}
+	return true
+}
