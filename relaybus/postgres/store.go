@@ -1,0 +1,207 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+)
+
+// Defaults of Options.
+const (
+	// DefaultSchema is Options.Schema when empty.
+	DefaultSchema = "public"
+	// DefaultTablePrefix is Options.TablePrefix when empty.
+	DefaultTablePrefix = "relaybus_"
+)
+
+// Limits on Options.
+const (
+	// MaxSchemaBytes bounds Options.Schema: PostgreSQL truncates longer
+	// identifiers (NAMEDATALEN - 1).
+	MaxSchemaBytes = 63
+	// MaxTablePrefixBytes bounds Options.TablePrefix so that the longest
+	// name derived from it ("<prefix>deliveries_event_handler_unique",
+	// 31 bytes after the prefix) still fits in 63 bytes. A longer prefix
+	// would be truncated by PostgreSQL and two index names could collide.
+	MaxTablePrefixBytes = MaxSchemaBytes - len("deliveries_event_handler_unique")
+)
+
+// Options configure a Store. The zero value is valid.
+type Options struct {
+	// Schema is the PostgreSQL schema of the tables; "" means
+	// DefaultSchema. It must match ^[a-z_][a-z0-9_]*$ and be at most
+	// MaxSchemaBytes long.
+	Schema string
+	// TablePrefix starts every table and index name; "" means
+	// DefaultTablePrefix. Same pattern as Schema, at most
+	// MaxTablePrefixBytes long.
+	TablePrefix string
+	// MaxPayloadBytes bounds event payloads; 0 means
+	// relaybus.DefaultMaxPayloadBytes, at most relaybus.MaxPayloadBytesLimit.
+	MaxPayloadBytes int
+}
+
+// identifierPattern is what Schema and TablePrefix may hold. Lower case
+// letters, digits and underscores only: they are put into SQL text (always
+// double quoted), so the pattern is what keeps that text safe.
+var identifierPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+func validateIdentifier(what, s string, maxBytes int) error {
+	if len(s) > maxBytes {
+		return fmt.Errorf("relaybus/postgres: %s %q is %d bytes, over the limit of %d: %w", what, s, len(s), maxBytes, relaybus.ErrInvalid)
+	}
+	if !identifierPattern.MatchString(s) {
+		return fmt.Errorf("relaybus/postgres: %s %q must match %s: %w", what, s, identifierPattern, relaybus.ErrInvalid)
+	}
+	return nil
+}
+
+// Store is the 0.1.0 PostgreSQL store: row leases. See the package
+// documentation for the schema and what it costs.
+type Store struct {
+	pool            *pgxpool.Pool
+	schema          string
+	prefix          string
+	maxPayloadBytes int
+	schemaSQL       string
+	q               queries
+}
+
+var _ relaybus.Store[pgx.Tx] = (*Store)(nil)
+
+// New returns a store on pool. It does not touch the database: call Setup
+// (or run SchemaSQL yourself) before using it.
+func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("relaybus/postgres: pool is nil: %w", relaybus.ErrInvalid)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if o.TablePrefix == "" {
+		o.TablePrefix = DefaultTablePrefix
+	}
+	if err := validateIdentifier("schema", o.Schema, MaxSchemaBytes); err != nil {
+		return nil, err
+	}
+	if err := validateIdentifier("table prefix", o.TablePrefix, MaxTablePrefixBytes); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.MaxPayloadBytes == 0:
+		o.MaxPayloadBytes = relaybus.DefaultMaxPayloadBytes
+	case o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > relaybus.MaxPayloadBytesLimit:
+		return nil, fmt.Errorf("relaybus/postgres: max payload bytes %d out of range [1, %d]: %w", o.MaxPayloadBytes, relaybus.MaxPayloadBytesLimit, relaybus.ErrInvalid)
+	}
+	schemaSQL, err := renderSchema(o.Schema, o.TablePrefix)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{
+		pool:            pool,
+		schema:          o.Schema,
+		prefix:          o.TablePrefix,
+		maxPayloadBytes: o.MaxPayloadBytes,
+		schemaSQL:       schemaSQL,
+		q:               buildQueries(o.Schema, o.TablePrefix),
+	}, nil
+}
+
+// SchemaSQL returns the statements Setup runs, with the schema and table
+// prefix applied, as one script. Apply it in one transaction to install
+// the schema with a migration tool of your own.
+func (s *Store) SchemaSQL() string { return s.schemaSQL }
+
+// setupLockKey is the transaction-level advisory lock Setup holds ("rlybus01"
+// in ASCII). Concurrent CREATE ... IF NOT EXISTS statements can fail on
+// catalog unique indexes; the lock makes concurrent Setups run one after
+// the other. Advisory locks are per database.
+const setupLockKey int64 = 0x726c796275733031
+
+// Setup creates the schema, tables and indexes that do not exist yet, in
+// one transaction under an advisory lock. It is idempotent and safe to run
+// from several processes at once.
+func (s *Store) Setup(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", setupLockKey); err != nil {
+			return err
+		}
+		// Exec without arguments uses the simple protocol, which runs a
+		// script of several statements.
+		_, err := tx.Exec(ctx, s.schemaSQL)
+		return err
+	})
+	if err != nil {
+		return errorFrom("setup", err)
+	}
+	return nil
+}
+
+// TxBegin starts a transaction on the store's pool.
+func (s *Store) TxBegin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, errorFrom("begin", err)
+	}
+	return tx, nil
+}
+
+// TxCommit commits tx.
+func (s *Store) TxCommit(ctx context.Context, tx pgx.Tx) error {
+	if tx == nil {
+		return fmt.Errorf("relaybus/postgres: commit: tx is nil: %w", relaybus.ErrInvalid)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return errorFrom("commit", err)
+	}
+	return nil
+}
+
+// TxRollback rolls tx back.
+func (s *Store) TxRollback(ctx context.Context, tx pgx.Tx) error {
+	if tx == nil {
+		return fmt.Errorf("relaybus/postgres: rollback: tx is nil: %w", relaybus.ErrInvalid)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		return errorFrom("rollback", err)
+	}
+	return nil
+}
+
+// errorFrom maps a driver error onto the relaybus sentinels, so callers
+// can use errors.Is whatever the store, and prefixes it with the
+// operation. The driver error stays in the chain.
+func errorFrom(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("relaybus/postgres: %s: %w: %w", op, relaybus.ErrNotFound, err)
+	}
+	if errors.Is(err, pgx.ErrTxClosed) {
+		return fmt.Errorf("relaybus/postgres: %s: transaction already ended: %w: %w", op, relaybus.ErrInvalid, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "22P05", // untranslatable_character
+			"22021", // character_not_in_repertoire
+			"22001", // string_data_right_truncation
+			"22003", // numeric_value_out_of_range
+			"54000": // program_limit_exceeded (for example an oversized index row)
+			return fmt.Errorf("relaybus/postgres: %s: %w: %w", op, relaybus.ErrInvalid, err)
+		}
+	}
+	return fmt.Errorf("relaybus/postgres: %s: %w", op, err)
+}

@@ -1,0 +1,436 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/postgres"
+)
+
+var t0 = time.Date(2031, time.January, 1, 12, 0, 0, 0, time.UTC)
+
+func TestNewValidatesOptions(t *testing.T) {
+	t.Parallel()
+	// New does not touch the database, so a pool that never connects is
+	// enough.
+	cfg, err := pgxpool.ParseConfig("postgres://127.0.0.1:1/none")
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	for _, tc := range []struct {
+		name string
+		opts postgres.Options
+	}{
+		{"schema with SQL", postgres.Options{Schema: "x; drop table"}},
+		{"schema with a quote", postgres.Options{Schema: `x"y`}},
+		{"upper case schema", postgres.Options{Schema: "Relaybus"}},
+		{"schema starting with a digit", postgres.Options{Schema: "1x"}},
+		{"schema too long", postgres.Options{Schema: strings.Repeat("s", postgres.MaxSchemaBytes+1)}},
+		{"prefix with SQL", postgres.Options{TablePrefix: "p; drop"}},
+		{"prefix too long", postgres.Options{TablePrefix: strings.Repeat("p", postgres.MaxTablePrefixBytes+1)}},
+		{"negative payload limit", postgres.Options{MaxPayloadBytes: -1}},
+		{"payload limit over the bound", postgres.Options{MaxPayloadBytes: relaybus.MaxPayloadBytesLimit + 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := postgres.New(pool, &tc.opts)
+			require.ErrorIs(t, err, relaybus.ErrInvalid)
+			require.Nil(t, s)
+			require.True(t, strings.HasPrefix(err.Error(), "relaybus/postgres: "), err.Error())
+		})
+	}
+
+	_, err = postgres.New(nil, nil)
+	require.ErrorIs(t, err, relaybus.ErrInvalid)
+
+	// The longest allowed names are accepted and end up in the SQL.
+	long := strings.Repeat("p", postgres.MaxTablePrefixBytes)
+	s, err := postgres.New(pool, &postgres.Options{Schema: strings.Repeat("s", postgres.MaxSchemaBytes), TablePrefix: long})
+	require.NoError(t, err)
+	require.Contains(t, s.SchemaSQL(), `"`+long+`deliveries_event_handler_unique"`)
+
+	s, err = postgres.New(pool, nil)
+	require.NoError(t, err)
+	require.Contains(t, s.SchemaSQL(), `"public"."relaybus_deliveries"`)
+	require.NotContains(t, s.SchemaSQL(), "{{", "template left unrendered")
+}
+
+func TestSetupIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	const setups = 6
+	errs := make(chan error, setups)
+	for range setups {
+		go func() {
+			s, err := postgres.New(pool, &postgres.Options{Schema: "concurrent"})
+			if err == nil {
+				err = s.Setup(t.Context())
+			}
+			errs <- err
+		}()
+	}
+	for range setups {
+		require.NoError(t, <-errs)
+	}
+	s, err := postgres.New(pool, &postgres.Options{Schema: "concurrent"})
+	require.NoError(t, err)
+	before := catalog(t, pool, "concurrent")
+	require.NoError(t, s.Setup(t.Context()), "a second Setup")
+	require.Equal(t, before, catalog(t, pool, "concurrent"))
+}
+
+// TestSchemaSQLIsWhatSetupRuns installs the schema once with Setup and
+// once by running SchemaSQL by hand, and compares the catalogs.
+func TestSchemaSQLIsWhatSetupRuns(t *testing.T) {
+	t.Parallel()
+	_, setupPool := setup(t, nil)
+
+	byHand := newPool(t)
+	s, err := postgres.New(byHand, nil)
+	require.NoError(t, err)
+	_, err = byHand.Exec(t.Context(), s.SchemaSQL())
+	require.NoError(t, err)
+
+	want := catalog(t, setupPool, "public")
+	require.Len(t, want, 26+6+11, "26 columns, 6 constraints, 11 indexes")
+	require.Equal(t, want, catalog(t, byHand, "public"))
+}
+
+// catalog describes the tables, columns, constraints and indexes of a
+// schema as sorted text, for comparing two installations.
+func catalog(t *testing.T, pool *pgxpool.Pool, schema string) []string {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `
+SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
+FROM information_schema.columns WHERE table_schema = $1
+UNION ALL
+SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+FROM pg_constraint WHERE connamespace = $1::regnamespace
+UNION ALL
+SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = $1
+ORDER BY 1`, schema)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
+// TestIndexSet pins the 0.1.0 index set of the deliveries table: eight
+// indexes besides the primary key, several of them on status or the due
+// time, which is why no claim or completion is a HOT update.
+func TestIndexSet(t *testing.T) {
+	t.Parallel()
+	_, pool := setup(t, nil)
+	rows, err := pool.Query(t.Context(),
+		`SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'relaybus_deliveries' ORDER BY 1`)
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"relaybus_deliveries_completed_idx",
+		"relaybus_deliveries_due_idx",
+		"relaybus_deliveries_due_unkeyed_idx",
+		"relaybus_deliveries_event_handler_unique",
+		"relaybus_deliveries_handler_created_idx",
+		"relaybus_deliveries_ordering_idx",
+		"relaybus_deliveries_pkey",
+		"relaybus_deliveries_processing_idx",
+		"relaybus_deliveries_status_created_idx",
+	}, names)
+
+	// A claim and a completion each rewrite the row outside HOT.
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	publish(t, s, pool, []*relaybus.EventPublish{{
+		Event:      &relaybus.Event{ID: "e1", Type: "t"},
+		Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+	}})
+	ds := claim(t, s, "w", 10, t0.Add(time.Second), "h")
+	require.Len(t, ds, 1)
+	ok, err := s.DeliveryComplete(t.Context(), &relaybus.DeliveryCompleteParams{Lease: ds[0].Lease(), Now: t0.Add(2 * time.Second)})
+	require.NoError(t, err)
+	require.True(t, ok)
+	// The statistics reach the shared counters with a delay.
+	var updated, hot int64
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(t.Context(),
+			`SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'relaybus_deliveries'`).Scan(&updated, &hot)
+		return err == nil && updated == 2
+	}, 10*time.Second, 50*time.Millisecond, "updates of the deliveries table")
+	require.Zero(t, hot, "a 0.1.0 claim or completion was a HOT update")
+}
+
+func TestCustomSchemaAndPrefix(t *testing.T) {
+	t.Parallel()
+	s, pool := setup(t, &postgres.Options{Schema: "rb_custom", TablePrefix: "app_"})
+	var tables []string
+	rows, err := pool.Query(t.Context(), `SELECT table_schema || '.' || table_name FROM information_schema.tables
+		WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`)
+	require.NoError(t, err)
+	tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"rb_custom.app_deliveries", "rb_custom.app_events", "rb_custom.app_keys"}, tables)
+
+	res := publish(t, s, pool, []*relaybus.EventPublish{{
+		Event:      &relaybus.Event{ID: "e1", Type: "t", Key: "k"},
+		Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+	}})
+	require.Equal(t, []int64{1}, res.Sequences)
+	ds := claim(t, s, "w", 10, t0.Add(time.Second), "h")
+	require.Len(t, ds, 1)
+	ok, err := s.DeliveryComplete(t.Context(), &relaybus.DeliveryCompleteParams{Lease: ds[0].Lease(), Now: t0.Add(2 * time.Second)})
+	require.NoError(t, err)
+	require.True(t, ok)
+	var status string
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT status FROM rb_custom.app_deliveries`).Scan(&status))
+	require.Equal(t, "completed", status)
+}
+
+// queryCounter counts the statements and batches a pool sends.
+type queryCounter struct{ n atomic.Int64 }
+
+func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *queryCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *queryCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *queryCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// maxPublishCalls bounds the statements and batches of one publish call,
+// whatever its size.
+const maxPublishCalls = 4
+
+func TestPublishBatchIsAFewRoundTrips(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(dbenv.TestDatabase(t))
+	require.NoError(t, err)
+	counter := &queryCounter{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Setup(t.Context()))
+
+	const events, keys = 1000, 7
+	eps := make([]*relaybus.EventPublish, events)
+	for i := range eps {
+		e := &relaybus.Event{ID: fmt.Sprintf("e%04d", i), Type: "t", Payload: []byte{byte(i)}}
+		if i%3 != 0 {
+			e.Key = fmt.Sprintf("k%d", i%keys)
+		}
+		eps[i] = &relaybus.EventPublish{Event: e, Deliveries: []relaybus.DeliverySpec{
+			{Handler: "a", MaxAttempts: 3}, {Handler: "b", MaxAttempts: 3}}}
+	}
+	tx, err := s.TxBegin(t.Context())
+	require.NoError(t, err)
+	before := counter.n.Load()
+	res, err := s.EventPublishTx(t.Context(), tx, &relaybus.EventPublishParams{Events: eps, Now: t0})
+	require.NoError(t, err)
+	calls := counter.n.Load() - before
+	require.NoError(t, s.TxCommit(t.Context(), tx))
+	require.LessOrEqual(t, calls, int64(maxPublishCalls), "statements and batches of one publish of %d events", events)
+	require.Equal(t, 2*events, res.Deliveries)
+
+	// Sequences run 1, 2, 3 ... per key in call order.
+	next := map[string]int64{}
+	for i, ep := range eps {
+		require.True(t, res.Inserted[i])
+		if ep.Event.Key == "" {
+			require.Zero(t, res.Sequences[i])
+			continue
+		}
+		next[ep.Event.Key]++
+		require.Equal(t, next[ep.Event.Key], res.Sequences[i], "event %s", ep.Event.ID)
+	}
+
+	// Republishing takes no sequence and adds only the new handler.
+	for _, ep := range eps {
+		ep.Deliveries = append(ep.Deliveries, relaybus.DeliverySpec{Handler: "c", MaxAttempts: 1})
+	}
+	tx, err = s.TxBegin(t.Context())
+	require.NoError(t, err)
+	res2, err := s.EventPublishTx(t.Context(), tx, &relaybus.EventPublishParams{Events: eps, Now: t0})
+	require.NoError(t, err)
+	require.NoError(t, s.TxCommit(t.Context(), tx))
+	require.Equal(t, events, res2.Deliveries)
+	require.Equal(t, res.Sequences, res2.Sequences)
+	for _, ins := range res2.Inserted {
+		require.False(t, ins)
+	}
+}
+
+// TestConcurrentKeyedClaims runs several claimers over many keys and
+// checks that no delivery is claimed while an earlier one of its handler
+// and key has not started completing, and that every delivery runs once.
+func TestConcurrentKeyedClaims(t *testing.T) {
+	t.Parallel()
+	s, pool := setup(t, nil)
+	const events, keys, workers, batch = 400, 25, 6, 7
+	handlers := []string{"a", "b"}
+	eps := make([]*relaybus.EventPublish, events)
+	for i := range eps {
+		e := &relaybus.Event{ID: fmt.Sprintf("e%04d", i), Type: "t"}
+		if i%5 != 0 {
+			e.Key = fmt.Sprintf("k%d", i%keys)
+		}
+		eps[i] = &relaybus.EventPublish{Event: e, Deliveries: []relaybus.DeliverySpec{
+			{Handler: "a", MaxAttempts: 3}, {Handler: "b", MaxAttempts: 3}}}
+	}
+	// Several transactions, so keys span commits.
+	for i := 0; i < events; i += 50 {
+		publish(t, s, pool, eps[i:i+50])
+	}
+
+	type slot struct{ handler, key string }
+	var mu sync.Mutex
+	completing := map[slot]map[int64]bool{} // sequences whose completion has started
+	claimed := map[string]int{}
+	var violations []string
+	now := t0.Add(time.Second)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			owner := fmt.Sprintf("w%d", w)
+			for idle := 0; idle < 3; {
+				ds, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{
+					Owner: owner, Handlers: handlers, Limit: batch, LeaseDuration: time.Hour, Now: now})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(ds) == 0 {
+					idle++
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				idle = 0
+				mu.Lock()
+				for _, d := range ds {
+					claimed[d.ID]++
+					if d.Key == "" {
+						continue
+					}
+					sl := slot{d.Handler, d.Key}
+					for seq := int64(1); seq < d.Sequence; seq++ {
+						if !completing[sl][seq] {
+							violations = append(violations, fmt.Sprintf("%s/%s seq %d claimed before seq %d completed", d.Handler, d.Key, d.Sequence, seq))
+						}
+					}
+					if completing[sl] == nil {
+						completing[sl] = map[int64]bool{}
+					}
+					completing[sl][d.Sequence] = true
+				}
+				mu.Unlock()
+				ls := make([]relaybus.Lease, len(ds))
+				for i, d := range ds {
+					ls[i] = d.Lease()
+				}
+				oks, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: now})
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i, ok := range oks {
+					if !ok {
+						errs <- fmt.Errorf("completion of %s lost its lease", ls[i].DeliveryID)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Empty(t, violations)
+	require.Len(t, claimed, events*len(handlers))
+	for id, n := range claimed {
+		require.Equal(t, 1, n, "delivery %s claimed %d times", id, n)
+	}
+	st, err := s.Statistics(t.Context(), &relaybus.StatisticsParams{Now: now})
+	require.NoError(t, err)
+	require.Equal(t, relaybus.Counts{Completed: events * 2}, st.Counts)
+}
+
+func TestListRejectsMalformedCursor(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, nil)
+	for _, after := range []string{"abc", "-1", "0", "1.5", "99999999999999999999"} {
+		_, err := s.DeliveryList(t.Context(), &relaybus.DeliveryListParams{After: after})
+		require.ErrorIs(t, err, relaybus.ErrInvalid, "cursor %q", after)
+	}
+	err := s.DeliveryRequeue(t.Context(), &relaybus.DeliveryRequeueParams{DeliveryID: "not-an-id", Now: t0})
+	require.ErrorIs(t, err, relaybus.ErrNotFound)
+	ok, err := s.DeliveryComplete(t.Context(), &relaybus.DeliveryCompleteParams{
+		Lease: relaybus.Lease{DeliveryID: "not-an-id", Token: "x"}, Now: t0})
+	require.NoError(t, err)
+	require.False(t, ok)
+}
+
+func TestErrorsNameThePackage(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := s.Statistics(ctx, &relaybus.StatisticsParams{Now: t0})
+	require.Error(t, err)
+	require.True(t, errors.Is(err, context.Canceled), "%v", err)
+	require.True(t, strings.HasPrefix(err.Error(), "relaybus/postgres: "), err.Error())
+
+	// A text PostgreSQL cannot store is ErrInvalid, not a driver error
+	// the caller has to decode: jsonb cannot hold \u0000, which
+	// relaybus.ValidateEvent lets through in header values.
+	tx, err := s.TxBegin(t.Context())
+	require.NoError(t, err)
+	defer func() { _ = s.TxRollback(t.Context(), tx) }()
+	_, err = s.EventPublishTx(t.Context(), tx, &relaybus.EventPublishParams{Now: t0, Events: []*relaybus.EventPublish{{
+		Event: &relaybus.Event{ID: "e", Type: "t", Headers: map[string]string{"h": "a\x00b"}},
+	}}})
+	require.ErrorIs(t, err, relaybus.ErrInvalid)
+	require.True(t, strings.HasPrefix(err.Error(), "relaybus/postgres: "), err.Error())
+}
+
+func publish(t *testing.T, s *postgres.Store, _ *pgxpool.Pool, eps []*relaybus.EventPublish) *relaybus.EventPublishResult {
+	t.Helper()
+	tx, err := s.TxBegin(t.Context())
+	require.NoError(t, err)
+	res, err := s.EventPublishTx(t.Context(), tx, &relaybus.EventPublishParams{Events: eps, Now: t0})
+	require.NoError(t, err)
+	require.NoError(t, s.TxCommit(t.Context(), tx))
+	return res
+}
+
+func claim(t *testing.T, s *postgres.Store, owner string, limit int, now time.Time, handlers ...string) []*relaybus.Delivery {
+	t.Helper()
+	ds, err := s.DeliveryClaim(t.Context(), &relaybus.DeliveryClaimParams{
+		Owner: owner, Handlers: handlers, Limit: limit, LeaseDuration: time.Minute, Now: now})
+	require.NoError(t, err)
+	return ds
+}
