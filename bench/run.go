@@ -564,7 +564,9 @@ func (w *windowRun) metrics(in *validate.Input, t0, t1 time.Time, before, after 
 	c, s := w.c, w.sample
 	secs := t1.Sub(t0).Seconds()
 	lo, hi := t0.UnixNano(), t1.UnixNano()
-	buckets := int(math.Ceil(secs))
+	// Whole seconds; the last bucket also takes the window's fraction of
+	// a second past them (t1 - t0 is never exactly the window).
+	buckets := max(1, int(secs))
 	inWindow := func(ns int64) bool { return ns >= lo && ns < hi }
 
 	commit := make(map[string]int64, len(in.Published))
@@ -578,6 +580,7 @@ func (w *windowRun) metrics(in *validate.Input, t0, t1 time.Time, before, after 
 		}
 	}
 	deliveries := 0.0
+	lastOK := int64(0)
 	deliverySeries := make([]float64, buckets)
 	type pair struct{ event, handler string }
 	first := map[pair]int64{}
@@ -587,6 +590,7 @@ func (w *windowRun) metrics(in *validate.Input, t0, t1 time.Time, before, after 
 		}
 		if inWindow(h.HandleNs) {
 			deliveries++
+			lastOK = max(lastOK, h.HandleNs)
 			deliverySeries[min(buckets-1, int((h.HandleNs-lo)/int64(time.Second)))]++
 		}
 		k := pair{h.EventID, h.Handler}
@@ -644,8 +648,8 @@ func (w *windowRun) metrics(in *validate.Input, t0, t1 time.Time, before, after 
 	if c.AllowRedelivery && s.Validation != nil {
 		s.Metrics[report.MetricRedeliveries] = float64(s.Validation.Redeliveries)
 	}
-	if c.Preload > 0 && c.PublisherProcs == 0 && buckets > 1 && deliverySeries[buckets-1] == 0 {
-		w.r.warnf("%s (%s): the preloaded events ran out before the window ended; deliveries/s understates the rate (raise the preload)", c.Name, w.side.Name)
+	if c.Preload > 0 && c.PublisherProcs == 0 && lastOK < hi-int64(t1.Sub(t0)/10) {
+		w.r.warnf("%s (%s): the preloaded events ran out in the last tenth of the window or earlier; deliveries/s understates the rate (raise the preload)", c.Name, w.side.Name)
 	}
 }
 
