@@ -250,7 +250,14 @@ func (b *PerKey[K, In, Out]) work(i int) {
 			// Close that gives up can always find and release its callers.
 			b.slots[i] = batch
 			b.dequeued()
+			// A lane can be ready without a wake-up of its own: New's one
+			// lane rejoins the line at take, and admissions to a lane
+			// already in line send none. Pass the baton on.
+			more := b.lanes.ready.len() > b.lanes.readyStale
 			b.mu.Unlock()
+			if more {
+				signal(b.wake)
+			}
 			ins = b.run(key, batch, ins)
 			b.mu.Lock()
 			b.slots[i] = nil
