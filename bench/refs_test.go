@@ -14,7 +14,6 @@ import (
 type gitRepo struct {
 	dir            string
 	c1, c2, c3     string
-	shallowCloneOf string
 }
 
 func run(t *testing.T, dir string, args ...string) string {

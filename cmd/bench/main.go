@@ -25,13 +25,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
 	"github.com/berkcansavur/relaybus/bench"
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/report"
 	"github.com/berkcansavur/relaybus/bench/scenarios"
 	"github.com/berkcansavur/relaybus/bench/worker"
 	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/relaybus"
 )
 
 func main() {
