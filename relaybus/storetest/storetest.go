@@ -74,6 +74,12 @@ func Run[TTx any](t *testing.T, newStore func(t *testing.T) relaybus.Store[TTx],
 		{"Publish", testPublish[TTx]},
 		{"Claim", testClaim[TTx]},
 		{"Lease", testLease[TTx]},
+		{"Retry", testRetry[TTx]},
+		{"Release", testRelease[TTx]},
+		{"Ordering", testOrdering[TTx]},
+		{"List", testList[TTx]},
+		{"Admin", testAdmin[TTx]},
+		{"Concurrency", testConcurrency[TTx]},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

@@ -1,0 +1,179 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+)
+
+func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
+	requeue := func(e *env[TTx], id string, now time.Time) error {
+		e.t.Helper()
+		return e.s.DeliveryRequeue(e.ctx, &relaybus.DeliveryRequeueParams{DeliveryID: id, Now: now})
+	}
+
+	t.Run("Requeue", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(&eventOpts{MaxAttempts: Ptr(1)})
+		d := e.claimOne(nil)
+		require.True(t, e.bury(d.Lease(), At(time.Second), "poison"))
+
+		require.NoError(t, requeue(e, d.ID, At(10*time.Second)))
+		got := e.get(d)
+		require.Equal(t, relaybus.StatusPending, got.Status)
+		require.Equal(t, 0, got.Attempts, "a requeue gives a fresh budget")
+		requireTime(t, At(10*time.Second), got.AvailableAt, "due at the requeue's now")
+		require.Empty(t, got.LeaseToken)
+
+		e.claimNone(&claimOpts{Now: Ptr(At(9 * time.Second))}, "claimed a requeued delivery before its time")
+		again := e.claimOne(&claimOpts{Now: Ptr(At(10 * time.Second))})
+		require.Equal(t, d.ID, again.ID)
+		require.Equal(t, 1, again.Attempts)
+
+		// The fresh budget is the same budget: one more crash buries it.
+		e.claimNone(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(41 * time.Second))}, "a requeued delivery outlived its budget")
+		require.Equal(t, relaybus.StatusDead, e.get(d).Status)
+	})
+
+	t.Run("RequeueNotDead", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publishN(2, nil)
+		held := e.claimOne(&claimOpts{Limit: Ptr(1)})
+		pending := e.list(relaybus.DeliveryListParams{Status: relaybus.StatusPending})
+		require.Len(t, pending, 1)
+
+		err := requeue(e, pending[0].ID, At(time.Second))
+		require.True(t, errors.Is(err, relaybus.ErrNotDead), "requeue of a pending delivery: %v", err)
+		err = requeue(e, held.ID, At(time.Second))
+		require.True(t, errors.Is(err, relaybus.ErrNotDead), "requeue of a processing delivery: %v", err)
+		require.Equal(t, held.LeaseToken, e.get(held).LeaseToken, "a failed requeue changed the delivery")
+
+		require.True(t, e.complete(held.Lease(), At(2*time.Second)))
+		err = requeue(e, held.ID, At(3*time.Second))
+		if e.opts.DeletesCompleted {
+			require.True(t, errors.Is(err, relaybus.ErrNotFound), "requeue of a deleted delivery: %v", err)
+		} else {
+			require.True(t, errors.Is(err, relaybus.ErrNotDead), "requeue of a completed delivery: %v", err)
+		}
+	})
+
+	t.Run("RequeueNotFound", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		// A real ID that no longer exists: the suite never makes one up,
+		// so it works whatever the store's ID format.
+		e.publish(nil)
+		d := e.claimOne(nil)
+		require.True(t, e.bury(d.Lease(), At(time.Second), "dead"))
+		res, err := e.s.Purge(e.ctx, &relaybus.PurgeParams{DeadBefore: At(time.Minute), Now: At(time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), res.Deliveries)
+		err = requeue(e, d.ID, At(time.Minute))
+		require.True(t, errors.Is(err, relaybus.ErrNotFound), "requeue of a purged delivery: %v", err)
+
+		err = requeue(e, "", At(time.Minute))
+		requireInvalid(t, err, "requeue without an id")
+	})
+
+	t.Run("Purge", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		// Each event has its own handler, so each delivery is claimed on
+		// its own. Cutoff for both kinds: T0+50s.
+		type planned struct {
+			handlers    []string
+			publishedAt time.Duration
+		}
+		plan := map[string]planned{
+			"completedOld": {[]string{"completedOld"}, 0},
+			"completedNew": {[]string{"completedNew"}, 60 * time.Second},
+			"deadOld":      {[]string{"deadOld"}, 0},
+			"deadNew":      {[]string{"deadNew"}, 0},
+			"pending":      {[]string{"pending"}, 0},
+			"processing":   {[]string{"processing"}, 0},
+			"mixed":        {[]string{"completedOldToo", "mixedPending"}, 0},
+		}
+		evs := map[string]*relaybus.Event{}
+		for name, p := range plan {
+			evs[name], _ = e.publish(&eventOpts{Handlers: p.handlers, Now: Ptr(At(p.publishedAt))})
+		}
+		finish := func(handler string, at time.Duration, ok func(relaybus.Lease, time.Time) bool) *relaybus.Delivery {
+			d := e.claimOne(&claimOpts{Handlers: []string{handler}, Now: Ptr(At(at))})
+			require.True(t, ok(d.Lease(), At(at)), handler)
+			return d
+		}
+		complete := e.complete
+		bury := func(l relaybus.Lease, now time.Time) bool { return e.bury(l, now, "dead") }
+		finish("completedOld", 10*time.Second, complete)
+		finish("completedOldToo", 10*time.Second, complete)
+		finish("completedNew", 100*time.Second, complete)
+		finish("deadOld", 10*time.Second, bury)
+		finish("deadNew", 100*time.Second, bury)
+		e.claimOne(&claimOpts{Handlers: []string{"processing"}, Now: Ptr(At(100 * time.Second))})
+
+		res, err := e.s.Purge(e.ctx, &relaybus.PurgeParams{CompletedBefore: At(50 * time.Second), DeadBefore: At(50 * time.Second), Now: At(200 * time.Second)})
+		require.NoError(t, err)
+		var kept []string
+		for _, d := range e.list(relaybus.DeliveryListParams{}) {
+			kept = append(kept, d.Handler)
+		}
+		if e.opts.DeletesCompleted {
+			require.Equal(t, int64(1), res.Deliveries, "deadOld")
+			require.ElementsMatch(t, []string{"deadNew", "pending", "processing", "mixedPending"}, kept)
+			// completedNew's event has no delivery left either; whether it
+			// is old enough to go is the store's retention rule.
+			require.Contains(t, []int64{2, 3}, res.Events, "events of completedOld and deadOld")
+		} else {
+			require.Equal(t, int64(3), res.Deliveries, "completedOld, completedOldToo, deadOld")
+			require.ElementsMatch(t, []string{"completedNew", "deadNew", "pending", "processing", "mixedPending"}, kept)
+			require.Equal(t, int64(2), res.Events, "events of completedOld and deadOld")
+		}
+
+		// A purged event is gone: publishing its ID inserts it again. The
+		// mixed event still has a delivery, so it stays.
+		for name, wantInserted := range map[string]bool{"completedOld": true, "deadOld": true, "mixed": false, "deadNew": false} {
+			_, r := e.publish(&eventOpts{ID: &evs[name].ID, Handlers: plan[name].handlers, Now: Ptr(At(300 * time.Second))})
+			require.Equal(t, []bool{wantInserted}, r.Inserted, "republish of %s", name)
+		}
+	})
+
+	t.Run("PurgeLimit", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publishN(5, nil)
+		for _, d := range e.claim(nil) {
+			require.True(t, e.bury(d.Lease(), At(time.Second), "dead"))
+		}
+		p := &relaybus.PurgeParams{DeadBefore: At(time.Minute), Limit: 2, Now: At(time.Minute)}
+		for _, want := range []int64{2, 2, 1, 0} {
+			res, err := e.s.Purge(e.ctx, p)
+			require.NoError(t, err)
+			require.Equal(t, want, res.Deliveries)
+		}
+		require.Empty(t, e.list(relaybus.DeliveryListParams{}))
+	})
+
+	t.Run("PurgeNothing", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(nil)
+		d := e.claimOne(nil)
+		require.True(t, e.bury(d.Lease(), At(time.Second), "dead"))
+		res, err := e.s.Purge(e.ctx, &relaybus.PurgeParams{Now: At(time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, relaybus.PurgeResult{}, *res, "zero cutoffs purge nothing")
+		res, err = e.s.Purge(e.ctx, &relaybus.PurgeParams{DeadBefore: At(time.Second), Now: At(time.Hour)})
+		require.NoError(t, err)
+		require.Zero(t, res.Deliveries, "the cutoff is exclusive")
+		require.Len(t, e.list(relaybus.DeliveryListParams{}), 1)
+
+		_, err = e.s.Purge(e.ctx, &relaybus.PurgeParams{Limit: -1, Now: At(time.Hour)})
+		requireInvalid(t, err, "negative purge limit")
+	})
+}

@@ -1,0 +1,108 @@
+package storetest
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+)
+
+func testRetry[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
+	t.Run("Reschedule", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(nil)
+		d := e.claimOne(nil)
+		require.True(t, e.reschedule(d.Lease(), At(time.Minute), At(time.Second), "boom"))
+
+		got := e.get(d)
+		require.Equal(t, relaybus.StatusPending, got.Status)
+		requireTime(t, At(time.Minute), got.AvailableAt)
+		require.Equal(t, "boom", got.LastError)
+		require.Equal(t, 1, got.Attempts, "the failed attempt stays counted")
+		require.Empty(t, got.LeaseToken)
+		require.False(t, e.complete(d.Lease(), At(2*time.Second)), "the lease survived a reschedule")
+
+		e.claimNone(&claimOpts{Now: Ptr(At(59 * time.Second))}, "claimed a rescheduled delivery before its time")
+		again := e.claimOne(&claimOpts{Now: Ptr(At(time.Minute))})
+		require.Equal(t, d.ID, again.ID)
+		require.Equal(t, 2, again.Attempts)
+		require.Equal(t, "boom", again.LastError)
+	})
+
+	t.Run("LongErrorIsCut", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(nil)
+		d := e.claimOne(nil)
+		long := strings.Repeat("é", relaybus.MaxErrorBytes) // 2 bytes each
+		require.True(t, e.reschedule(d.Lease(), At(time.Minute), At(time.Second), long))
+		got := e.get(d)
+		require.LessOrEqual(t, len(got.LastError), relaybus.MaxErrorBytes)
+		require.True(t, utf8.ValidString(got.LastError), "the cut error is not UTF-8")
+		require.True(t, strings.HasPrefix(long, got.LastError))
+		require.NotEmpty(t, got.LastError)
+	})
+
+	t.Run("Bury", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(&eventOpts{Handlers: []string{"h1", "h2"}})
+		d := e.claimOne(nil)
+		require.True(t, e.bury(d.Lease(), At(time.Second), "poison"))
+		got := e.get(d)
+		require.Equal(t, relaybus.StatusDead, got.Status)
+		require.Equal(t, "poison", got.LastError)
+		require.Empty(t, got.LeaseToken)
+		require.False(t, e.complete(d.Lease(), At(2*time.Second)), "the lease survived burial")
+		e.claimNone(&claimOpts{Now: Ptr(At(1000 * time.Hour))}, "claimed a dead delivery")
+
+		st := e.stats(At(time.Hour))
+		require.Equal(t, int64(1), st.Dead)
+		require.Equal(t, int64(1), st.Pending, "h2's delivery")
+		require.Equal(t, relaybus.Counts{Dead: 1}, st.Handlers["h1"])
+	})
+
+	t.Run("PoisonCountedUntilDead", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(&eventOpts{MaxAttempts: Ptr(3)})
+		// Attempt 1 fails and is rescheduled.
+		d := e.claimOne(&claimOpts{Now: Ptr(At(0))})
+		require.Equal(t, 1, d.Attempts)
+		require.True(t, e.reschedule(d.Lease(), At(10*time.Second), At(time.Second), "fail 1"))
+		// Attempt 2 crashes: its lease expires at 40s.
+		d = e.claimOne(&claimOpts{Now: Ptr(At(10 * time.Second))})
+		require.Equal(t, 2, d.Attempts)
+		// Attempt 3 is a takeover, and crashes too: expires at 71s.
+		d = e.claimOne(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(41 * time.Second))})
+		require.Equal(t, 3, d.Attempts)
+		// The budget is spent: the next takeover buries it.
+		e.claimNone(&claimOpts{Owner: Ptr("owner-c"), Now: Ptr(At(72 * time.Second))}, "a delivery past its attempt budget was claimed")
+		got := e.get(d)
+		require.Equal(t, relaybus.StatusDead, got.Status)
+		require.Equal(t, 3, got.Attempts)
+		require.NotEmpty(t, got.LastError, "a delivery buried by a takeover says why")
+		require.False(t, e.complete(d.Lease(), At(73*time.Second)), "the crashed lease completed a buried delivery")
+		e.claimNone(&claimOpts{Now: Ptr(At(1000 * time.Hour))}, "claimed a dead delivery")
+	})
+
+	t.Run("CrashLoopEndsDead", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(&eventOpts{MaxAttempts: Ptr(2)})
+		now := T0
+		for attempt := 1; attempt <= 2; attempt++ {
+			d := e.claimOne(&claimOpts{Now: &now})
+			require.Equal(t, attempt, d.Attempts, "every crash counts an attempt")
+			now = d.LeaseExpiresAt.Add(time.Second)
+		}
+		e.claimNone(&claimOpts{Now: &now}, "a crash loop outlived its attempt budget")
+		st := e.stats(now)
+		require.Equal(t, relaybus.Counts{Dead: 1}, st.Counts)
+	})
+}
