@@ -12,8 +12,8 @@ import (
 // gitRepo makes a repository with: c1 (tag v0.1.0, annotated), c2 with
 // the trailer "Release: v0.2.0" and no tag, c3 on branch main.
 type gitRepo struct {
-	dir            string
-	c1, c2, c3     string
+	dir        string
+	c1, c2, c3 string
 }
 
 func run(t *testing.T, dir string, args ...string) string {
