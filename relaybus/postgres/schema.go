@@ -73,11 +73,18 @@ const leaseCleared = `lease_owner = NULL, lease_token = NULL, lease_expires_at =
 // writes match nothing.
 const fenced = `id = $1 AND status = 'processing' AND lease_token = $2`
 
+// blocked is the per-key ordering check of a keyed delivery d: an
+// earlier delivery of its handler and key that is not finished. It walks
+// the ordering index (handler, key, sequence).
+const blocked = `SELECT 1 FROM {deliveries} p
+			WHERE p.handler = d.handler AND p.key = d.key AND p.sequence < d.sequence
+				AND p.status IN ('pending', 'processing')`
+
 func buildQueries(schema, prefix string) queries {
 	table := func(name string) string { return fmt.Sprintf(`"%s"."%s%s"`, schema, prefix, name) }
 	q := queries{events: table("events"), deliveries: table("deliveries"), keys: table("keys")}
 	r := strings.NewReplacer("{events}", q.events, "{deliveries}", q.deliveries, "{keys}", q.keys,
-		"{columns}", deliveryColumns, "{leaseCleared}", leaseCleared, "{fenced}", fenced)
+		"{columns}", deliveryColumns, "{blocked}", strings.ReplaceAll(blocked, "{deliveries}", q.deliveries), "{leaseCleared}", leaseCleared, "{fenced}", fenced)
 
 	// Publish, step 1: insert the events that do not exist yet. Their
 	// sequence is set by step 2 once the new ones are known, so that a
@@ -141,39 +148,65 @@ SET status = 'dead', last_error = 'lease expired after the final attempt', {leas
 FROM expired WHERE d.id = expired.id`)
 
 	// Claim, step 2: lease due pending deliveries and expired processing
-	// ones. A keyed delivery qualifies only while no delivery of its
-	// handler and key with a lower sequence is pending or processing.
-	// Under READ COMMITTED this cannot let two deliveries of one key run
-	// at once: a delivery only qualifies when every predecessor is
-	// completed or dead in the statement's snapshot, and neither state
-	// goes back to pending except by an explicit Requeue. Rows a
-	// concurrent claim holds are skipped, not waited for; a row that a
-	// concurrent transaction changed and committed is re-checked against
-	// the status conditions before it is locked.
+	// ones (a takeover), oldest due first. Three selections, each an
+	// ordered index scan that stops at the limit: expired leases (the
+	// processing index), unkeyed pending rows (the unkeyed due index) and
+	// keyed pending rows (the due index), then the oldest of them. One
+	// selection with an OR could not walk an index in order: it would
+	// read and sort the whole backlog at every claim.
+	//
+	// A keyed delivery qualifies only while no delivery of its handler
+	// and key with a lower sequence is pending or processing (the
+	// ordering index). Under READ COMMITTED this cannot let two
+	// deliveries of one key run at once: a delivery qualifies only when
+	// every predecessor is completed or dead in the statement's snapshot,
+	// and neither state goes back to pending except by an explicit
+	// Requeue. Rows a concurrent claim holds are skipped, not waited for;
+	// a row that a concurrent transaction changed and committed is
+	// re-checked against its selection's conditions before it is locked.
+	// Rows selected but not among the oldest stay locked only until the
+	// claim's implicit transaction ends, a moment later.
 	//
 	// The lease token is the claim's random 128 bits ($5) and the
 	// delivery ID: unguessable, new at every claim, and different for
 	// each delivery of one claim, so one delivery's token never opens
 	// another.
 	q.claim = r.Replace(`
-WITH candidates AS (
-	SELECT d.id FROM {deliveries} d
-	WHERE d.handler = ANY($1::text[])
-		AND ((d.status = 'pending' AND d.available_at <= $2)
-			OR (d.status = 'processing' AND d.lease_expires_at <= $2 AND d.attempts < d.max_attempts))
-		AND (d.key IS NULL OR NOT EXISTS (
-			SELECT 1 FROM {deliveries} p
-			WHERE p.handler = d.handler AND p.key = d.key AND p.sequence < d.sequence
-				AND p.status IN ('pending', 'processing')))
+WITH expired AS (
+	SELECT d.id, d.available_at FROM {deliveries} d
+	WHERE d.status = 'processing' AND d.lease_expires_at <= $2 AND d.attempts < d.max_attempts
+		AND d.handler = ANY($1::text[])
+		AND (d.key IS NULL OR NOT EXISTS ({blocked}))
+	ORDER BY d.lease_expires_at
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), due_unkeyed AS (
+	SELECT d.id, d.available_at FROM {deliveries} d
+	WHERE d.status = 'pending' AND d.key IS NULL AND d.available_at <= $2
+		AND d.handler = ANY($1::text[])
 	ORDER BY d.available_at, d.id
 	LIMIT $3
-	FOR UPDATE OF d SKIP LOCKED
+	FOR UPDATE SKIP LOCKED
+), due_keyed AS (
+	SELECT d.id, d.available_at FROM {deliveries} d
+	WHERE d.status = 'pending' AND d.key IS NOT NULL AND d.available_at <= $2
+		AND d.handler = ANY($1::text[])
+		AND NOT EXISTS ({blocked})
+	ORDER BY d.available_at, d.id
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), picked AS (
+	SELECT c.id FROM (
+		SELECT * FROM expired UNION ALL SELECT * FROM due_unkeyed UNION ALL SELECT * FROM due_keyed
+	) c
+	ORDER BY c.available_at, c.id
+	LIMIT $3
 )
 UPDATE {deliveries} AS d
 SET status = 'processing', attempts = d.attempts + 1,
 	lease_owner = $4, lease_token = $5 || '-' || d.id::text, lease_expires_at = $6, updated_at = $2
-FROM candidates c, {events} e
-WHERE d.id = c.id AND e.id = d.event_id
+FROM picked, {events} e
+WHERE d.id = picked.id AND e.id = d.event_id
 RETURNING {columns}`)
 
 	q.extend = r.Replace(`
