@@ -1,0 +1,216 @@
+package worker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/record"
+	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/relaybus"
+)
+
+func TestMain(m *testing.M) { dbenv.Main(m) }
+
+// runWorker runs Main in-process with cfg and returns its messages.
+func runWorker(t *testing.T, ctx context.Context, cfg any) (int, []protocol.Message) {
+	t.Helper()
+	in, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := Main(ctx, bytes.NewReader(in), &out, &errOut)
+	var msgs []protocol.Message
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var m protocol.Message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("stdout line %q is not JSON: %v", sc.Text(), err)
+		}
+		msgs = append(msgs, m)
+	}
+	if code != 0 {
+		t.Logf("worker stderr:\n%s", errOut.String())
+	}
+	return code, msgs
+}
+
+func last(t *testing.T, msgs []protocol.Message, typ string) protocol.Message {
+	t.Helper()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Type == typ {
+			return msgs[i]
+		}
+	}
+	t.Fatalf("no %s message in %+v", typ, msgs)
+	return protocol.Message{}
+}
+
+func TestHelloAndBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, config, want string }{
+		{"not json", `{`, "not valid JSON"},
+		{"wrong protocol", `{"protocol":2,"role":"setup","store":{"kind":"postgres","dsn":"x"}}`, "protocol 2"},
+		{"unknown role", `{"protocol":1,"role":"juggle","store":{"kind":"postgres","dsn":"x"}}`, `unknown role "juggle"`},
+		{"unknown store", `{"protocol":1,"role":"setup","store":{"kind":"sqlite"}}`, `unknown store kind "sqlite"`},
+		{"no record path", `{"protocol":1,"role":"dispatcher","store":{"kind":"postgres","dsn":"x"}}`, "needs record_path"},
+		{"preload without count", `{"protocol":1,"role":"preload","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
+			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},"publisher":{"publishers":1,"batch":1}}`, "preload needs a positive count"},
+		{"bad keys", `{"protocol":1,"role":"publisher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
+			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10,"keys":"hot"},"publisher":{"publishers":1,"batch":1}}`, "key_count"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			code := Main(context.Background(), strings.NewReader(tc.config), &out, io.Discard)
+			if code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			var hello, done protocol.Message
+			json.Unmarshal([]byte(lines[0]), &hello)
+			json.Unmarshal([]byte(lines[len(lines)-1]), &done)
+			if hello.Type != protocol.TypeHello || hello.Protocol != protocol.Version || hello.Version != relaybus.Version {
+				t.Errorf("first line %+v is not this worker's hello", hello)
+			}
+			if done.Type != protocol.TypeDone || !strings.Contains(done.Error, tc.want) {
+				t.Errorf("last line %+v, want done with an error containing %q", done, tc.want)
+			}
+		})
+	}
+}
+
+func TestClassifyOptions(t *testing.T) {
+	t.Parallel()
+	raw := []byte(`{"protocol":1,"role":"dispatcher","name":"d","future_top":1,
+		"store":{"kind":"postgres","dsn":"x","pool_size":0,"options":{"completion_history":true}},
+		"dispatcher":{"concurrency":50,"batch":0,"lane_claim":"adaptive","options":{"notify":true}}}`)
+	applied, ignored, err := classifyOptions(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantApplied := []string{"dispatcher.concurrency", "store.dsn", "store.kind"}
+	wantIgnored := []string{"dispatcher.lane_claim", "dispatcher.options.notify", "future_top", "store.options.completion_history"}
+	if strings.Join(applied, ",") != strings.Join(wantApplied, ",") {
+		t.Errorf("applied %v, want %v", applied, wantApplied)
+	}
+	if strings.Join(ignored, ",") != strings.Join(wantIgnored, ",") {
+		t.Errorf("ignored %v, want %v", ignored, wantIgnored)
+	}
+}
+
+// TestRolesOnPostgres runs every role against a real database: setup,
+// preload (with poison events), a dispatcher until everything is handled
+// or dead, and inspect, then reads the record files.
+func TestRolesOnPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := dbenv.TestDatabase(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	store := protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: 4}
+	wl := protocol.Workload{
+		EventType: "bench.event", Handlers: []string{"h1", "h2"}, Keys: "hot", KeyCount: 3,
+		PayloadBytes: 64, IDPrefix: "w-", PoisonEvery: 10, MaxAttempts: 2,
+		RetryBaseDelayMs: 1, RetryMaxDelayMs: 5,
+	}
+	const events = 60
+
+	code, msgs := runWorker(t, ctx, protocol.Config{Protocol: 1, Role: protocol.RoleSetup, Name: "setup", Store: store})
+	if code != 0 {
+		t.Fatalf("setup exited %d: %+v", code, msgs)
+	}
+	pubPath := filepath.Join(dir, "pre.rec")
+	code, msgs = runWorker(t, ctx, protocol.Config{
+		Protocol: 1, Role: protocol.RolePreload, Name: "pre", RecordPath: pubPath, Store: store, Workload: wl,
+		Publisher: protocol.Publisher{Publishers: 2, Batch: 7, Events: events},
+	})
+	if code != 0 {
+		t.Fatalf("preload exited %d: %+v", code, msgs)
+	}
+	if done := last(t, msgs, protocol.TypeDone); done.Counters.Published != events || done.Publish == nil || done.Publish.Calls != 9 {
+		// 60 events in batches of 7: 8 full calls and one of 4.
+		t.Errorf("preload done %+v, publish %+v: want %d events in 9 calls", done.Counters, done.Publish, events)
+	}
+
+	dispPath := filepath.Join(dir, "disp.rec")
+	dctx, cancel := context.WithCancel(ctx)
+	resCh := make(chan []protocol.Message, 1)
+	go func() {
+		_, msgs := runWorker(t, dctx, protocol.Config{
+			Protocol: 1, Role: protocol.RoleDispatcher, Name: "disp", RecordPath: dispPath,
+			CountersIntervalMs: 50, Store: store, Workload: wl,
+			Dispatcher: protocol.Dispatcher{Concurrency: 8, Batch: 10, PollMs: 10, LeaseMs: 5000, CompletionWindowUs: 1000},
+		})
+		resCh <- msgs
+	}()
+	// 6 poison events x 2 handlers die after 2 attempts; 54 x 2 complete.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, msgs = runWorker(t, ctx, protocol.Config{Protocol: 1, Role: protocol.RoleInspect, Name: "inspect", Store: store})
+		if code != 0 {
+			t.Fatalf("inspect exited %d", code)
+		}
+		in := last(t, msgs, protocol.TypeDone).Inspect
+		if in.Pending == 0 && in.Processing == 0 {
+			if in.Dead != 12 || len(in.DeadLetters) != 12 || in.Completed != 108 {
+				t.Fatalf("inspect %+v: want 12 dead, 108 completed", in)
+			}
+			for _, dl := range in.DeadLetters {
+				idx, err := strconv.ParseInt(strings.TrimPrefix(dl.EventID, "w-"), 10, 64)
+				if err != nil || !protocol.IsPoison(idx, 10) {
+					t.Errorf("dead letter %+v is not a poison event", dl)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not drained: %+v", in)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	dmsgs := <-resCh
+	done := last(t, dmsgs, protocol.TypeDone)
+	if done.Error != "" || done.Counters.Handled != 108 || done.Counters.Completed != 108 || done.Counters.HandlerFailed != 24 {
+		t.Errorf("dispatcher done %+v: want 108 handled and completed, 24 failed calls", done.Counters)
+	}
+	if r := last(t, dmsgs, protocol.TypeReady); len(r.Applied) == 0 {
+		t.Errorf("ready lists no applied options: %+v", r)
+	}
+
+	pub, err := record.ReadFile(pubPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	han, err := record.ReadFile(dispPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pub.Published) != events {
+		t.Errorf("%d published records, want %d", len(pub.Published), events)
+	}
+	ok := 0
+	lastSeq := map[string]int64{}
+	for _, h := range han.Handled {
+		if !h.OK {
+			continue
+		}
+		ok++
+		k := h.Handler + "/" + h.Key
+		if h.Sequence <= lastSeq[k] {
+			t.Errorf("order: %s handled sequence %d after %d", k, h.Sequence, lastSeq[k])
+		}
+		lastSeq[k] = h.Sequence
+	}
+	if ok != 108 {
+		t.Errorf("%d ok handled records, want 108", ok)
+	}
+}
