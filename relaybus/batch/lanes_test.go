@@ -149,9 +149,9 @@ type lanesMachine struct {
 	impl     lanes[int, uint64] // the value is the item's seq, to check identity
 	model    lanesModel
 	now      int64
-	inFlight []int             // keys of running batches
-	lastSeq  map[int]uint64    // per key, the last seq handed to a batch
-	admitted map[uint64]int    // seq -> key, for items that may be waiting
+	inFlight []int          // keys of running batches
+	lastSeq  map[int]uint64 // per key, the last seq handed to a batch
+	admitted map[uint64]int // seq -> key, for items that may be waiting
 }
 
 func newLanesMachine(t *rapid.T) *lanesMachine {
@@ -175,7 +175,7 @@ func (s *lanesMachine) actions() map[string]func(*rapid.T) {
 			k := rapid.IntRange(0, 2).Draw(t, "key")
 			w := rapid.Int64Range(0, 4).Draw(t, "weight")
 			seq, ready := s.impl.admit(k, 0, w, s.now)
-			s.impl.m[k].items.at(s.impl.m[k].items.len()-1).val = seq
+			s.impl.m[k].items.at(s.impl.m[k].items.len() - 1).val = seq
 			mseq, mready := s.model.admit(k, w, s.now)
 			if seq != mseq || ready != mready {
 				t.Fatalf("admit: impl (%d, %v), model (%d, %v)", seq, ready, mseq, mready)
@@ -442,7 +442,6 @@ func TestQueue(t *testing.T) {
 		})
 	})
 }
-
 
 // TestLanesStaleTimerKeepsOrder pins the case the state machine finds
 // only rarely: a timer entry left by an item already taken must not put
