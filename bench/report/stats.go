@@ -154,7 +154,7 @@ func minPossibleP(m, n int) float64 {
 	lc, _ := math.Lgamma(float64(m + n + 1))
 	la, _ := math.Lgamma(float64(m + 1))
 	lb, _ := math.Lgamma(float64(n + 1))
-	return math.Min(1, 2*math.Exp(-(lc - la - lb)))
+	return math.Min(1, 2*math.Exp(-(lc-la-lb)))
 }
 
 // shiftInterval is the Hodges-Lehmann (Moses) confidence interval of the

@@ -24,7 +24,7 @@ func TestMannWhitneyKnownValues(t *testing.T) {
 	}{
 		// Completely separated samples: p = 2 / C(2n, n).
 		{"3v3 separated", seq(0, 3), seq(10, 3), 0.1, 1e-12},
-		{"4v4 separated", seq(0, 4), seq(10, 4), 2.0 / 70, 1e-12}, // 0.0286
+		{"4v4 separated", seq(0, 4), seq(10, 4), 2.0 / 70, 1e-12},  // 0.0286
 		{"5v5 separated", seq(0, 5), seq(10, 5), 2.0 / 252, 1e-12}, // 0.0079
 		{"5v5 separated, reversed", seq(10, 5), seq(0, 5), 2.0 / 252, 1e-12},
 		{"2v2 separated", seq(0, 2), seq(10, 2), 1.0 / 3, 1e-12},
