@@ -22,7 +22,7 @@ const (
 	// pass over a run of blocked keyed deliveries.
 	ClaimScanSlack = 100
 	// MaxClaimScan bounds the candidates of one claim whatever its limit.
-	MaxClaimScan = 50_000
+	MaxClaimScan = 20_000
 )
 
 // claimScanLimit is the number of candidates a claim of limit reads.

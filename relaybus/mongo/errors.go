@@ -1,7 +1,6 @@
 package mongo
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -25,14 +24,14 @@ func invalidf(format string, args ...any) error {
 //   - mongo.ErrNoDocuments -> relaybus.ErrNotFound
 //   - mongo.ErrClientDisconnected -> relaybus.ErrClosed
 //
-// Context errors are returned unchanged, so errors.Is(err,
-// context.Canceled) keeps working without unwrapping a driver error.
+// Every error is wrapped, context errors too: errors.Is(err,
+// context.Canceled) still holds, and the driver reports its own timeouts
+// (server selection) as context.DeadlineExceeded, which must not lose the
+// word on what the store was doing.
 func errorFrom(op string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		return err
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return fmt.Errorf("%s%s: %w: %w", errPrefix, op, relaybus.ErrNotFound, err)
 	case errors.Is(err, mongo.ErrClientDisconnected):
