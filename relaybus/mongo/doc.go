@@ -5,14 +5,18 @@
 //
 // This code is tested only where a replica set is reachable: this code has
 // not been run against a server in its own CI. It was written on a machine
-// without MongoDB and without a Docker engine, against the driver's
-// documentation and source. What has run there: the unit tests of every
-// pure part (option and name validation, document builders and decoding,
-// filters and update documents, lease tokens, IDs and cursors, error
-// mapping). What has not run: every method that talks to a server, and
+// without MongoDB (a Docker engine was there, but no mongo image and no
+// registry to pull one from), against the driver's documentation and
+// source. What has run there: unit tests of every pure part (option and
+// name validation, document builders and BSON round trips, filters and
+// update documents, lease tokens, IDs and cursors, error mapping), and the
+// paths that end before any round trip, against a client whose server does
+// not exist: the transaction lifecycle on the client side, validation,
+// foreign leases and IDs. What has not run: every query, update, insert,
+// aggregation and transaction on a server, Setup's index creation, and
 // the conformance suite (relaybus/storetest) in mongo_test.go, which skips
-// without RELAYBUS_TEST_MONGO_URI or a Docker engine. Treat the store as
-// unverified until TestConformance has passed against a replica set.
+// without RELAYBUS_TEST_MONGO_URI or a usable mongo image. Treat the store
+// as unverified until TestConformance has passed against a replica set.
 //
 // # Usage
 //
@@ -68,7 +72,9 @@
 // TransientTransactionError and must run again, and by then the first has
 // ended, so sequences follow commit order. EventPublish retries by
 // itself; callers of PublishTx retry their transaction on
-// TransientTransactionError(err).
+// TransientTransactionError(err). (This is a third behaviour next to
+// PostgreSQL's "the second publish blocks until the first ends": the
+// second publish fails at once and the caller runs it again.)
 //
 // A keyed delivery is claimed only after a read finds no pending or
 // processing delivery of its handler and key with a lower sequence; the
