@@ -138,7 +138,8 @@ func formatComparison(c *Comparison) string {
 	if !math.IsNaN(c.Ratio) {
 		s += " " + formatRatio(c.Ratio) + "x"
 	}
-	if !math.IsNaN(c.RatioLow) {
+	// An unbounded interval (too few samples) says nothing: leave it out.
+	if !math.IsNaN(c.RatioLow) && !math.IsInf(c.RatioLow, 0) && !math.IsInf(c.RatioHigh, 0) {
 		s += " [" + formatRatio(c.RatioLow) + ", " + formatRatio(c.RatioHigh) + "]"
 	}
 	s += " " + c.Verdict
