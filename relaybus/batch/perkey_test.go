@@ -15,7 +15,7 @@ import (
 // and holds the first batch of each gated key until released.
 type recorder struct {
 	mu      sync.Mutex
-	batches []string // "key:items"
+	batches []string                 // "key:items"
 	gates   map[string]chan struct{} // gates not yet met
 	all     map[string]chan struct{}
 	started chan string

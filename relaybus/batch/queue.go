@@ -52,19 +52,19 @@ func (q *queue[T]) pop() T {
 
 // filter keeps the elements for which keep is true, in order.
 func (q *queue[T]) filter(keep func(*T) bool) {
+	kept := make([]T, 0, q.n)
+	for i := 0; i < q.n; i++ {
+		if p := q.at(i); keep(p) {
+			kept = append(kept, *p)
+		}
+	}
 	c := len(q.buf)
-	if c > queueShrinkCap && q.n < c/4 {
+	for c > queueShrinkCap && len(kept) < c/4 {
 		c /= 2
 	}
 	nb := make([]T, c)
-	n := 0
-	for i := 0; i < q.n; i++ {
-		if p := q.at(i); keep(p) {
-			nb[n] = *p
-			n++
-		}
-	}
-	q.buf, q.head, q.n = nb, 0, n
+	copy(nb, kept)
+	q.buf, q.head, q.n = nb, 0, len(kept)
 }
 
 func (q *queue[T]) resize(c int) {
