@@ -286,7 +286,6 @@ func (b *PerKey[K, In, Out]) run(key K, batch []entry[*call[In, Out]], ins []In)
 		ins = append(ins, e.val.in)
 	}
 	outs, err := b.call(key, ins)
-	clear(ins)
 	if err == nil && len(outs) != len(batch) {
 		err = fmt.Errorf("batch: batch function returned %d results for %d items: %w", len(outs), len(batch), ErrResultCount)
 	}
@@ -298,6 +297,8 @@ func (b *PerKey[K, In, Out]) run(key K, batch []entry[*call[In, Out]], ins []In)
 			e.val.deliver(outs[i], nil)
 		}
 	}
+	// Only now: fn may have returned ins itself as its results.
+	clear(ins)
 	return ins[:0]
 }
 

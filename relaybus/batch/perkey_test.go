@@ -220,6 +220,9 @@ func TestPerKeyLanesGoAway(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// A caller has its result just before its worker records the batch
+	// complete, so wait for the last completion.
+	waitFor(t, "no batch in flight", func() bool { return b.Stats().InFlight == 0 })
 	if st := b.Stats(); st != (Stats{}) {
 		t.Fatalf("stats after 5000 keys came and went: %+v", st)
 	}
