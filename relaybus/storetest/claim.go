@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -206,6 +207,12 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, follow.Event.ID, got.EventID)
 	})
 
+	t.Run("CompleteTxAgainstTakeover", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		testCompleteTxAgainstTakeover(t, e)
+	})
+
 	t.Run("CompleteTxStaleLease", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
@@ -223,4 +230,62 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.NoError(t, e.s.TxRollback(e.ctx, tx))
 		require.Equal(t, relaybus.StatusProcessing, e.get(d).Status)
 	})
+}
+
+// testCompleteTxAgainstTakeover completes a delivery in a transaction
+// while its lease expires and another owner claims it. A store may skip
+// or block the takeover until the transaction ends (PostgreSQL's row
+// lock), or let it win and fail the commit (memory): either way the
+// completion and the takeover must not both win.
+func testCompleteTxAgainstTakeover[TTx any](t *testing.T, e *env[TTx]) {
+	e.publish(nil)
+	d := e.claimOne(nil) // expires at T0+30s
+	ctx, cancel := context.WithTimeout(e.ctx, 2*unblockWait)
+	defer cancel()
+	tx, err := e.s.TxBegin(ctx)
+	require.NoError(t, err)
+	ok, err := e.s.DeliveryCompleteTx(ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(29 * time.Second)})
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	type outcome struct {
+		ds  []*relaybus.Delivery
+		err error
+	}
+	claimed := make(chan outcome, 1)
+	go func() {
+		ds, err := e.s.DeliveryClaim(ctx, (&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(31 * time.Second))}).params())
+		claimed <- outcome{ds, err}
+	}()
+	var o outcome
+	returned := false
+	select {
+	case o = <-claimed:
+		returned = true
+	case <-time.After(blockWait):
+		// Blocked (or slow): it must finish once tx ends.
+	}
+	commitErr := e.s.TxCommit(ctx, tx)
+	if commitErr != nil {
+		_ = e.s.TxRollback(ctx, tx)
+	}
+	if !returned {
+		select {
+		case o = <-claimed:
+		case <-time.After(unblockWait):
+			require.FailNow(t, "the takeover is still blocked after the transaction ended")
+		}
+	}
+	require.NoError(t, o.err, "takeover claim")
+	require.LessOrEqual(t, len(o.ds), 1)
+	if commitErr == nil {
+		require.Empty(t, o.ds, "the transaction completed the delivery and a takeover claimed it: both won")
+		e.requireCompleted(d, At(29*time.Second))
+		return
+	}
+	require.Len(t, o.ds, 1, "the commit failed (%v) but no takeover won", commitErr)
+	got := e.get(d)
+	require.Equal(t, relaybus.StatusProcessing, got.Status, "the failed commit completed the delivery")
+	require.Equal(t, o.ds[0].LeaseToken, got.LeaseToken)
+	require.Equal(t, 2, got.Attempts)
 }
