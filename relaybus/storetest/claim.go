@@ -156,8 +156,7 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		e.publish(nil)
 		d := e.claimOne(nil)
-		tx, err := e.s.TxBegin(e.ctx)
-		require.NoError(t, err)
+		tx := e.begin()
 		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -171,8 +170,7 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		e.publish(nil)
 		d := e.claimOne(nil)
-		tx, err := e.s.TxBegin(e.ctx)
-		require.NoError(t, err)
+		tx := e.begin()
 		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -193,10 +191,9 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		d := e.claimOne(nil)
 		// A transactional handler publishes a follow-up event and completes
 		// in one transaction: both commit together.
-		tx, err := e.s.TxBegin(e.ctx)
-		require.NoError(t, err)
+		tx := e.begin()
 		follow := (&eventOpts{Handlers: []string{"h2"}}).publish()
-		_, err = e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{follow}, Now: At(time.Second)})
+		_, err := e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{follow}, Now: At(time.Second)})
 		require.NoError(t, err)
 		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
 		require.NoError(t, err)
@@ -218,9 +215,7 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		e.publish(nil)
 		d := e.claimOne(nil)
-		tx, err := e.s.TxBegin(e.ctx)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = e.s.TxRollback(e.ctx, tx) })
+		tx := e.begin()
 		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{
 			Lease: relaybus.Lease{DeliveryID: d.ID, Token: d.LeaseToken + "x"},
 			Now:   At(time.Second),
@@ -242,8 +237,7 @@ func testCompleteTxAgainstTakeover[TTx any](t *testing.T, e *env[TTx]) {
 	d := e.claimOne(nil) // expires at T0+30s
 	ctx, cancel := context.WithTimeout(e.ctx, 2*unblockWait)
 	defer cancel()
-	tx, err := e.s.TxBegin(ctx)
-	require.NoError(t, err)
+	tx := e.begin()
 	ok, err := e.s.DeliveryCompleteTx(ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(29 * time.Second)})
 	require.NoError(t, err)
 	require.True(t, ok)

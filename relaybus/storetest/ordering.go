@@ -159,21 +159,19 @@ func testCommitOrder[TTx any](t *testing.T, e *env[TTx]) {
 	publishIn := func(tx TTx, ep *relaybus.EventPublish) (*relaybus.EventPublishResult, error) {
 		return e.s.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: T0})
 	}
-	tx1, err := e.s.TxBegin(ctx)
-	require.NoError(t, err)
-	tx2, err := e.s.TxBegin(ctx)
-	require.NoError(t, err)
+	tx1 := e.begin()
+	tx2 := e.begin()
 
 	type outcome struct {
 		res *relaybus.EventPublishResult
 		err error
 	}
 	done := make(chan outcome, 1)
-	settled := false
+	started, settled := false, false
 	defer func() {
 		// Never leave the goroutine blocked: end tx1, then wait for it,
 		// then end tx2 (a transaction is not used by two goroutines).
-		if settled {
+		if !started || settled {
 			return
 		}
 		_ = e.s.TxRollback(context.Background(), tx1)
@@ -190,6 +188,7 @@ func testCommitOrder[TTx any](t *testing.T, e *env[TTx]) {
 	b := (&eventOpts{Key: Ptr("k")}).publish()
 	resA, err := publishIn(tx1, a)
 	require.NoError(t, err)
+	started = true
 	go func() {
 		res, err := publishIn(tx2, b)
 		done <- outcome{res, err}

@@ -15,10 +15,9 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 	t.Run("RollbackLeavesNothing", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		tx, err := e.s.TxBegin(e.ctx)
-		require.NoError(t, err)
+		tx := e.begin()
 		ep := (&eventOpts{Key: Ptr("k"), Handlers: []string{"h1", "h2"}}).publish()
-		_, err = e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: T0})
+		_, err := e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: T0})
 		require.NoError(t, err)
 		require.NoError(t, e.s.TxRollback(e.ctx, tx))
 
@@ -39,9 +38,7 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 	t.Run("CommitMakesVisible", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		tx, err := e.s.TxBegin(e.ctx)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = e.s.TxRollback(e.ctx, tx) })
+		tx := e.begin()
 		ep := (&eventOpts{}).publish()
 		res, err := e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: T0})
 		require.NoError(t, err)
@@ -179,9 +176,7 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		t.Parallel()
 		e := newEnv(t)
 		id := NewEventID()
-		tx, err := e.s.TxBegin(e.ctx)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = e.s.TxRollback(e.ctx, tx) })
+		tx := e.begin()
 		for i, handlers := range [][]string{{"h1"}, {"h1", "h2"}} {
 			ep := (&eventOpts{ID: &id, Handlers: handlers}).publish()
 			_, err := e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: T0})
@@ -248,9 +243,8 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 			}}},
 		}
 		for _, c := range cases {
-			tx, err := e.s.TxBegin(e.ctx)
-			require.NoError(t, err)
-			_, err = e.s.EventPublishTx(e.ctx, tx, c.params)
+			tx := e.begin()
+			_, err := e.s.EventPublishTx(e.ctx, tx, c.params)
 			requireInvalid(t, err, c.name)
 			// Commit, not roll back: a store that wrote part of the call
 			// before failing would show it below.

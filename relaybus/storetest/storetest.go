@@ -183,11 +183,22 @@ func (e *env[TTx]) publishN(n int, o *eventOpts) []*relaybus.Event {
 	return out
 }
 
-// publishTx runs params in a transaction of its own and commits.
-func (e *env[TTx]) publishTx(params *relaybus.EventPublishParams) *relaybus.EventPublishResult {
+// begin starts a transaction that is rolled back when the test ends, so
+// a failing test never leaves one open (a database store could not drop
+// its schema). Rolling back a finished transaction is an error that
+// cleanup ignores.
+func (e *env[TTx]) begin() TTx {
 	e.t.Helper()
 	tx, err := e.s.TxBegin(e.ctx)
 	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = e.s.TxRollback(context.Background(), tx) })
+	return tx
+}
+
+// publishTx runs params in a transaction of its own and commits.
+func (e *env[TTx]) publishTx(params *relaybus.EventPublishParams) *relaybus.EventPublishResult {
+	e.t.Helper()
+	tx := e.begin()
 	res, err := e.s.EventPublishTx(e.ctx, tx, params)
 	if err != nil {
 		_ = e.s.TxRollback(e.ctx, tx)
