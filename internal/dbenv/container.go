@@ -3,9 +3,11 @@ package dbenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -88,6 +90,72 @@ func imagePresent(ctx context.Context, repo string) (bool, error) {
 	return len(images) > 0, nil
 }
 
+// imagePullTimeout bounds one pull of a missing image.
+const imagePullTimeout = 10 * time.Minute
+
+// ensureImage pulls image when the engine does not hold it, once and within
+// imagePullTimeout. testcontainers-go would retry a failing pull with
+// exponential backoff for up to 15 minutes, which on a machine without a
+// registry looks like a hang; here the failure comes back at once and says
+// what to do.
+func ensureImage(ctx context.Context, image string, logf func(string, ...any)) error {
+	host, err := dockerHost()
+	if err != nil {
+		return err
+	}
+	inspectCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := dockerGet(inspectCtx, host, "/images/"+url.PathEscape(image)+"/json")
+	if err != nil {
+		return fmt.Errorf("inspect image %s: %w", image, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == 200 {
+		return nil
+	}
+	if resp.StatusCode != 404 {
+		return fmt.Errorf("inspect image %s: %s", image, resp.Status)
+	}
+	logf("dbenv: image %s not present; pulling it (at most %v)", image, imagePullTimeout)
+	start := time.Now()
+	pullCtx, cancelPull := context.WithTimeout(ctx, imagePullTimeout)
+	defer cancelPull()
+	resp, err = dockerRequest(pullCtx, host, "POST", "/images/create?fromImage="+url.QueryEscape(image))
+	if err == nil {
+		defer resp.Body.Close()
+		err = pullResult(resp)
+	}
+	if err != nil {
+		return fmt.Errorf("image %s is not present and cannot be pulled (%v); build one without a registry "+
+			"with scripts/postgres-image and set %s=relaybus/postgres:15-debian", image, err, EnvImage)
+	}
+	logf("dbenv: pulled %s in %v", image, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// pullResult reads a pull's progress stream to its end: the engine reports
+// a failure inside the stream, with status 200.
+func pullResult(resp *http.Response) error {
+	if resp.StatusCode != 200 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if msg.Error != "" {
+			return errors.New(msg.Error)
+		}
+	}
+}
+
 // logfLogger adapts a Logf to testcontainers-go's logger.
 type logfLogger func(string, ...any)
 
@@ -107,6 +175,9 @@ func startContainer(ctx context.Context, image string, settings map[string]strin
 		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
 	}
 	prepareTestcontainersEnv(ctx, logf)
+	if err := ensureImage(ctx, image, logf); err != nil {
+		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
+	}
 
 	// The module starts postgres with fsync=off; the command is replaced so
 	// that the server runs as benchmarks need (fsync on unless requested).

@@ -98,6 +98,11 @@ func propertiesValue(path string, keys ...string) string {
 
 // dockerGet sends one GET to the engine API over a unix socket or TCP.
 func dockerGet(ctx context.Context, host, path string) (*http.Response, error) {
+	return dockerRequest(ctx, host, http.MethodGet, path)
+}
+
+// dockerRequest sends one request without a body to the engine API.
+func dockerRequest(ctx context.Context, host, method, path string) (*http.Response, error) {
 	u, err := url.Parse(host)
 	if err != nil {
 		return nil, fmt.Errorf("parse DOCKER_HOST: %w", err)
@@ -119,7 +124,7 @@ func dockerGet(ctx context.Context, host, path string) (*http.Response, error) {
 		DisableKeepAlives: true,
 	}
 	defer transport.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, "http://docker"+path, nil)
 	if err != nil {
 		return nil, err
 	}
