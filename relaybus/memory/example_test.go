@@ -1,0 +1,50 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/memory"
+)
+
+// A publish commits in a transaction; a claim leases the delivery and a
+// completion finishes it.
+func Example() {
+	ctx := context.Background()
+	store := memory.New(nil)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	tx, _ := store.TxBegin(ctx)
+	res, err := store.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{
+		Now: now,
+		Events: []*relaybus.EventPublish{{
+			Event:      &relaybus.Event{ID: "order-1", Type: "order.created", Key: "customer-7"},
+			Deliveries: []relaybus.DeliverySpec{{Handler: "mailer", MaxAttempts: 5}},
+		}},
+	})
+	if err != nil {
+		_ = store.TxRollback(ctx, tx)
+		fmt.Println(err)
+		return
+	}
+	if err := store.TxCommit(ctx, tx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("inserted:", res.Inserted[0], "sequence:", res.Sequences[0])
+
+	ds, _ := store.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{
+		Owner: "worker-1", Handlers: []string{"mailer"}, Limit: 10, LeaseDuration: time.Minute, Now: now,
+	})
+	d := ds[0]
+	fmt.Println("claimed:", d.EventID, d.Handler, "attempt", d.Attempts)
+
+	ok, _ := store.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: now.Add(time.Second)})
+	fmt.Println("completed:", ok)
+	// Output:
+	// inserted: true sequence: 1
+	// claimed: order-1 mailer attempt 1
+	// completed: true
+}
