@@ -73,6 +73,10 @@ type orderKey struct{ handler, key string }
 // between the read and the update lets the later delivery run alongside
 // it (a dead predecessor does not block, by contract, so this is the
 // requeue of a skipped delivery overtaking nothing new).
+//
+// If a command fails midway, the deliveries claimed so far are returned
+// with the error: they are processing under their new leases, and a
+// caller that drops them leaves them to expire (an attempt spent).
 func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
