@@ -1,0 +1,110 @@
+package relaybus
+
+import (
+	"context"
+	"sync"
+)
+
+// spyStore wraps a Store, counts the calls the dispatcher makes and lets a
+// test inject failures. Hooks run before the wrapped call; a non-nil error
+// from a hook is returned instead of calling the store.
+type spyStore[TTx any] struct {
+	Store[TTx]
+
+	mu             sync.Mutex
+	claimCalls     int
+	completeCalls  int
+	completeMany   []int // sizes of DeliveryCompleteMany calls
+	extendCalls    int
+	reschedules    []DeliveryRescheduleParams
+	releases       int
+	relinquishes   int
+	claimHook      func(n int) error // n: 1-based claim call number
+	afterClaim     func(ds []*Delivery)
+	completeMHook  func(n int) error // n: 1-based DeliveryCompleteMany call number
+	completeTxHook func()
+}
+
+func spy[TTx any](s Store[TTx]) *spyStore[TTx] { return &spyStore[TTx]{Store: s} }
+
+func (s *spyStore[TTx]) DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*Delivery, error) {
+	s.mu.Lock()
+	s.claimCalls++
+	n, hook, after := s.claimCalls, s.claimHook, s.afterClaim
+	s.mu.Unlock()
+	if hook != nil {
+		if err := hook(n); err != nil {
+			return nil, err
+		}
+	}
+	ds, err := s.Store.DeliveryClaim(ctx, p)
+	if err == nil && after != nil && len(ds) > 0 {
+		after(ds)
+	}
+	return ds, err
+}
+
+func (s *spyStore[TTx]) DeliveryComplete(ctx context.Context, p *DeliveryCompleteParams) (bool, error) {
+	s.mu.Lock()
+	s.completeCalls++
+	s.mu.Unlock()
+	return s.Store.DeliveryComplete(ctx, p)
+}
+
+func (s *spyStore[TTx]) DeliveryCompleteMany(ctx context.Context, p *DeliveryCompleteManyParams) ([]bool, error) {
+	s.mu.Lock()
+	s.completeMany = append(s.completeMany, len(p.Leases))
+	n, hook := len(s.completeMany), s.completeMHook
+	s.mu.Unlock()
+	if hook != nil {
+		if err := hook(n); err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.DeliveryCompleteMany(ctx, p)
+}
+
+func (s *spyStore[TTx]) DeliveryCompleteTx(ctx context.Context, tx TTx, p *DeliveryCompleteParams) (bool, error) {
+	s.mu.Lock()
+	hook := s.completeTxHook
+	s.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return s.Store.DeliveryCompleteTx(ctx, tx, p)
+}
+
+func (s *spyStore[TTx]) LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]bool, error) {
+	s.mu.Lock()
+	s.extendCalls++
+	s.mu.Unlock()
+	return s.Store.LeaseExtend(ctx, p)
+}
+
+func (s *spyStore[TTx]) DeliveryReschedule(ctx context.Context, p *DeliveryRescheduleParams) (bool, error) {
+	s.mu.Lock()
+	s.reschedules = append(s.reschedules, *p)
+	s.mu.Unlock()
+	return s.Store.DeliveryReschedule(ctx, p)
+}
+
+func (s *spyStore[TTx]) DeliveryRelease(ctx context.Context, p *DeliveryReleaseParams) (bool, error) {
+	s.mu.Lock()
+	s.releases++
+	s.mu.Unlock()
+	return s.Store.DeliveryRelease(ctx, p)
+}
+
+func (s *spyStore[TTx]) OwnerRelinquish(ctx context.Context, p *OwnerRelinquishParams) (int, error) {
+	s.mu.Lock()
+	s.relinquishes++
+	s.mu.Unlock()
+	return s.Store.OwnerRelinquish(ctx, p)
+}
+
+// with runs f under the spy's lock, to read its counters.
+func (s *spyStore[TTx]) with(f func(s *spyStore[TTx])) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
