@@ -41,6 +41,14 @@ type Options struct {
 	// 0.1.0 ones). The suite then expects "gone" where it would expect
 	// "completed"; nothing else changes.
 	DeletesCompleted bool
+	// RetryableConflict, when set, recognises the error of a store that
+	// neither blocks a second transaction on the same key nor assigns
+	// sequences at commit, but fails it at once with a conflict the caller
+	// retries (MongoDB's TransientTransactionError). The commit-order test
+	// then rolls that transaction back, commits the first, retries the
+	// second in a new transaction, and expects it to get the next
+	// sequence. Nil: such an error fails the test.
+	RetryableConflict func(error) bool
 }
 
 // T0 is the base time of the suite. Stores never read a clock: every Now
