@@ -66,8 +66,9 @@ func TestDispatchRunsEveryHandlerForEveryEvent(t *testing.T) {
 	require.NoError(t, tb.bus.Handle("b", "b1", h, nil))
 	aIDs := publishN(t, tb.bus, "a", 40, nil)
 	bIDs := publishN(t, tb.bus, "b", 20, nil)
-	tb.start(t)
+	stop := tb.start(t)
 	waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 100 })
+	stop() // counters are final once the dispatcher has stopped
 
 	want := map[string]int{}
 	for _, id := range aIDs {
@@ -105,8 +106,9 @@ func TestDispatchRespectsConcurrency(t *testing.T) {
 		return nil
 	}, nil))
 	publishN(t, tb.bus, "t", 30, nil)
-	tb.start(t)
+	stop := tb.start(t)
 	waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 30 })
+	stop() // counters are final once the dispatcher has stopped
 	require.LessOrEqual(t, peak.Load(), int64(3))
 	require.Equal(t, int64(3), peak.Load(), "the slots were used")
 }
@@ -122,8 +124,9 @@ func TestCompletionBatching(t *testing.T) {
 		tb := setup(t, cfg)
 		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
 		publishN(t, tb.bus, "t", 40, nil)
-		tb.start(t)
+		stop := tb.start(t)
 		waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 40 })
+		stop() // counters are final once the dispatcher has stopped
 		tb.spy.with(func(s *spyStore[*fakeTx]) {
 			total := 0
 			for _, n := range s.completeMany {
@@ -146,9 +149,10 @@ func TestCompletionBatching(t *testing.T) {
 		tb := setup(t, cfg)
 		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
 		publishN(t, tb.bus, "t", 20, nil)
-		tb.start(t)
+		stop := tb.start(t)
 		start := time.Now()
 		waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 20 })
+		stop() // counters are final once the dispatcher has stopped
 		require.Less(t, time.Since(start), MaxCompletionBatchWindow)
 		tb.spy.with(func(s *spyStore[*fakeTx]) {
 			require.Equal(t, []int{5, 5, 5, 5}, s.completeMany)
@@ -161,8 +165,9 @@ func TestCompletionBatching(t *testing.T) {
 		tb := setup(t, cfg)
 		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
 		publishN(t, tb.bus, "t", 10, nil)
-		tb.start(t)
+		stop := tb.start(t)
 		waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 10 })
+		stop() // counters are final once the dispatcher has stopped
 		tb.spy.with(func(s *spyStore[*fakeTx]) {
 			require.Equal(t, 10, s.completeCalls)
 			require.Empty(t, s.completeMany)
@@ -189,8 +194,9 @@ func TestRetryWithBackoff(t *testing.T) {
 		return nil
 	}, nil))
 	publishN(t, tb.bus, "t", 1, nil)
-	tb.start(t)
+	stop := tb.start(t)
 	waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
+	stop() // counters are final once the dispatcher has stopped
 	mu.Lock()
 	require.Equal(t, []int{1, 2, 3, 4}, attempts)
 	mu.Unlock()
@@ -237,9 +243,10 @@ func TestBuryAfterBudgetAndRequeue(t *testing.T) {
 		return nil
 	}, &HandlerOptions{MaxAttempts: 3}))
 	publishN(t, tb.bus, "t", 1, nil)
-	tb.start(t)
-	waitFor(t, "dead", func() bool { return tb.countStatus(StatusDead) == 1 })
+	stop := tb.start(t)
+	waitFor(t, "dead", func() bool { return tb.bus.DispatcherStats().Buried == 1 })
 	d := tb.store.snapshot()[0]
+	require.Equal(t, StatusDead, d.Status)
 	require.Equal(t, 3, d.Attempts)
 	require.Equal(t, "boom", d.LastError)
 	require.Equal(t, int64(3), calls.Load())
@@ -252,6 +259,7 @@ func TestBuryAfterBudgetAndRequeue(t *testing.T) {
 	require.NoError(t, tb.bus.Requeue(context.Background(), d.ID))
 	waitFor(t, "completed after requeue", func() bool { return tb.countStatus(StatusCompleted) == 1 })
 	require.Equal(t, int64(4), calls.Load())
+	stop()
 }
 
 func TestPermanentBuriesAtOnce(t *testing.T) {
@@ -261,8 +269,9 @@ func TestPermanentBuriesAtOnce(t *testing.T) {
 		return Permanent(errBoom)
 	}, nil))
 	publishN(t, tb.bus, "t", 1, nil)
-	tb.start(t)
+	stop := tb.start(t)
 	waitFor(t, "dead", func() bool { return tb.countStatus(StatusDead) == 1 })
+	stop() // counters are final once the dispatcher has stopped
 	d := tb.store.snapshot()[0]
 	require.Equal(t, 1, d.Attempts)
 	require.Contains(t, d.LastError, "boom")
@@ -280,8 +289,9 @@ func TestPanicIsRecovered(t *testing.T) {
 		return nil
 	}, nil))
 	publishN(t, tb.bus, "t", 1, nil)
-	tb.start(t)
+	stop := tb.start(t)
 	waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
+	stop() // counters are final once the dispatcher has stopped
 	st := tb.bus.DispatcherStats()
 	require.Equal(t, int64(1), st.Panics)
 	require.Equal(t, int64(1), st.Rescheduled)
@@ -298,8 +308,9 @@ func TestHandlerTimeout(t *testing.T) {
 		return ctx.Err()
 	}, &HandlerOptions{Timeout: 5 * time.Millisecond, MaxAttempts: 2}))
 	publishN(t, tb.bus, "t", 1, nil)
-	tb.start(t)
+	stop := tb.start(t)
 	waitFor(t, "dead", func() bool { return tb.countStatus(StatusDead) == 1 })
+	stop() // counters are final once the dispatcher has stopped
 	d := tb.store.snapshot()[0]
 	require.Equal(t, 2, d.Attempts)
 	require.Contains(t, d.LastError, "timed out")
@@ -308,25 +319,42 @@ func TestHandlerTimeout(t *testing.T) {
 
 func TestLeaseRenewal(t *testing.T) {
 	t.Parallel()
+	// A fake clock that moves only when the test says so: the handler runs
+	// for five lease durations of it, and only renewals keep the lease.
+	var mu sync.Mutex
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := testConfig()
-	cfg.LeaseDuration = 40 * time.Millisecond
-	cfg.LeaseRenewInterval = 5 * time.Millisecond
+	cfg.LeaseDuration = time.Minute
+	cfg.LeaseRenewInterval = time.Millisecond // real time
+	cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	tb := setup(t, cfg)
+	started, finish := make(chan struct{}), make(chan struct{})
 	require.NoError(t, tb.bus.Handle("t", "h", func(ctx context.Context, d *Delivery) error {
-		// Runs for several lease durations: only renewal keeps it.
+		close(started)
 		select {
-		case <-time.After(150 * time.Millisecond):
+		case <-finish:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}, nil))
 	publishN(t, tb.bus, "t", 1, nil)
-	tb.start(t)
+	stop := tb.start(t)
+	<-started
+	extends := func() (n int) { tb.spy.with(func(s *spyStore[*fakeTx]) { n = s.extendCalls }); return n }
+	for range 10 {
+		// Half a lease per renewal: never expired if each one lands.
+		n := extends()
+		waitFor(t, "a renewal", func() bool { return extends() > n+1 })
+		mu.Lock()
+		now = now.Add(cfg.LeaseDuration / 2)
+		mu.Unlock()
+	}
+	close(finish)
 	waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
+	stop() // counters are final once the dispatcher has stopped
 	require.Zero(t, tb.bus.DispatcherStats().LeasesLost)
 	require.Equal(t, 1, tb.store.snapshot()[0].Attempts)
-	tb.spy.with(func(s *spyStore[*fakeTx]) { require.Greater(t, s.extendCalls, 3) })
 }
 
 func TestLeaseLostCancelsHandler(t *testing.T) {
@@ -344,11 +372,12 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 		return nil // even a success must not complete a lost lease
 	}, nil))
 	publishN(t, tb.bus, "t", 1, nil)
-	tb.start(t)
+	stop := tb.start(t)
 	id := <-started
 	tb.store.loseLease(id)
 	require.ErrorIs(t, <-cause, errLeaseLost)
 	waitFor(t, "lease lost counted", func() bool { return tb.bus.DispatcherStats().LeasesLost == 1 })
+	stop() // counters are final once the dispatcher has stopped
 	d := tb.store.snapshot()[0]
 	require.Equal(t, StatusProcessing, d.Status, "the new lease holder's delivery was not touched")
 	require.Equal(t, "stolen", d.LeaseToken)
@@ -386,11 +415,12 @@ func TestLeaseExpiredByOurClockCancelsHandler(t *testing.T) {
 		return ctx.Err()
 	}, &HandlerOptions{MaxAttempts: 1}))
 	publishN(t, b, "t", 1, nil)
-	tb.start(t)
+	stop := tb.start(t)
 	<-started
 	offset.Store(int64(2 * time.Second)) // past the lease without a renewal
 	require.ErrorIs(t, <-cause, errLeaseLost)
 	waitFor(t, "lease lost counted", func() bool { return b.DispatcherStats().LeasesLost >= 1 })
+	stop() // counters are final once the dispatcher has stopped
 }
 
 type failingExtend struct{ Store[*fakeTx] }
@@ -472,8 +502,9 @@ func TestClaimErrorsAreRetried(t *testing.T) {
 	}
 	require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
 	publishN(t, tb.bus, "t", 2, nil)
-	tb.start(t)
+	stop := tb.start(t)
 	waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 2 })
+	stop() // counters are final once the dispatcher has stopped
 }
 
 func TestCompletionErrors(t *testing.T) {
@@ -489,8 +520,9 @@ func TestCompletionErrors(t *testing.T) {
 		}
 		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
 		publishN(t, tb.bus, "t", 1, nil)
-		tb.start(t)
+		stop := tb.start(t)
 		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
+		stop() // counters are final once the dispatcher has stopped
 		require.Equal(t, int64(1), tb.bus.DispatcherStats().Completed)
 	})
 	t.Run("given up: redelivered, never lost", func(t *testing.T) {
@@ -543,8 +575,9 @@ func TestBeforeComplete(t *testing.T) {
 		tb = setup(t, cfg)
 		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
 		publishN(t, tb.bus, "t", 10, nil)
-		tb.start(t)
+		stop := tb.start(t)
 		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 10 })
+		stop() // counters are final once the dispatcher has stopped
 		require.Equal(t, int64(10), recorded.Load())
 		require.Zero(t, tb.bus.DispatcherStats().Released)
 	})
@@ -563,8 +596,9 @@ func TestBeforeComplete(t *testing.T) {
 		var calls atomic.Int64
 		require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error { calls.Add(1); return nil }, nil))
 		publishN(t, tb.bus, "t", 1, nil)
-		tb.start(t)
+		stop := tb.start(t)
 		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
+		stop() // counters are final once the dispatcher has stopped
 		require.Equal(t, int64(3), calls.Load(), "run again after each failed record")
 		st := tb.bus.DispatcherStats()
 		require.Equal(t, int64(2), st.Released)
@@ -588,8 +622,9 @@ func TestTxHandler(t *testing.T) {
 			return nil
 		}, nil))
 		publishN(t, tb.bus, "t", 1, nil)
-		tb.start(t)
+		stop := tb.start(t)
 		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
+		stop() // counters are final once the dispatcher has stopped
 		tb.store.mu.Lock()
 		require.Equal(t, []string{"t-000#3"}, tb.store.committed)
 		tb.store.mu.Unlock()
@@ -614,8 +649,9 @@ func TestTxHandler(t *testing.T) {
 			return nil
 		}, nil))
 		publishN(t, tb.bus, "t", 1, nil)
-		tb.start(t)
+		stop := tb.start(t)
 		waitFor(t, "lease lost", func() bool { return tb.bus.DispatcherStats().LeasesLost == 1 })
+		stop() // counters are final once the dispatcher has stopped
 		tb.store.mu.Lock()
 		require.Empty(t, tb.store.committed)
 		tb.store.mu.Unlock()
@@ -651,8 +687,9 @@ func TestKeyedOrderingEndToEnd(t *testing.T) {
 	require.NoError(t, tb.bus.Handle("t", "h1", h("h1"), nil))
 	require.NoError(t, tb.bus.Handle("t", "h2", h("h2"), nil))
 	publishN(t, tb.bus, "t", 60, func(i int) string { return fmt.Sprintf("k%d", i%3) })
-	tb.start(t)
+	stop := tb.start(t)
 	waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 120 })
+	stop() // counters are final once the dispatcher has stopped
 	mu.Lock()
 	defer mu.Unlock()
 	require.Zero(t, violations)

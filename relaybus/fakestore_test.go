@@ -387,6 +387,6 @@ func (s *fakeStore) loseLease(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d := s.deliveries[id]; d != nil {
-		d.LeaseToken = "stolen"
+		d.LeaseToken, d.LeaseOwner = "stolen", "thief"
 	}
 }

@@ -1,0 +1,230 @@
+package relaybus_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/memory"
+)
+
+// These tests run the dispatcher end to end on the real in-memory store,
+// several buses competing for one store as several processes would.
+
+func memConfig(owner string) relaybus.Config {
+	return relaybus.Config{
+		Owner:          owner,
+		Concurrency:    8,
+		BatchSize:      5,
+		PollInterval:   time.Millisecond,
+		RetryBaseDelay: time.Millisecond,
+		RetryMaxDelay:  4 * time.Millisecond,
+		RetryJitter:    relaybus.Disabled,
+	}
+}
+
+// runAll starts every bus and stops them all when the test ends.
+func runAll(t *testing.T, buses ...*relaybus.Bus[*memory.Tx]) (stop func()) {
+	t.Helper()
+	for _, b := range buses {
+		require.NoError(t, b.Start(context.Background()))
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			for _, b := range buses {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				require.NoError(t, b.Stop(ctx))
+				cancel()
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func settled(t *testing.T, store *memory.Store) func() bool {
+	return func() bool {
+		st, err := store.Statistics(context.Background(), &relaybus.StatisticsParams{Now: time.Now()})
+		require.NoError(t, err)
+		return st.Pending+st.Processing == 0
+	}
+}
+
+func TestMemoryCompetingBusesHandleEachDeliveryOnce(t *testing.T) {
+	t.Parallel()
+	store := memory.New(nil)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	var buses []*relaybus.Bus[*memory.Tx]
+	for i := range 3 {
+		b, err := relaybus.New[*memory.Tx](store, memConfig(fmt.Sprintf("worker-%d", i)))
+		require.NoError(t, err)
+		for _, h := range []string{"h1", "h2"} {
+			require.NoError(t, b.Handle("t", h, func(_ context.Context, d *relaybus.Delivery) error {
+				mu.Lock()
+				calls[d.EventID+"/"+d.Handler]++
+				mu.Unlock()
+				return nil
+			}, nil))
+		}
+		buses = append(buses, b)
+	}
+	const events = 300
+	batch := make([]*relaybus.Event, 0, events)
+	for i := range events {
+		batch = append(batch, &relaybus.Event{ID: fmt.Sprintf("e%03d", i), Type: "t"})
+	}
+	require.NoError(t, buses[0].Publish(context.Background(), batch...))
+	stop := runAll(t, buses...)
+	waitUntil(t, "all handled", settled(t, store))
+	stop() // counters are final once the dispatchers have stopped
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, calls, 2*events)
+	for k, n := range calls {
+		require.Equal(t, 1, n, k)
+	}
+	var completed int64
+	for _, b := range buses {
+		completed += b.DispatcherStats().Completed
+	}
+	require.Equal(t, int64(2*events), completed)
+}
+
+func TestMemoryKeyedOrderAcrossBuses(t *testing.T) {
+	t.Parallel()
+	store := memory.New(nil)
+	var mu sync.Mutex
+	last := map[string]int64{}
+	violations := 0
+	var buses []*relaybus.Bus[*memory.Tx]
+	for i := range 2 {
+		b, err := relaybus.New[*memory.Tx](store, memConfig(fmt.Sprintf("worker-%d", i)))
+		require.NoError(t, err)
+		require.NoError(t, b.Handle("t", "h", func(_ context.Context, d *relaybus.Delivery) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if d.Sequence <= last[d.Key] {
+				violations++
+			}
+			if d.Sequence%4 == 0 && d.Attempts == 1 {
+				return fmt.Errorf("transient failure of %s#%d", d.Key, d.Sequence)
+			}
+			last[d.Key] = d.Sequence
+			return nil
+		}, nil))
+		buses = append(buses, b)
+	}
+	for i := range 80 {
+		require.NoError(t, buses[i%2].Publish(context.Background(), &relaybus.Event{Type: "t", Key: fmt.Sprintf("k%d", i%4)}))
+	}
+	runAll(t, buses...)
+	waitUntil(t, "all handled", settled(t, store))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, violations)
+	for k := range 4 {
+		require.Equal(t, int64(20), last[fmt.Sprintf("k%d", k)])
+	}
+}
+
+// A worker that crashed holding a lease: after the lease expires, a bus
+// takes the delivery over (the crashed attempt counts) and runs it.
+func TestMemoryTakeoverAfterCrash(t *testing.T) {
+	t.Parallel()
+	store := memory.New(&memory.Options{RetainCompleted: true})
+	b, err := relaybus.New[*memory.Tx](store, memConfig("survivor"))
+	require.NoError(t, err)
+	attempts := make(chan int, 1)
+	require.NoError(t, b.Handle("t", "h", func(_ context.Context, d *relaybus.Delivery) error {
+		attempts <- d.Attempts
+		return nil
+	}, nil))
+	require.NoError(t, b.Publish(context.Background(), &relaybus.Event{Type: "t"}))
+	ds, err := store.DeliveryClaim(context.Background(), &relaybus.DeliveryClaimParams{
+		Owner: "crashed", Handlers: []string{"h"}, Limit: 1, LeaseDuration: 30 * time.Millisecond, Now: time.Now(),
+	})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	runAll(t, b)
+	require.Equal(t, 2, <-attempts)
+	waitUntil(t, "completed", settled(t, store))
+}
+
+// Stop releases what the handlers were doing: nothing is left processing
+// and no attempt is spent.
+func TestMemoryShutdownLeavesNothingProcessing(t *testing.T) {
+	t.Parallel()
+	store := memory.New(nil)
+	b, err := relaybus.New[*memory.Tx](store, memConfig("w"))
+	require.NoError(t, err)
+	var started atomic.Int64
+	require.NoError(t, b.Handle("t", "h", func(ctx context.Context, d *relaybus.Delivery) error {
+		started.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	}, nil))
+	for range 20 {
+		require.NoError(t, b.Publish(context.Background(), &relaybus.Event{Type: "t"}))
+	}
+	require.NoError(t, b.Start(context.Background()))
+	waitUntil(t, "slots full", func() bool { return started.Load() == 8 })
+	require.NoError(t, b.Stop(context.Background()))
+
+	page, err := b.ListDeliveries(context.Background(), &relaybus.DeliveryListParams{})
+	require.NoError(t, err)
+	require.Len(t, page.Deliveries, 20)
+	for _, d := range page.Deliveries {
+		require.Equal(t, relaybus.StatusPending, d.Status)
+		require.Zero(t, d.Attempts)
+	}
+	require.Equal(t, int64(8), b.DispatcherStats().Released)
+}
+
+// BenchmarkDispatchMemory measures the dispatcher's own overhead: no-op
+// handlers on the in-memory store, default batching.
+func BenchmarkDispatchMemory(b *testing.B) {
+	store := memory.New(nil)
+	bus, err := relaybus.New[*memory.Tx](store, relaybus.Config{Concurrency: 64, BatchSize: 64, PollInterval: time.Millisecond})
+	require.NoError(b, err)
+	var handled atomic.Int64
+	require.NoError(b, bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error {
+		handled.Add(1)
+		return nil
+	}, nil))
+	ctx := context.Background()
+	for i := 0; i < b.N; i += relaybus.MaxEventsPerPublish {
+		batch := make([]*relaybus.Event, 0, min(b.N-i, relaybus.MaxEventsPerPublish))
+		for range cap(batch) {
+			batch = append(batch, &relaybus.Event{Type: "t"})
+		}
+		require.NoError(b, bus.Publish(ctx, batch...))
+	}
+	b.ResetTimer()
+	require.NoError(b, bus.Start(ctx))
+	for handled.Load() < int64(b.N) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.StopTimer()
+	require.NoError(b, bus.Stop(ctx))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
+}
