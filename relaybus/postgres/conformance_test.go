@@ -1,18 +1,43 @@
 package postgres_test
 
 import (
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 
+	"github.com/berkcansavur/relaybus/internal/dbenv"
 	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/postgres"
 	"github.com/berkcansavur/relaybus/relaybus/storetest"
 )
 
+// conformancePoolMaxConns bounds the pool every conformance subtest
+// shares: they run in parallel against one server.
+const conformancePoolMaxConns = 16
+
+// TestConformance runs the shared suite. Each subtest gets a fresh store
+// in a schema of its own, all in one database: creating a schema is a few
+// milliseconds of catalog work, a database (with fsync on) much more,
+// and the suite creates one store per subtest.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(dbenv.TestDatabase(t))
+	require.NoError(t, err)
+	cfg.MaxConns = conformancePoolMaxConns
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	// Runs before the database is dropped, after every parallel subtest.
+	t.Cleanup(pool.Close)
+
+	var schemas atomic.Int64
 	storetest.Run(t, func(t *testing.T) relaybus.Store[pgx.Tx] {
-		s, _ := setup(t, nil)
+		s, err := postgres.New(pool, &postgres.Options{Schema: fmt.Sprintf("conformance_%d", schemas.Add(1))})
+		require.NoError(t, err)
+		require.NoError(t, s.Setup(t.Context()))
 		return s
 	}, &storetest.Options{DeletesCompleted: false})
 }
