@@ -45,9 +45,10 @@
 //
 // DeliveryClaim sends two statements in one round trip: first it buries
 // the expired leases whose attempt budget is spent (status dead, "lease
-// expired after the final attempt"), then one UPDATE over a
-// FOR UPDATE SKIP LOCKED selection leases due pending rows and expired
-// processing rows (a takeover), oldest due first. A keyed row qualifies
+// expired after the final attempt"), then one UPDATE leases the oldest
+// due rows of three FOR UPDATE SKIP LOCKED selections, each an ordered
+// index scan that stops at the limit: expired processing rows (a
+// takeover), unkeyed pending rows and keyed pending rows. A keyed row qualifies
 // only when no row of its handler and key with a lower sequence is
 // pending or processing, so each key has at most one delivery in flight
 // per handler. Each claimed delivery gets a new token (128 random bits and
