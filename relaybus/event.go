@@ -1,6 +1,7 @@
 package relaybus
 
 import (
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -84,8 +85,10 @@ func ValidateEvent(e *Event, maxPayloadBytes int) error {
 		if err := checkText("header name", k, MaxHeaderBytes); err != nil {
 			return err
 		}
-		if len(v) > MaxHeaderBytes || !utf8.ValidString(v) {
-			return invalidf("event %q: header %q: value must be valid UTF-8 of at most %d bytes", e.ID, k, MaxHeaderBytes)
+		// Values may be empty, but are held to the same text rules as
+		// names: PostgreSQL's jsonb cannot store a NUL.
+		if err := checkText("header "+strconv.Quote(k)+" value", v, MaxHeaderBytes); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -232,6 +232,7 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 			{"empty type", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.Type = "" })}}},
 			{"key with NUL", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.Key = "a\x00b" })}}},
 			{"long key", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.Key = strings.Repeat("k", relaybus.MaxKeyBytes+1) })}}},
+			{"header value with NUL", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.Headers = map[string]string{"h": "a\x00b"} })}}},
 			{"too many headers", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.Headers = headers })}}},
 			{"empty handler", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Deliveries[0].Handler = "" })}}},
 			{"handler twice", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Deliveries = append(ep.Deliveries, ep.Deliveries[0]) })}}},
