@@ -19,6 +19,9 @@ const (
 	maxWriteAttempts = 3
 	// writeRetryDelay is the wait before the second try, doubled after.
 	writeRetryDelay = 20 * time.Millisecond
+	// claimGatherMax bounds how long a claim waits for busy slots to free
+	// up (see claimLoop): short enough not to matter for slow handlers.
+	claimGatherMax = time.Millisecond
 )
 
 // errLeaseLost is the cause of a handler context cancelled because its lease
@@ -133,6 +136,12 @@ func (d *dispatcher[TTx]) run(ctx context.Context) error {
 // at once; a short one by PollInterval of rest.
 func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 	claimErrors := 0
+	// A claim for one or two slots costs a store round trip like a full
+	// one: when most of a batch's slots are busy, wait up to claimGatherMax
+	// for more to free up, so a busy dispatcher claims in batches rather
+	// than one delivery per finished handler.
+	want := min(d.cfg.BatchSize, d.cfg.Concurrency)
+	var gatherUntil time.Time
 	for ctx.Err() == nil {
 		d.inflightMu.Lock()
 		free := d.cfg.Concurrency - d.inflight
@@ -144,6 +153,22 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 			}
 			continue
 		}
+		if free < (want+1)/2 {
+			if gatherUntil.IsZero() {
+				gatherUntil = time.Now().Add(claimGatherMax)
+			}
+			if wait := time.Until(gatherUntil); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-d.slotFreed:
+				case <-t.C:
+				case <-ctx.Done():
+				}
+				t.Stop()
+				continue
+			}
+		}
+		gatherUntil = time.Time{}
 		limit := min(d.cfg.BatchSize, free)
 		now := d.cfg.Now()
 		ds, err := d.store.DeliveryClaim(ctx, &DeliveryClaimParams{

@@ -57,7 +57,9 @@
 // Run (or Start and Stop) runs the dispatcher: one claim loop leases up to
 // min(BatchSize, free slots) due deliveries at a time and runs each in its
 // own goroutine, at most Concurrency at once. A full batch is followed by
-// another claim at once; otherwise the loop waits PollInterval. Claim
+// another claim at once; otherwise the loop waits PollInterval. When most
+// slots are busy it waits up to a millisecond for more to free up, so a
+// busy dispatcher claims in batches, not one delivery per handler. Claim
 // errors are logged and retried with a backoff capped at 16 poll intervals;
 // they never stop Run.
 //

@@ -227,4 +227,6 @@ func BenchmarkDispatchMemory(b *testing.B) {
 	b.StopTimer()
 	require.NoError(b, bus.Stop(ctx))
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
+	st := bus.DispatcherStats()
+	b.ReportMetric(float64(st.Claimed)/float64(max(st.Claims, 1)), "deliveries/claim")
 }
