@@ -175,6 +175,14 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 			Owner: d.cfg.Owner, Handlers: d.names, Limit: limit, LeaseDuration: d.cfg.LeaseDuration, Now: now,
 		})
 		if err != nil {
+			// A store may fail part way and return what it did claim
+			// (relaybus/mongo claims row by row): run those rather than
+			// let their leases expire and cost an attempt. After the
+			// shutdown has begun they are released at once.
+			d.b.stats.claimed.Add(int64(len(ds)))
+			for _, del := range ds {
+				d.start(ctx, del, now)
+			}
 			if ctx.Err() != nil {
 				// A claim cut short by the shutdown may still have leased
 				// rows; the final OwnerRelinquish gives them back.

@@ -47,6 +47,9 @@ type Store[TTx any] interface {
 	// instead of returned). A keyed delivery is claimed only when no
 	// delivery of its handler and key with a lower sequence is pending or
 	// processing. Two concurrent claims never return the same delivery.
+	// A store that claims row by row may fail part way: it then returns
+	// the deliveries it did claim together with the error, and the caller
+	// runs or releases them.
 	DeliveryClaim(ctx context.Context, params *DeliveryClaimParams) ([]*Delivery, error)
 
 	// LeaseExtend moves the lease expiry of each lease to params.ExpiresAt.
