@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -55,8 +56,11 @@ type Store struct {
 	lastID     int64               // delivery ids are 1, 2, 3, ... as decimal strings
 	events     map[string]*event   // by event id
 	deliveries map[int64]*delivery // every stored delivery
-	live       map[int64]*delivery // the pending and processing ones: what claims look at
 	keySeq     map[string]int64    // last sequence given to each key; never goes back, even after Purge
+	// The claim indexes (index.go): what claims look at instead of every
+	// delivery.
+	handlers map[string]*handlerIndex // by handler
+	keys     map[handlerKey]*keyQueue // live deliveries of each keyed (handler, key)
 }
 
 var _ relaybus.Store[*Tx] = (*Store)(nil)
@@ -93,6 +97,10 @@ type delivery struct {
 	createdAt      time.Time
 	updatedAt      time.Time
 	completedAt    time.Time
+	// heap is the claim heap d is in (nil for none) and heapIndex its
+	// position there; see index.go.
+	heap      *dueHeap
+	heapIndex int
 }
 
 // New returns an empty store. opts may be nil.
@@ -105,7 +113,8 @@ func New(opts *Options) *Store {
 		maxPayloadBytes: opts.MaxPayloadBytes,
 		events:          make(map[string]*event),
 		deliveries:      make(map[int64]*delivery),
-		live:            make(map[int64]*delivery),
+		handlers:        make(map[string]*handlerIndex),
+		keys:            make(map[handlerKey]*keyQueue),
 		keySeq:          make(map[string]int64),
 	}
 	if s.maxPayloadBytes == 0 {
@@ -127,7 +136,15 @@ func (s *Store) Setup(ctx context.Context) error {
 }
 
 // DeliveryClaim implements relaybus.Store. Candidates are taken in
-// AvailableAt order, then ID order.
+// AvailableAt order, then ID order, whether pending or under an expired
+// lease. A keyed delivery is a candidate only while it is the head of its
+// handler and key: the live delivery with the lowest sequence, due or
+// not.
+//
+// The claim reads the indexes (index.go) rather than every delivery: it
+// merges each wanted handler's pending heap, popped in order, with the
+// expired leases, which it collects and sorts. It costs about
+// O(Limit * handlers * log n) plus O(e log e) for e expired leases.
 func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
@@ -136,80 +153,82 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		return nil, err
 	}
 	now := params.Now.Round(0)
-	wanted := make(map[string]struct{}, len(params.Handlers))
-	for _, h := range params.Handlers {
-		wanted[h] = struct{}{}
-	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	// head is the lowest sequence of each (handler, key) among the live
-	// deliveries, due or not: only that one may be claimed, and only if it
-	// is not already held under a current lease.
-	type handlerKey struct{ handler, key string }
-	head := make(map[handlerKey]int64)
-	var due []*delivery
-	for _, d := range s.live {
-		if _, ok := wanted[d.handler]; !ok {
+	var pending []*dueHeap
+	var expired []*delivery
+	for _, h := range params.Handlers {
+		hi := s.handlers[h]
+		if hi == nil || slices.Contains(pending, hi.pending) { // no deliveries yet, or named twice
 			continue
 		}
-		if key := d.ev.ev.Key; key != "" {
-			hk := handlerKey{d.handler, key}
-			if cur, ok := head[hk]; !ok || d.ev.seq < cur {
-				head[hk] = d.ev.seq
-			}
-		}
-		if d.claimable(now) {
-			due = append(due, d)
-		}
+		pending = append(pending, hi.pending)
+		expired = hi.leased.appendDue(expired, now)
 	}
-	sort.Slice(due, func(i, j int) bool {
-		if !due[i].availableAt.Equal(due[j].availableAt) {
-			return due[i].availableAt.Before(due[j].availableAt)
+	// A processing delivery behind its key's head (possible after a
+	// requeue gave the key a lower sequence) must wait like a pending one.
+	expired = slices.DeleteFunc(expired, func(d *delivery) bool { return !s.isHead(d) })
+	slices.SortFunc(expired, func(a, b *delivery) int {
+		if dueBefore(a, b) {
+			return -1
 		}
-		return due[i].id < due[j].id
+		return 1 // ids are unique: never equal
 	})
 
-	var out []*relaybus.Delivery
-	for _, d := range due {
-		if len(out) == params.Limit {
-			break
+	// Burials wait until the claim is done: burying a head hands its key
+	// to the next delivery, which a claim must not take in the same call
+	// (it was not the head when the claim began).
+	var buried []*delivery
+	defer func() {
+		for _, d := range buried {
+			s.bury(d, expiredFinalAttempt, now)
 		}
-		if key := d.ev.ev.Key; key != "" && head[handlerKey{d.handler, key}] != d.ev.seq {
-			continue
+	}()
+
+	var out []*relaybus.Delivery
+	for len(out) < params.Limit {
+		d := earliestDue(pending, now)
+		if len(expired) > 0 && (d == nil || dueBefore(expired[0], d)) {
+			d, expired = expired[0], expired[1:]
+		}
+		if d == nil {
+			break
 		}
 		if d.status == relaybus.StatusProcessing && d.attempts >= d.maxAttempts {
 			// A takeover counts the crashed attempt; with the budget spent
 			// the delivery is a dead letter, not work.
-			s.bury(d, expiredFinalAttempt, now)
+			buried = append(buried, d)
 			continue
 		}
 		token, err := newLeaseToken()
 		if err != nil {
 			return nil, err
 		}
-		s.setStatus(d, relaybus.StatusProcessing)
 		d.attempts++
 		d.leaseOwner = params.Owner
 		d.leaseToken = token
 		d.leaseExpiresAt = now.Add(params.LeaseDuration)
 		d.updatedAt = now
+		// Out of the pending heap (or moved within the lease heap); the
+		// lease is current, so this call does not see d again.
+		s.setStatus(d, relaybus.StatusProcessing)
 		out = append(out, d.snapshot())
 	}
 	return out, nil
 }
 
-// claimable reports whether d is due at now: pending and available, or
-// processing under an expired lease.
-func (d *delivery) claimable(now time.Time) bool {
-	switch d.status {
-	case relaybus.StatusPending:
-		return !d.availableAt.After(now)
-	case relaybus.StatusProcessing:
-		return !d.leaseExpiresAt.After(now)
+// earliestDue returns the first due delivery of the heaps, by
+// (AvailableAt, ID), or nil if none is due.
+func earliestDue(heaps []*dueHeap, now time.Time) *delivery {
+	var first *delivery
+	for _, h := range heaps {
+		if d := h.peekDue(now); d != nil && (first == nil || dueBefore(d, first)) {
+			first = d
+		}
 	}
-	return false
+	return first
 }
 
 // LeaseExtend implements relaybus.Store. A lease must also belong to
@@ -231,6 +250,7 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 		}
 		d.leaseExpiresAt = params.ExpiresAt.Round(0)
 		d.updatedAt = params.Now.Round(0)
+		s.place(d) // its place in the lease heap moved
 		out[i] = true
 	}
 	return out, nil
@@ -290,11 +310,11 @@ func (s *Store) DeliveryReschedule(ctx context.Context, params *relaybus.Deliver
 	if d == nil {
 		return false, nil
 	}
-	s.setStatus(d, relaybus.StatusPending)
 	d.clearLease()
 	d.availableAt = params.AvailableAt.Round(0)
 	d.lastError = relaybus.TruncateError(params.Error)
 	d.updatedAt = params.Now.Round(0)
+	s.setStatus(d, relaybus.StatusPending)
 	return true, nil
 }
 
@@ -347,14 +367,20 @@ func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelin
 	now := params.Now.Round(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for _, d := range s.live {
-		if d.status == relaybus.StatusProcessing && d.leaseOwner == params.Owner {
-			s.release(d, now)
-			n++
+	// Collect first: releasing moves a delivery out of the lease heap
+	// being walked.
+	var held []*delivery
+	for _, hi := range s.handlers {
+		for _, d := range hi.leased.items {
+			if d.leaseOwner == params.Owner {
+				held = append(held, d)
+			}
 		}
 	}
-	return n, nil
+	for _, d := range held {
+		s.release(d, now)
+	}
+	return len(held), nil
 }
 
 // DeliveryRequeue implements relaybus.Store. LastError is kept: it says
@@ -379,10 +405,10 @@ func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRe
 	if d.status != relaybus.StatusDead {
 		return fmt.Errorf("relaybus/memory: requeue delivery %q (status %s): %w", params.DeliveryID, d.status, relaybus.ErrNotDead)
 	}
-	s.setStatus(d, relaybus.StatusPending)
 	d.attempts = 0
 	d.availableAt = now
 	d.updatedAt = now
+	s.setStatus(d, relaybus.StatusPending)
 	return nil
 }
 
@@ -522,47 +548,37 @@ func (s *Store) leased(l relaybus.Lease) *delivery {
 	return d
 }
 
-// setStatus changes d's status and keeps s.live in step with it.
-func (s *Store) setStatus(d *delivery, status relaybus.Status) {
-	d.status = status
-	if status == relaybus.StatusPending || status == relaybus.StatusProcessing {
-		s.live[d.id] = d
-	} else {
-		delete(s.live, d.id)
-	}
-}
-
 func (s *Store) complete(d *delivery, now time.Time) {
 	if !s.retainCompleted {
 		s.remove(d)
 		return
 	}
-	s.setStatus(d, relaybus.StatusCompleted)
 	d.clearLease()
 	d.completedAt = now
 	d.updatedAt = now
+	s.setStatus(d, relaybus.StatusCompleted)
 }
 
 func (s *Store) bury(d *delivery, reason string, now time.Time) {
-	s.setStatus(d, relaybus.StatusDead)
 	d.clearLease()
 	d.lastError = relaybus.TruncateError(reason)
 	d.updatedAt = now
+	s.setStatus(d, relaybus.StatusDead)
 }
 
 // release gives d back without spending the attempt its claim counted.
 func (s *Store) release(d *delivery, now time.Time) {
-	s.setStatus(d, relaybus.StatusPending)
 	d.clearLease()
 	if d.attempts > 0 {
 		d.attempts--
 	}
 	d.updatedAt = now
+	s.setStatus(d, relaybus.StatusPending)
 }
 
 func (s *Store) remove(d *delivery) {
 	delete(s.deliveries, d.id)
-	delete(s.live, d.id)
+	s.unindex(d)
 	d.ev.deliveries--
 }
 

@@ -134,6 +134,7 @@ func (s *Store) insert(pe *publishedEvent, now time.Time) (inserted bool, seq in
 			availableAt: now,
 			createdAt:   now,
 			updatedAt:   now,
+			heapIndex:   -1,
 		}
 		s.deliveries[d.id] = d
 		s.setStatus(d, relaybus.StatusPending)
