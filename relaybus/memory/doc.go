@@ -12,6 +12,19 @@
 // it. Every fenced write checks the token. One mutex guards everything,
 // so every call is atomic and the code stays obviously correct.
 //
+// # Claims
+//
+// A claim takes due deliveries by AvailableAt, then ID, and a keyed one
+// only while it has the lowest sequence among the live (pending or
+// processing) deliveries of its handler and key. It does not scan the
+// store: indexes kept in step with every write give, per handler, the
+// pending deliveries a claim may take in that order and the processing
+// ones by lease expiry, and per handler and key the live deliveries in
+// sequence order. A claim costs about Limit heap operations plus the
+// expired leases it looks at, whatever the backlog (BenchmarkClaimComplete
+// measures 1k to 100k). Listing, statistics and purge still scan every
+// stored delivery: they are not on the dispatch path.
+//
 // A completed delivery is deleted unless Options.RetainCompleted is set,
 // in which case it stays with status completed until Purge. Events outlive
 // their deliveries until Purge either way, and remember every handler they

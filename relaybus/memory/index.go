@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"container/heap"
 	"time"
 
@@ -100,9 +101,8 @@ func (h *dueHeap) Len() int { return len(h.items) }
 
 func (h *dueHeap) Less(i, j int) bool {
 	a, b := h.items[i], h.items[j]
-	ta, tb := h.at(a), h.at(b)
-	if !ta.Equal(tb) {
-		return ta.Before(tb)
+	if c := h.at(a).Compare(h.at(b)); c != 0 {
+		return c < 0
 	}
 	return a.id < b.id
 }
@@ -156,15 +156,16 @@ func (h *dueHeap) appendDue(out []*delivery, now time.Time) []*delivery {
 	return out
 }
 
-// dueBefore orders claim candidates as a claim takes them: by
-// AvailableAt, then ID. Expired leases are taken in this order too, not
-// by expiry.
-func dueBefore(a, b *delivery) bool {
-	if !a.availableAt.Equal(b.availableAt) {
-		return a.availableAt.Before(b.availableAt)
+// cmpDue orders claim candidates as a claim takes them: by AvailableAt,
+// then ID. Expired leases are taken in this order too, not by expiry.
+func cmpDue(a, b *delivery) int {
+	if c := a.availableAt.Compare(b.availableAt); c != 0 {
+		return c
 	}
-	return a.id < b.id
+	return cmp.Compare(a.id, b.id)
 }
+
+func dueBefore(a, b *delivery) bool { return cmpDue(a, b) < 0 }
 
 func isLive(st relaybus.Status) bool {
 	return st == relaybus.StatusPending || st == relaybus.StatusProcessing

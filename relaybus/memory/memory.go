@@ -170,12 +170,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 	// A processing delivery behind its key's head (possible after a
 	// requeue gave the key a lower sequence) must wait like a pending one.
 	expired = slices.DeleteFunc(expired, func(d *delivery) bool { return !s.isHead(d) })
-	slices.SortFunc(expired, func(a, b *delivery) int {
-		if dueBefore(a, b) {
-			return -1
-		}
-		return 1 // ids are unique: never equal
-	})
+	slices.SortFunc(expired, cmpDue)
 
 	// Burials wait until the claim is done: burying a head hands its key
 	// to the next delivery, which a claim must not take in the same call
