@@ -251,14 +251,11 @@ func (s *Store) place(d *delivery) {
 	}
 }
 
-// unindex takes d out of every index, for a delivery being deleted.
+// unindex takes d, which is being deleted, out of the indexes. Only live
+// deliveries are in them; leaving the live set through setStatus also
+// hands d's key to the next delivery. The status is deleted with d.
 func (s *Store) unindex(d *delivery) {
 	if isLive(d.status) {
-		// Leaving the live set through setStatus also hands its key to
-		// the next delivery. The status is gone with d anyway.
 		s.setStatus(d, relaybus.StatusCompleted)
-	}
-	if d.heap != nil {
-		heap.Remove(d.heap, d.heapIndex)
 	}
 }
