@@ -248,7 +248,7 @@ func faultCell(restart bool) Cell {
 // Smoke is one short cell per run, for CI.
 func Smoke() Matrix {
 	return Matrix{Mode: "smoke", Rounds: 1, Warmup: 500 * time.Millisecond, Window: 2 * time.Second,
-		Cells: []Cell{dispatchCell(Dispatch, 1, conc50b50, 12_000, workload("none", 0), "")}}
+		Cells: []Cell{dispatchCell(Dispatch, 1, conc50b50, 40_000, workload("none", 0), "")}}
 }
 
 // Quick is a small matrix across scenarios 1, 2, 3, 5 and one fault cell,
@@ -257,10 +257,10 @@ func Quick() Matrix {
 	return Matrix{Mode: "quick", Rounds: 3, Warmup: time.Second, Window: 5 * time.Second, Cells: []Cell{
 		publishCell(1, 1, 1, 0),
 		publishCell(1, 8, 10, 10),
-		dispatchCell(Dispatch, 1, defaults, 3_000, workload("none", 0), ""),
-		dispatchCell(Dispatch, 2, tuned, 25_000, workload("none", 0), ""),
-		dispatchCell(Keyed, 1, tuned, 20_000, workload("hot", 4), "4 hot keys, "),
-		dispatchCell(Keyed, 1, tuned, 20_000, workload("many", 10_000), "10k keys, "),
+		dispatchCell(Dispatch, 1, defaults, 60_000, workload("none", 0), ""),
+		dispatchCell(Dispatch, 2, tuned, 150_000, workload("none", 0), ""),
+		dispatchCell(Keyed, 1, tuned, 1_000, workload("hot", 4), "4 hot keys, "),
+		dispatchCell(Keyed, 1, tuned, 30_000, workload("many", 10_000), "10k keys, "),
 		mixedCell(500, 1, tuned, "tuned"),
 		faultCell(false),
 	}}
