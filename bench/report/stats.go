@@ -3,6 +3,8 @@ package report
 import (
 	"math"
 	"slices"
+
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // MaxExactN is the largest sample size per side for which the
@@ -140,7 +142,7 @@ func mannWhitneyP(a, b []float64) float64 {
 	if z < 0 {
 		z = 0
 	}
-	return math.Min(1, math.Erfc(z/math.Sqrt2))
+	return math.Min(1, 2*distuv.UnitNormal.Survival(z))
 }
 
 // minPossibleP is the smallest two-sided p-value the exact test can give
@@ -206,5 +208,5 @@ func shiftInterval(x, y []float64, confidence float64) (lo, hi float64, ok bool)
 
 // normalQuantile is the standard normal quantile function.
 func normalQuantile(p float64) float64 {
-	return -math.Sqrt2 * math.Erfcinv(2*p)
+	return distuv.UnitNormal.Quantile(p)
 }
