@@ -83,3 +83,54 @@ func benchStore(b *testing.B) *postgres.Store {
 	require.NoError(b, s.Setup(b.Context()))
 	return s
 }
+
+// BenchmarkClaimHotKeysDeepBacklog measures a claim on 4 hot keys with
+// 2,500 pending deliveries each behind 2,500 completed ones: the case the
+// partial ordering index is for. Each iteration claims the 4 heads, makes
+// a claim that finds nothing (the heads run), and releases the heads.
+// The completed half is written with one UPDATE, as if dispatched.
+func BenchmarkClaimHotKeysDeepBacklog(b *testing.B) {
+	const keys, perKey = 4, 5000
+	pool, err := pgxpool.New(b.Context(), dbenv.TestDatabase(b))
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	s, err := postgres.New(pool, nil)
+	require.NoError(b, err)
+	require.NoError(b, s.Setup(b.Context()))
+	for start := 0; start < keys*perKey; start += 1000 {
+		eps := make([]*relaybus.EventPublish, 1000)
+		for j := range eps {
+			n := start + j
+			eps[j] = &relaybus.EventPublish{
+				Event:      &relaybus.Event{ID: fmt.Sprintf("e%d", n), Type: "t", Key: fmt.Sprintf("k%d", n%keys)},
+				Deliveries: []relaybus.DeliverySpec{{Handler: "a", MaxAttempts: 3}},
+			}
+		}
+		tx, err := s.TxBegin(b.Context())
+		require.NoError(b, err)
+		_, err = s.EventPublishTx(b.Context(), tx, &relaybus.EventPublishParams{Events: eps, Now: t0})
+		require.NoError(b, err)
+		require.NoError(b, s.TxCommit(b.Context(), tx))
+	}
+	_, err = pool.Exec(b.Context(), `UPDATE relaybus_deliveries SET status = 'completed', completed_at = $1 WHERE sequence <= $2`, t0, perKey/2)
+	require.NoError(b, err)
+	_, err = pool.Exec(b.Context(), `VACUUM ANALYZE relaybus_deliveries`)
+	require.NoError(b, err)
+	claim := func() []*relaybus.Delivery {
+		ds, err := s.DeliveryClaim(b.Context(), &relaybus.DeliveryClaimParams{
+			Owner: "o", Handlers: []string{"a"}, Limit: 200, LeaseDuration: time.Minute, Now: t0,
+		})
+		require.NoError(b, err)
+		return ds
+	}
+	for b.Loop() {
+		ds := claim()
+		require.Len(b, ds, keys)
+		require.Empty(b, claim())
+		for _, d := range ds {
+			_, err := s.DeliveryRelease(b.Context(), &relaybus.DeliveryReleaseParams{Lease: d.Lease(), Now: t0})
+			require.NoError(b, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N)/2, "ms/claim")
+}

@@ -74,10 +74,12 @@ CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_due_unkeyed_idx"
     WHERE key IS NULL AND status = 'pending';
 
 -- Claim: the per-key ordering check (an earlier delivery of the same
--- handler and key that is still pending or processing).
+-- handler and key that is still pending or processing). Only unfinished
+-- rows are indexed, so the check stops at the first entry it finds
+-- instead of walking past every completed predecessor of the key.
 CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_ordering_idx"
     ON "{{.Schema}}"."{{.Prefix}}deliveries" (handler, key, sequence)
-    WHERE key IS NOT NULL;
+    WHERE key IS NOT NULL AND status IN ('pending', 'processing');
 
 -- Listing and statistics by status.
 CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_status_created_idx"
