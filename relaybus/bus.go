@@ -87,6 +87,12 @@ func (b *Bus[TTx]) Publish(ctx context.Context, events ...*Event) error {
 	if err != nil || params == nil {
 		return err
 	}
+	if p, ok := b.store.(EventPublisher); ok {
+		if _, err := p.EventPublish(ctx, params); err != nil {
+			return fmt.Errorf("relaybus: publish: %w", err)
+		}
+		return nil
+	}
 	tx, err := b.store.TxBegin(ctx)
 	if err != nil {
 		return fmt.Errorf("relaybus: publish: begin: %w", err)

@@ -249,3 +249,45 @@ func TestAdmin(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.Deliveries)
 }
+
+// retryingPublisher is a store with the EventPublisher capability: its
+// first publish fails as a transient conflict would, and it retries.
+type retryingPublisher struct {
+	Store[*fakeTx]
+	calls, attempts int
+}
+
+func (r *retryingPublisher) EventPublish(ctx context.Context, p *EventPublishParams) (*EventPublishResult, error) {
+	r.calls++
+	for {
+		r.attempts++
+		tx, err := r.TxBegin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, err := r.EventPublishTx(ctx, tx, p)
+		if err != nil {
+			return nil, err
+		}
+		if r.attempts == 1 { // the transient conflict: roll back and retry
+			if err := r.TxRollback(ctx, tx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return res, r.TxCommit(ctx, tx)
+	}
+}
+
+func TestPublishUsesTheStoresEventPublisher(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, testConfig())
+	rp := &retryingPublisher{Store: tb.spy}
+	b, err := New[*fakeTx](rp, testConfig())
+	require.NoError(t, err)
+	require.NoError(t, b.Declare("t", "h", nil))
+	require.NoError(t, b.Publish(context.Background(), &Event{ID: "e1", Type: "t"}))
+	require.Equal(t, 1, rp.calls, "Publish went around the store's EventPublish")
+	require.Equal(t, 2, rp.attempts)
+	require.Equal(t, 1, tb.countStatus(StatusPending), "the retried publish is visible once")
+}

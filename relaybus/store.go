@@ -91,6 +91,16 @@ type Store[TTx any] interface {
 	Purge(ctx context.Context, params *PurgeParams) (*PurgeResult, error)
 }
 
+// EventPublisher is an optional capability of a Store: publishing in a
+// transaction of the store's own that the store retries itself when the
+// database refuses it for a transient conflict (relaybus/mongo: MongoDB
+// fails a second transaction on the same key at once instead of making it
+// wait). Bus.Publish uses it when the store has it, and otherwise runs
+// TxBegin, EventPublishTx and TxCommit, which cannot retry.
+type EventPublisher interface {
+	EventPublish(ctx context.Context, params *EventPublishParams) (*EventPublishResult, error)
+}
+
 // Limits on store calls, checked by ValidateParams helpers in the stores.
 const (
 	// MaxClaimLimit bounds DeliveryClaimParams.Limit.

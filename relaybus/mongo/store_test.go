@@ -214,3 +214,6 @@ func TestSetupWithoutServer(t *testing.T) {
 		t.Fatalf("Setup without a server = %v", err)
 	}
 }
+
+// The bus publishes through the store's retrying EventPublish.
+var _ relaybus.EventPublisher = (*rbmongo.Store)(nil)
