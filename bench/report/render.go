@@ -126,6 +126,28 @@ func formatRatio(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
+// formatRatioCI: "0.73x [0.61, 0.88]"; the interval is left out when it
+// is unbounded (too few samples), because then it says nothing.
+func formatRatioCI(c *Comparison) string {
+	if math.IsNaN(c.Ratio) {
+		return "-"
+	}
+	s := formatRatio(c.Ratio) + "x"
+	if !math.IsNaN(c.RatioLow) && !math.IsInf(c.RatioLow, 0) && !math.IsInf(c.RatioHigh, 0) {
+		s += " [" + formatRatio(c.RatioLow) + ", " + formatRatio(c.RatioHigh) + "]"
+	}
+	return s
+}
+
+// formatVerdict: "worse (p=0.029)".
+func formatVerdict(c *Comparison) string {
+	s := c.Verdict
+	if !math.IsNaN(c.P) {
+		s += " (p=" + strconv.FormatFloat(c.P, 'g', 2, 64) + ")"
+	}
+	return s
+}
+
 // formatComparison: "2,165 -> 1,586 0.73x [0.61, 0.88] worse (p=0.029)".
 func formatComparison(c *Comparison) string {
 	if c == nil {
@@ -136,17 +158,9 @@ func formatComparison(c *Comparison) string {
 	}
 	s := formatNumber(c.Base.Median) + " -> " + formatNumber(c.Candidate.Median)
 	if !math.IsNaN(c.Ratio) {
-		s += " " + formatRatio(c.Ratio) + "x"
+		s += " " + formatRatioCI(c)
 	}
-	// An unbounded interval (too few samples) says nothing: leave it out.
-	if !math.IsNaN(c.RatioLow) && !math.IsInf(c.RatioLow, 0) && !math.IsInf(c.RatioHigh, 0) {
-		s += " [" + formatRatio(c.RatioLow) + ", " + formatRatio(c.RatioHigh) + "]"
-	}
-	s += " " + c.Verdict
-	if !math.IsNaN(c.P) {
-		s += " (p=" + strconv.FormatFloat(c.P, 'g', 2, 64) + ")"
-	}
-	return s
+	return s + " " + formatVerdict(c)
 }
 
 // validity is "VALID 8/8" or "INVALID 2/8".
@@ -236,6 +250,21 @@ func newTable(w io.Writer, markdown bool) *tablewriter.Table {
 	return tablewriter.NewTable(w, opts...)
 }
 
+// writeMarkdownTable writes one group wide: one column per metric.
+func writeMarkdownTable(w io.Writer, g *group) error {
+	t := newTable(w, true)
+	t.Header(g.header())
+	for _, row := range g.rows() {
+		if err := t.Append(row); err != nil {
+			return fmt.Errorf("report: table: %w", err)
+		}
+	}
+	if err := t.Render(); err != nil {
+		return fmt.Errorf("report: table: %w", err)
+	}
+	return nil
+}
+
 func writeTables(w io.Writer, a *Analysis, markdown bool) error {
 	for _, g := range groups(a) {
 		if markdown {
@@ -243,15 +272,12 @@ func writeTables(w io.Writer, a *Analysis, markdown bool) error {
 		} else {
 			fmt.Fprintf(w, "%s\n", g.title())
 		}
-		t := newTable(w, markdown)
-		t.Header(g.header())
-		for _, row := range g.rows() {
-			if err := t.Append(row); err != nil {
-				return fmt.Errorf("report: table: %w", err)
+		if markdown {
+			if err := writeMarkdownTable(w, g); err != nil {
+				return err
 			}
-		}
-		if err := t.Render(); err != nil {
-			return fmt.Errorf("report: table: %w", err)
+		} else if err := writeTerminalTable(w, g, a.Settings.Confidence); err != nil {
+			return err
 		}
 		notes := g.notes(a)
 		if len(notes) > 0 {
@@ -261,7 +287,7 @@ func writeTables(w io.Writer, a *Analysis, markdown bool) error {
 			if markdown {
 				fmt.Fprintf(w, "- %s\n", n)
 			} else {
-				fmt.Fprintf(w, "  %s\n", n)
+				fmt.Fprintf(w, "  %s\n", termProse(n))
 			}
 		}
 		fmt.Fprintln(w)
@@ -276,7 +302,7 @@ func writeTables(w io.Writer, a *Analysis, markdown bool) error {
 			if markdown {
 				fmt.Fprintf(w, "- %s\n", warn)
 			} else {
-				fmt.Fprintf(w, "  %s\n", warn)
+				fmt.Fprintf(w, "  %s\n", termProse(warn))
 			}
 		}
 		fmt.Fprintln(w)
@@ -296,7 +322,7 @@ func legend(a *Analysis) string {
 func WriteTerminal(w io.Writer, a *Analysis) error {
 	if a.Run != nil {
 		fmt.Fprintf(w, "%s (%s) vs %s (%s), mode %s\n%s\n\n", a.Run.Base.Ref, short(a.Run.Base.SHA),
-			a.Run.Candidate.Ref, short(a.Run.Candidate.SHA), a.Run.Mode, legend(a))
+			a.Run.Candidate.Ref, short(a.Run.Candidate.SHA), a.Run.Mode, termLegend(a))
 	}
 	return writeTables(w, a, false)
 }

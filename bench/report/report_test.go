@@ -286,3 +286,32 @@ func TestLoadRunRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestWrapWords(t *testing.T) {
+	got := wrapWords("1 inst, 4 hot keys, tuned (conc 200, batch 200, pool 40, poll 50ms)", 28)
+	want := []string{"1 inst, 4 hot keys, tuned", "(conc 200, batch 200, pool", "40, poll 50ms)"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("wrapWords = %q, want %q", got, want)
+	}
+	// A word longer than the width stays whole on its own line.
+	if got := wrapWords("a verylongword b", 4); strings.Join(got, "|") != "a|verylongword|b" {
+		t.Fatalf("wrapWords long word = %q", got)
+	}
+}
+
+// A cell with fewer metric rows than label lines keeps the whole name and
+// its validity: the leftover lines go into its last row.
+func TestTermRowsLabelOverflow(t *testing.T) {
+	c := &Cell{Name: "SIGKILL 1 of 2 dispatchers, poison 1/50, lease 2s", Samples: []*Sample{{}}}
+	m, _ := MetricByName(MetricDeliveriesPerS)
+	g := &group{scenario: "faults", cells: []*Cell{c}, metrics: []MetricInfo{m},
+		byCell: map[*Cell]map[string]*Comparison{c: {}}}
+	rows := g.termRows()
+	if len(rows) != 1 {
+		t.Fatalf("rows = %d, want 1", len(rows))
+	}
+	want := "SIGKILL 1 of 2 dispatchers,\npoison 1/50, lease 2s\n" + validity(c)
+	if rows[0][0] != want || rows[0][1] != m.Title || rows[0][5] != "not measured in this cell" {
+		t.Fatalf("row = %q", rows[0])
+	}
+}
