@@ -253,20 +253,9 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 
 // DeliveryComplete implements relaybus.Store.
 func (s *Store) DeliveryComplete(ctx context.Context, params *relaybus.DeliveryCompleteParams) (bool, error) {
-	if err := params.Validate(); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := s.leased(params.Lease)
-	if d == nil {
-		return false, nil
-	}
-	s.complete(d, params.Now.Round(0))
-	return true, nil
+	return s.fenced(ctx, params.Validate, func() relaybus.Lease { return params.Lease }, func(d *delivery) {
+		s.complete(d, params.Now.Round(0))
+	})
 }
 
 // DeliveryCompleteMany implements relaybus.Store.
@@ -293,47 +282,36 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.Deliv
 // DeliveryReschedule implements relaybus.Store. The attempt was counted
 // when the delivery was claimed.
 func (s *Store) DeliveryReschedule(ctx context.Context, params *relaybus.DeliveryRescheduleParams) (bool, error) {
-	if err := params.Validate(); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := s.leased(params.Lease)
-	if d == nil {
-		return false, nil
-	}
-	d.clearLease()
-	d.availableAt = params.AvailableAt.Round(0)
-	d.lastError = relaybus.TruncateError(params.Error)
-	d.updatedAt = params.Now.Round(0)
-	s.setStatus(d, relaybus.StatusPending)
-	return true, nil
+	return s.fenced(ctx, params.Validate, func() relaybus.Lease { return params.Lease }, func(d *delivery) {
+		d.clearLease()
+		d.availableAt = params.AvailableAt.Round(0)
+		d.lastError = relaybus.TruncateError(params.Error)
+		d.updatedAt = params.Now.Round(0)
+		s.setStatus(d, relaybus.StatusPending)
+	})
 }
 
 // DeliveryBury implements relaybus.Store.
 func (s *Store) DeliveryBury(ctx context.Context, params *relaybus.DeliveryBuryParams) (bool, error) {
-	if err := params.Validate(); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := s.leased(params.Lease)
-	if d == nil {
-		return false, nil
-	}
-	s.bury(d, params.Error, params.Now.Round(0))
-	return true, nil
+	return s.fenced(ctx, params.Validate, func() relaybus.Lease { return params.Lease }, func(d *delivery) {
+		s.bury(d, params.Error, params.Now.Round(0))
+	})
 }
 
 // DeliveryRelease implements relaybus.Store.
 func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryReleaseParams) (bool, error) {
-	if err := params.Validate(); err != nil {
+	return s.fenced(ctx, params.Validate, func() relaybus.Lease { return params.Lease }, func(d *delivery) {
+		s.release(d, params.Now.Round(0))
+	})
+}
+
+// fenced is the shape of every single-lease write: validate the params
+// (validate is the params' Validate method, which catches a nil params;
+// lease is read only after it passed), honour a cancelled ctx, and apply
+// write under the lock only if the lease is still current, reporting
+// whether it was.
+func (s *Store) fenced(ctx context.Context, validate func() error, lease func() relaybus.Lease, write func(*delivery)) (bool, error) {
+	if err := validate(); err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -341,11 +319,11 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryRe
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.leased(params.Lease)
+	d := s.leased(lease())
 	if d == nil {
 		return false, nil
 	}
-	s.release(d, params.Now.Round(0))
+	write(d)
 	return true, nil
 }
 
