@@ -53,6 +53,14 @@ type Delivery struct {
 	LeaseToken     string
 	LeaseExpiresAt time.Time
 
+	// Suspect is set by a lane-lease store on a claimed delivery that was
+	// in flight when its lane was taken over: it may be what crashed its
+	// last process. A claim returns a suspect alone, and the dispatcher
+	// runs it with nothing else in flight, so that a delivery which keeps
+	// crashing its process is charged into the dead letters by itself and
+	// the deliveries that happened to run beside it are not.
+	Suspect bool
+
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	CompletedAt time.Time // zero unless completed
