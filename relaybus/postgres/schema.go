@@ -209,21 +209,46 @@ FROM picked, {events} e
 WHERE d.id = picked.id AND e.id = d.event_id
 RETURNING {columns}`)
 
+	// Renewal and completion lock the same rows (a dispatcher renews while
+	// its completer completes), and so may an owner's relinquish. Locking a
+	// set of rows in the order UPDATE ... FROM unnest visits them has no
+	// defined order: two such statements deadlocked, PostgreSQL aborted one
+	// after deadlock_timeout, and leases expired into duplicate runs. So
+	// every statement that locks several deliveries locks them first, in
+	// ascending id, in a CTE (LockRows sits above the sort), and then
+	// updates only rows it already holds. The fence is checked when each
+	// row is locked, on its latest version (READ COMMITTED rechecks a row
+	// that changed while we waited for it).
+	//
+	// The claim needs no such step: its selections lock with SKIP LOCKED,
+	// which never waits, and its UPDATE writes only rows they locked.
 	q.extend = r.Replace(`
+WITH held AS MATERIALIZED (
+	SELECT d.id, u.token FROM {deliveries} AS d
+	JOIN unnest($1::bigint[], $2::text[]) AS u(id, token) ON d.id = u.id
+	WHERE d.status = 'processing' AND d.lease_token = u.token AND d.lease_owner = $5
+	ORDER BY d.id
+	FOR UPDATE OF d
+)
 UPDATE {deliveries} AS d SET lease_expires_at = $3, updated_at = $4
-FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
-WHERE d.id = u.id AND d.status = 'processing' AND d.lease_token = u.token AND d.lease_owner = $5
-RETURNING d.id, u.token`)
+FROM held WHERE d.id = held.id
+RETURNING d.id, held.token`)
 
 	q.complete = r.Replace(`
 UPDATE {deliveries} SET status = 'completed', completed_at = $3, updated_at = $3, {leaseCleared}
 WHERE {fenced}`)
 
 	q.completeMany = r.Replace(`
+WITH held AS MATERIALIZED (
+	SELECT d.id, u.token FROM {deliveries} AS d
+	JOIN unnest($1::bigint[], $2::text[]) AS u(id, token) ON d.id = u.id
+	WHERE d.status = 'processing' AND d.lease_token = u.token
+	ORDER BY d.id
+	FOR UPDATE OF d
+)
 UPDATE {deliveries} AS d SET status = 'completed', completed_at = $3, updated_at = $3, {leaseCleared}
-FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
-WHERE d.id = u.id AND d.status = 'processing' AND d.lease_token = u.token
-RETURNING d.id, u.token`)
+FROM held WHERE d.id = held.id
+RETURNING d.id, held.token`)
 
 	q.reschedule = r.Replace(`
 UPDATE {deliveries} SET status = 'pending', available_at = $3, last_error = $4, updated_at = $5, {leaseCleared}
@@ -239,9 +264,17 @@ WHERE {fenced}`)
 UPDATE {deliveries} SET status = 'pending', attempts = attempts - 1, updated_at = $3, {leaseCleared}
 WHERE {fenced}`)
 
+	// Relinquish locks in ascending id like renewal and completion (see
+	// extend).
 	q.relinquish = r.Replace(`
-UPDATE {deliveries} SET status = 'pending', attempts = attempts - 1, updated_at = $2, {leaseCleared}
-WHERE status = 'processing' AND lease_owner = $1`)
+WITH held AS MATERIALIZED (
+	SELECT id FROM {deliveries}
+	WHERE status = 'processing' AND lease_owner = $1
+	ORDER BY id
+	FOR UPDATE
+)
+UPDATE {deliveries} AS d SET status = 'pending', attempts = d.attempts - 1, updated_at = $2, {leaseCleared}
+FROM held WHERE d.id = held.id`)
 
 	q.requeue = r.Replace(`
 UPDATE {deliveries} SET status = 'pending', attempts = 0, available_at = $2, updated_at = $2, {leaseCleared}
@@ -254,12 +287,15 @@ WHERE id = $1 AND status = 'dead'`)
 SELECT min(available_at) FROM {deliveries} WHERE status = 'pending' AND available_at <= $1`)
 
 	// Purge: a NULL cutoff matches nothing, and LIMIT NULL is no limit.
+	// Its rows are locked in ascending id too, so two purges at once
+	// cannot deadlock.
 	q.purgeDeliveries = r.Replace(`
-WITH victims AS (
+WITH victims AS MATERIALIZED (
 	SELECT id FROM {deliveries}
 	WHERE (status = 'completed' AND completed_at < $1) OR (status = 'dead' AND updated_at < $2)
 	ORDER BY id
 	LIMIT $3
+	FOR UPDATE
 )
 DELETE FROM {deliveries} AS d USING victims
 WHERE d.id = victims.id`)
