@@ -12,13 +12,16 @@ import (
 
 // Bounds of the dispatcher's own store writes.
 const (
-	// maxWriteAttempts bounds the tries of one finishing write (complete,
-	// reschedule, bury, release). After the last failure the write is given
-	// up and logged: the lease expires and the delivery is claimed again
+	// writeRetryDelay is the wait before the second try of a finishing
+	// write (complete, reschedule, bury, release), doubled after each
+	// failure up to writeRetryDelayMax. The tries go on until the lease
+	// would expire (see write): a write that fails for good is given up and
+	// logged, the lease expires and the delivery is claimed again
 	// (at-least-once), so nothing is lost.
-	maxWriteAttempts = 3
-	// writeRetryDelay is the wait before the second try, doubled after.
 	writeRetryDelay = 20 * time.Millisecond
+	// writeRetryDelayMax bounds the wait between two tries, so that a
+	// database back from a restart is found within about this long.
+	writeRetryDelayMax = time.Second
 	// claimGatherMax bounds how long a claim waits for busy slots to free
 	// up (see claimLoop): short enough not to matter for slow handlers.
 	claimGatherMax = time.Millisecond
@@ -67,7 +70,10 @@ type job struct {
 	// Guarded by dispatcher.mu.
 	expiresAt time.Time
 	lost      bool // the lease is gone; write nothing more
-	finishing bool // the final write is under way; it reports a lost lease itself
+	// finishing: the final write is under way (or queued for the
+	// completer). It reports a lost lease itself, and the lease is no longer
+	// renewed: the final write has until expiresAt.
+	finishing bool
 }
 
 func newDispatcher[TTx any](b *Bus[TTx], names []string, run map[string]*handler[TTx]) *dispatcher[TTx] {
@@ -341,7 +347,7 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 	now := d.cfg.Now()
 	if IsPermanent(err) || j.d.Attempts >= budget {
 		var ok bool
-		werr := d.write(func(c context.Context) (e error) {
+		werr := d.write(d.leaseEnd(j), func(c context.Context) (e error) {
 			ok, e = d.store.DeliveryBury(c, &DeliveryBuryParams{Lease: j.d.Lease(), Error: text, Now: now})
 			return e
 		})
@@ -353,7 +359,7 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 	}
 	delay := d.b.backoff(j.d.Attempts)
 	var ok bool
-	werr := d.write(func(c context.Context) (e error) {
+	werr := d.write(d.leaseEnd(j), func(c context.Context) (e error) {
 		ok, e = d.store.DeliveryReschedule(c, &DeliveryRescheduleParams{Lease: j.d.Lease(), Error: text, AvailableAt: now.Add(delay), Now: now})
 		return e
 	})
@@ -367,7 +373,7 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 func (d *dispatcher[TTx]) release(j *job) {
 	now := d.cfg.Now()
 	var ok bool
-	werr := d.write(func(c context.Context) (e error) {
+	werr := d.write(d.leaseEnd(j), func(c context.Context) (e error) {
 		ok, e = d.store.DeliveryRelease(c, &DeliveryReleaseParams{Lease: j.d.Lease(), Now: now})
 		return e
 	})
@@ -381,7 +387,7 @@ func (d *dispatcher[TTx]) completeOne(j *job) {
 	}
 	now := d.cfg.Now()
 	var ok bool
-	werr := d.write(func(c context.Context) (e error) {
+	werr := d.write(d.leaseEnd(j), func(c context.Context) (e error) {
 		ok, e = d.store.DeliveryComplete(c, &DeliveryCompleteParams{Lease: j.d.Lease(), Now: now})
 		return e
 	})
@@ -469,7 +475,7 @@ func (d *dispatcher[TTx]) completeMany(js []*job) {
 	}
 	now := d.cfg.Now()
 	var oks []bool
-	werr := d.write(func(c context.Context) (e error) {
+	werr := d.write(d.leaseEnd(js...), func(c context.Context) (e error) {
 		oks, e = d.store.DeliveryCompleteMany(c, &DeliveryCompleteManyParams{Leases: leases, Now: now})
 		return e
 	})
@@ -556,23 +562,49 @@ func (d *dispatcher[TTx]) beforeCompleteTx(j *job, rollback func()) bool {
 	return false
 }
 
-// write runs a finishing store write, retrying it up to maxWriteAttempts
-// times. Each try is bounded by the lease duration: past it, the lease has
-// expired anyway.
-func (d *dispatcher[TTx]) write(fn func(context.Context) error) error {
-	var err error
-	for i := range maxWriteAttempts {
-		if i > 0 {
-			time.Sleep(writeRetryDelay << (i - 1))
-		}
+// write runs a finishing store write for leases that expire at expiresAt
+// (by Config.Now). It tries at once, and retries a failure with backoff
+// (writeRetryDelay doubled up to writeRetryDelayMax) for as long as the
+// lease lasts: a completion that gave up sooner, within a database restart,
+// would let work that is done run again. No try starts once the lease has
+// expired: another worker may have taken the delivery over, and the write
+// is moot (it is fenced, so a late one would only be refused). The first
+// try is made even then, since nobody may have taken it over yet. Each try
+// is bounded by the lease duration, as every try was in 0.1.0.
+func (d *dispatcher[TTx]) write(expiresAt time.Time, fn func(context.Context) error) error {
+	delay := writeRetryDelay
+	for {
 		c, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
-		err = fn(c)
+		err := fn(c)
 		cancel()
 		if err == nil || errors.Is(err, ErrInvalid) {
 			return err
 		}
+		// The next try would start after the wait: give up if the lease
+		// will have expired by then.
+		if !d.cfg.Now().Add(delay).Before(expiresAt) {
+			return err
+		}
+		time.Sleep(delay)
+		if !d.cfg.Now().Before(expiresAt) {
+			return err
+		}
+		delay = min(2*delay, writeRetryDelayMax)
 	}
-	return err
+}
+
+// leaseEnd is the latest lease expiry of js: a write for all of them
+// matters until then.
+func (d *dispatcher[TTx]) leaseEnd(js ...*job) time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var end time.Time
+	for _, j := range js {
+		if j.expiresAt.After(end) {
+			end = j.expiresAt
+		}
+	}
+	return end
 }
 
 // done records the outcome of the final write of j and forgets its lease.
@@ -598,7 +630,10 @@ func (d *dispatcher[TTx]) done(j *job, what string, ok bool, err error, counter 
 // renewLoop extends every held lease each LeaseRenewInterval with one
 // LeaseExtend call (per MaxLeasesPerCall leases) until stop is closed. A
 // lease the store reports lost, or that expired by our clock without being
-// renewed, cancels its handler.
+// renewed, cancels its handler. Leases whose final write is under way are
+// left alone: renewing them would rewrite rows that are about to be
+// completed and wait on the completion's row locks, and their final write
+// has until the lease expires.
 func (d *dispatcher[TTx]) renewLoop(stop <-chan struct{}) {
 	t := time.NewTicker(d.cfg.LeaseRenewInterval)
 	defer t.Stop()
@@ -617,7 +652,10 @@ func (d *dispatcher[TTx]) renew() {
 	var js []*job
 	d.mu.Lock()
 	for _, j := range d.held {
-		if !j.finishing && !j.expiresAt.After(now) {
+		if j.finishing {
+			continue
+		}
+		if !j.expiresAt.After(now) {
 			// Renewals failed for a whole lease: another worker may run
 			// this delivery now, so stop ours.
 			d.loseLocked(j)

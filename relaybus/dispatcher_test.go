@@ -507,50 +507,150 @@ func TestClaimErrorsAreRetried(t *testing.T) {
 	stop() // counters are final once the dispatcher has stopped
 }
 
+// failingWrites is how many times the store fails a completion before it
+// succeeds in TestCompletionErrors: its backoff adds up to 620ms, ten times
+// what 0.1.0 retried for (three tries, 60ms) before it gave up.
+const failingWrites = 5
+
 func TestCompletionErrors(t *testing.T) {
 	t.Parallel()
-	t.Run("retried within the bound", func(t *testing.T) {
+	fails := func(n int) error {
+		if n <= failingWrites {
+			return errors.New("relaybus test: database restarting")
+		}
+		return nil
+	}
+	t.Run("batch retried until it succeeds", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t, testConfig())
-		tb.spy.completeMHook = func(n int) error {
-			if n < maxWriteAttempts {
-				return errors.New("transient")
-			}
-			return nil
-		}
-		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
+		tb.spy.completeMHook = fails
+		var calls atomic.Int64
+		require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error { calls.Add(1); return nil }, nil))
 		publishN(t, tb.bus, "t", 1, nil)
 		stop := tb.start(t)
 		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
 		stop() // counters are final once the dispatcher has stopped
+		tb.spy.with(func(s *spyStore[*fakeTx]) { require.Len(t, s.completeMany, failingWrites+1) })
+		st := tb.bus.DispatcherStats()
+		require.Equal(t, int64(1), st.Completed)
+		require.Zero(t, st.LeasesLost)
+		require.Equal(t, int64(1), calls.Load())
+	})
+	t.Run("one at a time retried until it succeeds", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.CompletionBatchWindow = Disabled
+		tb := setup(t, cfg)
+		tb.spy.completeHook = fails
+		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
+		publishN(t, tb.bus, "t", 1, nil)
+		stop := tb.start(t)
+		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
+		stop()
+		tb.spy.with(func(s *spyStore[*fakeTx]) { require.Equal(t, failingWrites+1, s.completeCalls) })
 		require.Equal(t, int64(1), tb.bus.DispatcherStats().Completed)
 	})
-	t.Run("given up: redelivered, never lost", func(t *testing.T) {
+	t.Run("given up when the lease expires: redelivered, never lost", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t, testConfig())
-		tb.spy.completeMHook = func(n int) error {
-			if n <= maxWriteAttempts {
-				return errors.New("down")
+		// A clock of the test's own: the third failed try moves it past
+		// the lease, so no fourth try may start. Claims stop then, so that
+		// the expired lease is not taken over (and run again) meanwhile.
+		var mu sync.Mutex
+		now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		cfg := testConfig()
+		cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		tb := setup(t, cfg)
+		var paused atomic.Bool
+		tb.spy.claimHook = func(int) error {
+			if paused.Load() {
+				return errors.New("relaybus test: claims paused")
 			}
 			return nil
+		}
+		const triesBeforeExpiry = 4
+		tb.spy.completeMHook = func(n int) error {
+			if n == triesBeforeExpiry {
+				paused.Store(true)
+				mu.Lock()
+				now = now.Add(cfg.LeaseDuration + time.Second)
+				mu.Unlock()
+			}
+			return errors.New("relaybus test: database down")
 		}
 		var calls atomic.Int64
 		require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error { calls.Add(1); return nil }, nil))
 		publishN(t, tb.bus, "t", 1, nil)
 		stop := tb.start(t)
-		waitFor(t, "given up", func() bool {
+		waitFor(t, "the try that outlives the lease", func() bool {
 			var n int
 			tb.spy.with(func(s *spyStore[*fakeTx]) { n = len(s.completeMany) })
-			return n == maxWriteAttempts
+			return n >= triesBeforeExpiry
 		})
+		// The shutdown waits for the completer, which must give up: a
+		// write that kept retrying past the lease would hold it past
+		// stop's timeout.
 		stop()
+		tb.spy.with(func(s *spyStore[*fakeTx]) { require.Len(t, s.completeMany, triesBeforeExpiry) })
 		// The relinquish at shutdown hands it back at once instead of
-		// waiting for the lease to expire.
+		// waiting for another worker's takeover.
 		d := tb.store.snapshot()[0]
 		require.Equal(t, StatusPending, d.Status)
 		require.Zero(t, tb.bus.DispatcherStats().Completed)
 		require.Equal(t, int64(1), calls.Load())
 	})
+}
+
+// TestFinishingLeasesAreNotRenewed: once a delivery's completion is under
+// way, renewals leave its lease alone (they would rewrite a row about to
+// be completed and contend for its lock), while the leases of handlers
+// still running go on being renewed.
+func TestFinishingLeasesAreNotRenewed(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.LeaseRenewInterval = time.Millisecond
+	tb := setup(t, cfg)
+	release := make(chan struct{})
+	defer close(release)
+	completing := make(chan struct{})
+	var once sync.Once
+	tb.spy.completeMHook = func(int) error {
+		once.Do(func() { close(completing) })
+		<-release // the completion stays under way until the test ends
+		return nil
+	}
+	require.NoError(t, tb.bus.Handle("t", "h", func(ctx context.Context, d *Delivery) error {
+		if d.EventID == "t-000" {
+			<-ctx.Done() // keeps running, so renewals go on
+			return ctx.Err()
+		}
+		return nil
+	}, nil))
+	publishN(t, tb.bus, "t", 2, nil)
+	tb.start(t)
+	<-completing
+	extends := func() (n int) { tb.spy.with(func(s *spyStore[*fakeTx]) { n = len(s.extendLeases) }); return n }
+	first := extends()
+	// renew runs one call at a time: a call that starts after the next
+	// one has begun collected its leases after the completion began.
+	waitFor(t, "renewals after the completion began", func() bool { return extends() >= first+5 })
+	eventOf := map[string]string{}
+	for _, d := range tb.store.snapshot() {
+		eventOf[d.ID] = d.EventID
+	}
+	var running, finishing int
+	tb.spy.with(func(s *spyStore[*fakeTx]) {
+		for _, ls := range s.extendLeases[first+2:] {
+			for _, l := range ls {
+				if eventOf[l.DeliveryID] == "t-000" {
+					running++
+				} else {
+					finishing++
+				}
+			}
+		}
+	})
+	require.Positive(t, running, "the running handler's lease was renewed")
+	require.Zero(t, finishing, "renewals of a lease whose completion was under way")
 }
 
 func TestBeforeComplete(t *testing.T) {

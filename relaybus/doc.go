@@ -63,16 +63,20 @@
 // errors are logged and retried with a backoff capped at 16 poll intervals;
 // they never stop Run.
 //
-// Every LeaseRenewInterval one LeaseExtend call renews all leases the bus
-// holds. A lease the store reports lost (or one our clock sees expire
-// because renewals kept failing) cancels its handler, and nothing more is
-// written for it: another worker owns the delivery now.
+// Every LeaseRenewInterval one LeaseExtend call renews the leases of the
+// handlers still running. A lease the store reports lost (or one our clock
+// sees expire because renewals kept failing) cancels its handler, and
+// nothing more is written for it: another worker owns the delivery now.
 //
 // Successes are completed in batches: those that finish within
 // CompletionBatchWindow (2ms) of each other, up to CompletionBatchMax, go
 // to the store in one DeliveryCompleteMany call. Config.BeforeComplete, if
 // set, sees each batch first (the benchmark harness records handled
-// deliveries there).
+// deliveries there). A delivery whose handler has returned is no longer
+// renewed; its final write (completion, reschedule, burial or release) is
+// retried with backoff (20ms doubling up to 1s) until its lease would
+// expire, so that a database restart shorter than the lease does not make
+// finished work run again.
 //
 // Stopping is graceful: claims stop, running handlers' contexts are
 // cancelled, handlers that still return nil are completed, deliveries that

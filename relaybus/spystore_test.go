@@ -16,12 +16,14 @@ type spyStore[TTx any] struct {
 	completeCalls  int
 	completeMany   []int // sizes of DeliveryCompleteMany calls
 	extendCalls    int
+	extendLeases   [][]Lease // the leases of each LeaseExtend call
 	reschedules    []DeliveryRescheduleParams
 	releases       int
 	relinquishes   int
 	claimHook      func(n int) error // n: 1-based claim call number
 	afterClaim     func(ds []*Delivery)
 	completeMHook  func(n int) error // n: 1-based DeliveryCompleteMany call number
+	completeHook   func(n int) error // n: 1-based DeliveryComplete call number
 	completeTxHook func()
 }
 
@@ -47,7 +49,13 @@ func (s *spyStore[TTx]) DeliveryClaim(ctx context.Context, p *DeliveryClaimParam
 func (s *spyStore[TTx]) DeliveryComplete(ctx context.Context, p *DeliveryCompleteParams) (bool, error) {
 	s.mu.Lock()
 	s.completeCalls++
+	n, hook := s.completeCalls, s.completeHook
 	s.mu.Unlock()
+	if hook != nil {
+		if err := hook(n); err != nil {
+			return false, err
+		}
+	}
 	return s.Store.DeliveryComplete(ctx, p)
 }
 
@@ -77,6 +85,7 @@ func (s *spyStore[TTx]) DeliveryCompleteTx(ctx context.Context, tx TTx, p *Deliv
 func (s *spyStore[TTx]) LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]bool, error) {
 	s.mu.Lock()
 	s.extendCalls++
+	s.extendLeases = append(s.extendLeases, append([]Lease(nil), p.Leases...))
 	s.mu.Unlock()
 	return s.Store.LeaseExtend(ctx, p)
 }
