@@ -29,10 +29,13 @@ func newLeaseToken() (string, error) {
 // statements in one round trip, which PostgreSQL runs as one implicit
 // transaction: bury expired leases whose budget is spent, then claim.
 // Every delivery gets a token made of 128 fresh random bits and its ID.
+// Until the deliveries table has planner statistics, it first checks for
+// them and analyzes the table once it is big enough (ensureStatistics).
 func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
+	s.ensureStatistics(ctx)
 	token, err := newLeaseToken()
 	if err != nil {
 		return nil, err

@@ -59,6 +59,18 @@
 // transaction: the row stays locked until it ends, so a takeover skips
 // it, and a rollback leaves the lease as it was.
 //
+// Statements that lock several deliveries (LeaseExtend,
+// DeliveryCompleteMany, OwnerRelinquish, Purge) lock them in ascending id
+// before they write, so that no two of them can deadlock; a claim locks
+// only with SKIP LOCKED, which never waits.
+//
+// The claim's plan depends on planner statistics: without them
+// PostgreSQL expects almost no keyed delivery to be due and plans the
+// keyed selection as a sort of every keyed row. Until the deliveries
+// table has statistics, DeliveryClaim checks for them first and, once the
+// table holds 1,000 rows, runs ANALYZE on it (once, under an advisory
+// lock); a role that may not analyze the table leaves it to autovacuum.
+//
 // # Costs
 //
 // This version's costs, which the 0.2.0 lane-lease design removes:

@@ -52,6 +52,8 @@ type queries struct {
 
 	statisticsCounts string
 	statisticsOldest string
+	statisticsCheck  string
+	analyze          string
 	purgeDeliveries  string
 	purgeEvents      string
 }
@@ -285,6 +287,14 @@ WHERE id = $1 AND status = 'dead'`)
 	q.statisticsCounts = r.Replace(`SELECT handler, status, count(*) FROM {deliveries} GROUP BY handler, status`)
 	q.statisticsOldest = r.Replace(`
 SELECT min(available_at) FROM {deliveries} WHERE status = 'pending' AND available_at <= $1`)
+
+	// Planner statistics (see ensureStatistics): whether the deliveries
+	// table has any ($1 schema, $2 table), and how many rows it holds, up
+	// to $3 (counting stops there).
+	q.statisticsCheck = r.Replace(`
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_stats WHERE schemaname = $1 AND tablename = $2),
+	(SELECT count(*) FROM (SELECT 1 FROM {deliveries} LIMIT $3) AS s)::int`)
+	q.analyze = r.Replace(`ANALYZE {deliveries}`)
 
 	// Purge: a NULL cutoff matches nothing, and LIMIT NULL is no limit.
 	// Its rows are locked in ascending id too, so two purges at once

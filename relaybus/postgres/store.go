@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -72,6 +73,9 @@ type Store struct {
 	maxPayloadBytes int
 	schemaSQL       string
 	q               queries
+	// statisticsReady is set once the deliveries table has planner
+	// statistics, or this store has analyzed it (see ensureStatistics).
+	statisticsReady atomic.Bool
 }
 
 var _ relaybus.Store[pgx.Tx] = (*Store)(nil)
