@@ -20,9 +20,9 @@ func isDeadlock(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
 }
 
-// TestRenewalAndCompletionDoNotDeadlock runs a lease renewal and a
-// completion of the same claimed deliveries at once, round after round,
-// with the completion's leases in the reverse order: the pattern of a
+// TestRenewalAndCompletionDoNotDeadlock runs lease renewals beside a
+// completion of the same claimed deliveries, round after round, with the
+// completion's leases in the reverse order: the pattern of a
 // dispatcher renewing its leases while its completer completes a batch.
 // Both statements must lock the rows in one order, so neither may ever be
 // chosen as a deadlock victim (40P01), and every completion must succeed
@@ -51,21 +51,29 @@ func TestRenewalAndCompletionDoNotDeadlock(t *testing.T) {
 		reversed := slices.Clone(leases)
 		slices.Reverse(reversed)
 
+		// Renewals run back to back until the completion has returned, so
+		// that the completion overlaps one of them however the two
+		// goroutines are scheduled.
 		var extendErr, completeErr error
 		var completed []bool
-		start := make(chan struct{})
+		completing := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			<-start
-			_, extendErr = s.LeaseExtend(t.Context(), &relaybus.LeaseExtendParams{
-				Owner: "w", Leases: leases, ExpiresAt: now.Add(2 * time.Minute), Now: now})
+			for extendErr == nil {
+				_, extendErr = s.LeaseExtend(t.Context(), &relaybus.LeaseExtendParams{
+					Owner: "w", Leases: leases, ExpiresAt: now.Add(2 * time.Minute), Now: now})
+				select {
+				case <-completing:
+					return
+				default:
+				}
+			}
 		})
 		wg.Go(func() {
-			<-start
+			defer close(completing)
 			completed, completeErr = s.DeliveryCompleteMany(t.Context(), &relaybus.DeliveryCompleteManyParams{
 				Leases: reversed, Now: now})
 		})
-		close(start)
 		wg.Wait()
 		if isDeadlock(extendErr) || isDeadlock(completeErr) {
 			deadlocks++
@@ -90,7 +98,7 @@ func TestRenewalAndCompletionDoNotDeadlock(t *testing.T) {
 func TestRelinquishBesideCompletionDoesNotDeadlock(t *testing.T) {
 	t.Parallel()
 	s, pool := setup(t, nil)
-	const rounds, perRound = 6, 100
+	const rounds, perRound = 12, 100
 	for round := range rounds {
 		eps := make([]*relaybus.EventPublish, perRound)
 		for i := range eps {
