@@ -1,6 +1,6 @@
-// Package postgres is the PostgreSQL store of relaybus 0.1.0, on pgx/v5:
-// row leases. A claim writes the lease onto the delivery row; renewals
-// and the completion write that row again.
+// Package postgres is the PostgreSQL store of relaybus 0.1 (0.1.0 and its
+// patch releases), on pgx/v5: row leases. A claim writes the lease onto
+// the delivery row; renewals and the completion write that row again.
 //
 // It is the baseline later versions are measured against, so it is built
 // to be correct and reasonable, not to be beaten: it passes the same
