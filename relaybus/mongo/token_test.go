@@ -115,7 +115,6 @@ func FuzzParseDeliveryID(f *testing.F) {
 	})
 }
 
-
 func FuzzParseLease(f *testing.F) {
 	f.Add(bson.NewObjectID().Hex(), "7:3:2")
 	f.Add("42", "")
