@@ -30,7 +30,8 @@ import (
 //     key is in flight: one aggregation for all heads) and the suspect
 //     rule.
 //  6. While that does not fill the limit: rank free and expired lanes by
-//     their oldest due delivery (probe), take the first 4, then 8, 16,
+//     their oldest due delivery (a probe of the claim index, and the
+//     heads of their parked keys), take the first 4, then 8, 16,
 //     ... (takeLanes: one unordered bulkWrite of conditional updates,
 //     each of which raises the epoch and moves the lane's inFlight into
 //     lost), charge the lost ids of the lanes taken over, and read their
@@ -278,35 +279,42 @@ func (c *claimRun) takeMore(ctx context.Context) error {
 	return nil
 }
 
-// rankFreeLanes probes the free lanes not tried yet for due work of the
-// claim's handlers, ready deliveries and parked ones (only in lanes with
-// parked keys), and returns up to n lanes, oldest work first.
+// rankFreeLanes ranks the free lanes not tried yet by their oldest due
+// work of the claim's handlers and returns up to n of them. Ready work is
+// found by a probe of the claim index; parked work by reading the head of
+// each parked key of those lanes (a parked backlog is worth taking only
+// when its head is due: probing the parked deliveries themselves would
+// take, and hand back, a lane whose head waits for its retry at every
+// claim).
 func (c *claimRun) rankFreeLanes(ctx context.Context, free []laneDoc, tried map[int32]bool, n int) ([]int32, error) {
-	var ready, parked []int32
+	var ready []int32
+	var parked []probeRow
 	for _, d := range free {
 		if tried[d.ID] {
 			continue
 		}
 		ready = append(ready, d.ID)
-		if len(d.ParkedKeys) > 0 {
-			parked = append(parked, d.ID)
+		for _, k := range d.ParkedKeys {
+			if !slices.Contains(c.p.Handlers, k.Handler) {
+				continue
+			}
+			h, found, err := c.s.readKeyHead(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			if found && h.LaneID == d.ID && !h.DueAt.After(c.now) {
+				parked = append(parked, probeRow{ID: h.ID, LaneID: h.LaneID, DueAt: h.DueAt})
+			}
 		}
 	}
 	if len(ready) == 0 {
 		return nil, nil
 	}
-	rows, err := c.s.probeLanes(ctx, queueReady, ready, c.p.Handlers, c.now, probeRows(n))
+	rows, err := c.s.probeLanes(ctx, ready, c.p.Handlers, c.now, probeRows(n))
 	if err != nil {
 		return nil, err
 	}
-	if len(parked) > 0 {
-		more, err := c.s.probeLanes(ctx, queueParked, parked, c.p.Handlers, c.now, probeRows(n))
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, more...)
-	}
-	return rankLanes(rows, n, tried), nil
+	return rankLanes(append(rows, parked...), n, tried), nil
 }
 
 // finish picks, reads the picks whole, records them in their lanes,
@@ -528,13 +536,13 @@ func (s *Store) readBlockedKeys(ctx context.Context, heads []keyHead) (map[order
 	return out, nil
 }
 
-// probeLanes reads up to rows due deliveries of handlers in the given
-// queue of lanes, in claim order (probeFilter, candidateSort), one find
-// per MaxLanesPerSortedQuery lanes.
-func (s *Store) probeLanes(ctx context.Context, queue string, lanes []int32, handlers []string, now time.Time, rows int64) ([]probeRow, error) {
+// probeLanes reads up to rows due ready deliveries of handlers in lanes,
+// in claim order (probeFilter, candidateSort), one find per
+// MaxLanesPerSortedQuery lanes.
+func (s *Store) probeLanes(ctx context.Context, lanes []int32, handlers []string, now time.Time, rows int64) ([]probeRow, error) {
 	var out []probeRow
 	for _, chunk := range chunkLanes(lanes) {
-		cur, err := s.deliveries.Find(ctx, probeFilter(queue, chunk, handlers, now), options.Find().
+		cur, err := s.deliveries.Find(ctx, probeFilter(chunk, handlers, now), options.Find().
 			SetSort(candidateSort).
 			SetProjection(probeProjection).
 			SetLimit(rows))

@@ -79,12 +79,12 @@ var candidateProjection = bson.D{
 	{Key: fClaims, Value: 1}, {Key: fSuspect, Value: 1},
 }
 
-// probeFilter finds due deliveries of handlers in the given queue of
-// lanes that nobody holds: which free lanes have work worth taking. Same
-// index and order as candidateFilter.
-func probeFilter(queue string, lanes []int32, handlers []string, now time.Time) bson.D {
+// probeFilter finds due ready deliveries of handlers in lanes that nobody
+// holds: which free lanes have work worth taking. Same index and order
+// as candidateFilter.
+func probeFilter(lanes []int32, handlers []string, now time.Time) bson.D {
 	return bson.D{
-		{Key: fQueue, Value: queue},
+		{Key: fQueue, Value: queueReady},
 		{Key: fLaneID, Value: in(lanes)},
 		{Key: fStatus, Value: statusPending},
 		{Key: fDueAt, Value: lte(now)},

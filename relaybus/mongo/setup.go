@@ -19,8 +19,8 @@ const UpgradeBatchSize = 1000
 
 // Setup checks that the server is a replica set member, creates the
 // collections, seeds the 256 lane documents, upgrades a 0.1.0 database in
-// place (see upgrade), creates the 0.2.0 indexes and drops the 0.1.0
-// ones. It is idempotent and safe to run from several processes at once:
+// place (see upgrade) and drops its indexes, and creates the 0.2.0
+// indexes. It is idempotent and safe to run from several processes at once:
 // an existing collection is not an error, a lane that exists is left
 // alone ($setOnInsert), every upgrade write is conditional on the
 // document still being in its 0.1.0 shape, createIndexes with an
@@ -54,6 +54,14 @@ func (s *Store) Setup(ctx context.Context) error {
 		if err := s.upgrade(ctx); err != nil {
 			return err
 		}
+		// Before the new indexes: the 0.2.0 per-key index has the key
+		// pattern of 0.1.0's, and a server before 5.0 refuses a second
+		// index on one key pattern even with another partial filter.
+		for _, name := range obsoleteIndexes[:len(obsoleteIndexes)-1] {
+			if err := s.dropIndex(ctx, name); err != nil {
+				return err
+			}
+		}
 	}
 	if _, err := s.deliveries.Indexes().CreateMany(ctx, deliveryIndexes()); err != nil {
 		return errorFrom("setup: create indexes of "+s.deliveries.Name(), err)
@@ -65,13 +73,10 @@ func (s *Store) Setup(ctx context.Context) error {
 		return errorFrom("setup: create indexes of "+s.history.Name(), err)
 	}
 	if from010 {
-		// Last, and the 0.1.0 marker (indexLeaseExpiry) last of all: an
-		// upgrade that stops before this point runs again, whole, at the
-		// next Setup.
-		for _, name := range obsoleteIndexes {
-			if err := s.dropIndex(ctx, name); err != nil {
-				return err
-			}
+		// The 0.1.0 marker last of all: an upgrade that stops before this
+		// point runs again, whole, at the next Setup.
+		if err := s.dropIndex(ctx, indexLeaseExpiry010); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -376,7 +381,7 @@ func (s *Store) backfillLanes(ctx context.Context) error {
 	for {
 		cur, err := s.deliveries.Find(ctx, laneBackfillPage(after), options.Find().
 			SetSort(bson.D{{Key: fID, Value: 1}}).
-			SetLimit(UpgradeBatchSize).
+			SetLimit(int64(s.upgradeBatch)).
 			SetProjection(bson.D{{Key: fID, Value: 1}, {Key: fEventID, Value: 1}, {Key: fKey, Value: 1}}))
 		if err != nil {
 			return errorFrom("setup: upgrade: read deliveries without a lane", err)
@@ -391,7 +396,7 @@ func (s *Store) backfillLanes(ctx context.Context) error {
 		if _, err := s.deliveries.BulkWrite(ctx, laneBackfillModels(rows), options.BulkWrite().SetOrdered(false)); err != nil {
 			return errorFrom("setup: upgrade: set lanes", err)
 		}
-		if len(rows) < UpgradeBatchSize {
+		if len(rows) < s.upgradeBatch {
 			return nil
 		}
 		after = &rows[len(rows)-1].ID
@@ -445,7 +450,7 @@ func (s *Store) backfillHandlers(ctx context.Context) error {
 	for {
 		cur, err := s.events.Find(ctx, handlersBackfillPage(after, first), options.Find().
 			SetSort(bson.D{{Key: fID, Value: 1}}).
-			SetLimit(UpgradeBatchSize).
+			SetLimit(int64(s.upgradeBatch)).
 			SetProjection(bson.D{{Key: fID, Value: 1}}))
 		if err != nil {
 			return errorFrom("setup: upgrade: read events without handlers", err)
@@ -470,7 +475,7 @@ func (s *Store) backfillHandlers(ctx context.Context) error {
 		if _, err := s.events.BulkWrite(ctx, handlersBackfillModels(ids, found), options.BulkWrite().SetOrdered(false)); err != nil {
 			return errorFrom("setup: upgrade: set handlers", err)
 		}
-		if len(rows) < UpgradeBatchSize {
+		if len(rows) < s.upgradeBatch {
 			return nil
 		}
 		after, first = ids[len(ids)-1], false

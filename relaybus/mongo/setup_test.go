@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berkcansavur/relaybus/relaybus"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
@@ -218,4 +219,56 @@ func TestHandlersBackfillModels(t *testing.T) {
 			t.Errorf("event %d update %s, want %s (sorted; empty, not null)", i, got, w.update)
 		}
 	}
+}
+
+// The 0.1.0 fixture the upgrade test starts from parses, names exactly
+// 0.1.0's seven indexes, and holds each status 0.1.0 stores, with and
+// without lease fields.
+func TestFixture010(t *testing.T) {
+	t.Parallel()
+	fx := loadFixture010(t)
+	var names []string
+	for _, ix := range fx.Indexes {
+		names = append(names, dmap(ix)["name"].(string))
+	}
+	want := append(slices.Clone(obsoleteIndexes), indexEventHandler)
+	slices.Sort(names)
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Fatalf("fixture indexes %v, want 0.1.0's %v", names, want)
+	}
+	statuses := map[string]int{}
+	leased := 0
+	for _, d := range fx.Deliveries {
+		m := dmap(d)
+		statuses[m[fStatus].(string)]++
+		if _, ok := m[fLeaseToken]; ok {
+			leased++
+		}
+		if _, ok := m[fLaneID]; ok {
+			t.Fatal("a 0.1.0 delivery has a laneId")
+		}
+	}
+	for _, s := range []string{statusPending, statusProcessing, statusCompleted, statusDead} {
+		if statuses[s] == 0 {
+			t.Errorf("the fixture has no %s delivery", s)
+		}
+	}
+	if leased == 0 {
+		t.Error("the fixture has no delivery with lease fields")
+	}
+	for _, ev := range fx.Events {
+		if _, ok := dmap(ev)[fHandlers]; ok {
+			t.Fatal("a 0.1.0 event has handlers")
+		}
+	}
+}
+
+// dmap indexes a document's top-level fields by name.
+func dmap(d bson.D) map[string]any {
+	m := make(map[string]any, len(d))
+	for _, e := range d {
+		m[e.Key] = e.Value
+	}
+	return m
 }

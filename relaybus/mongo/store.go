@@ -39,6 +39,10 @@ type Store struct {
 	// back at the start of the next claim; until then they stay in flight
 	// in a lane this instance holds. At most MaxOrphanLanes lanes.
 	orphans map[laneEpoch][]bson.ObjectID
+
+	// upgradeBatch is UpgradeBatchSize; tests lower it to page through a
+	// small 0.1.0 fixture in several batches.
+	upgradeBatch int
 }
 
 var _ relaybus.Store[context.Context] = (*Store)(nil)
@@ -55,16 +59,17 @@ func New(client *mongo.Client, opts *Options) (*Store, error) {
 	}
 	db := client.Database(cfg.database)
 	return &Store{
-		client:     client,
-		cfg:        cfg,
-		db:         db,
-		events:     db.Collection(cfg.prefix + eventsSuffix),
-		deliveries: db.Collection(cfg.prefix + deliveriesSuffix),
-		keys:       db.Collection(cfg.prefix + keysSuffix),
-		lanes:      db.Collection(cfg.prefix + lanesSuffix),
-		history:    db.Collection(cfg.prefix + historySuffix),
-		holder:     newHolderID(),
-		orphans:    map[laneEpoch][]bson.ObjectID{},
+		client:       client,
+		cfg:          cfg,
+		db:           db,
+		events:       db.Collection(cfg.prefix + eventsSuffix),
+		deliveries:   db.Collection(cfg.prefix + deliveriesSuffix),
+		keys:         db.Collection(cfg.prefix + keysSuffix),
+		lanes:        db.Collection(cfg.prefix + lanesSuffix),
+		history:      db.Collection(cfg.prefix + historySuffix),
+		holder:       newHolderID(),
+		orphans:      map[laneEpoch][]bson.ObjectID{},
+		upgradeBatch: UpgradeBatchSize,
 	}, nil
 }
 
