@@ -8,6 +8,8 @@ import (
 	"github.com/berkcansavur/relaybus/relaybus"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 // Store is the MongoDB store: relaybus.Store[context.Context], where the
@@ -58,15 +60,26 @@ func New(client *mongo.Client, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	db := client.Database(cfg.database)
+	// Majority writes on every collection, whatever the client's default
+	// (w:1 before MongoDB 5.0). A completion's transaction reads a
+	// snapshot of majority-committed data: a claim's lane write that was
+	// acknowledged by the primary alone could be missing from the
+	// snapshot of the completion of a handler that finished quickly, and
+	// the completion would report a lease lost that was not. Outside
+	// transactions the same rule keeps a takeover or a renewal from being
+	// rolled back by a failover after it was acknowledged.
+	coll := func(suffix string) *mongo.Collection {
+		return db.Collection(cfg.prefix+suffix, options.Collection().SetWriteConcern(writeconcern.Majority()))
+	}
 	return &Store{
 		client:       client,
 		cfg:          cfg,
 		db:           db,
-		events:       db.Collection(cfg.prefix + eventsSuffix),
-		deliveries:   db.Collection(cfg.prefix + deliveriesSuffix),
-		keys:         db.Collection(cfg.prefix + keysSuffix),
-		lanes:        db.Collection(cfg.prefix + lanesSuffix),
-		history:      db.Collection(cfg.prefix + historySuffix),
+		events:       coll(eventsSuffix),
+		deliveries:   coll(deliveriesSuffix),
+		keys:         coll(keysSuffix),
+		lanes:        coll(lanesSuffix),
+		history:      coll(historySuffix),
 		holder:       newHolderID(),
 		orphans:      map[laneEpoch][]bson.ObjectID{},
 		upgradeBatch: UpgradeBatchSize,
