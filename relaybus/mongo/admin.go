@@ -431,9 +431,10 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 	}
 	var targets []target
 	if !params.CompletedBefore.IsZero() {
-		if s.cfg.history {
-			targets = append(targets, target{s.history, purgeHistoryFilter(bsonTime(params.CompletedBefore))})
-		}
+		// The history is purged whether or not it is kept now: documents
+		// from a time it was on still age out. On an empty collection this
+		// is one indexed read.
+		targets = append(targets, target{s.history, purgeHistoryFilter(bsonTime(params.CompletedBefore))})
 		targets = append(targets, target{s.deliveries, purgeCompletedFilter(bsonTime(params.CompletedBefore))})
 	}
 	if !params.DeadBefore.IsZero() {

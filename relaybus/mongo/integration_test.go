@@ -121,6 +121,27 @@ func (e *itEnv) delivery(s *Store, id string) *deliveryDoc {
 	return &d
 }
 
+// begin starts a transaction with the store's options in a session of
+// its own, ended when the test ends, and returns its session context.
+func (e *itEnv) begin() context.Context {
+	e.t.Helper()
+	sess, err := e.client.StartSession()
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { sess.EndSession(context.Background()) })
+	require.NoError(e.t, sess.StartTransaction(transactionOptions()))
+	return mongo.NewSessionContext(e.ctx, sess)
+}
+
+// publishAndClaim publishes event e1 for h1 and claims it as owner wa
+// at itT0 under a 10 s lease.
+func (e *itEnv) publishAndClaim(s *Store) []*relaybus.Delivery {
+	e.t.Helper()
+	e.publish(s, "e1", "", 5, itT0, "h1")
+	ds := e.claim(s, "wa", 10, 10*time.Second, itT0)
+	require.Len(e.t, ds, 1)
+	return ds
+}
+
 func leaseRefOf(t *testing.T, d *relaybus.Delivery) leaseRef {
 	t.Helper()
 	ref, ok, err := parseLease(d.Lease())
@@ -136,19 +157,14 @@ func leaseRefOf(t *testing.T, d *relaybus.Delivery) leaseRef {
 func TestIntegrationCompletionStartedBeforeTakeover(t *testing.T) {
 	e := newITEnv(t)
 	a, b := e.store(nil), e.store(nil)
-	e.publish(a, "e1", "", 5, itT0, "h1")
-	ds := e.claim(a, "wa", 10, 10*time.Second, itT0)
-	require.Len(t, ds, 1)
+	ds := e.publishAndClaim(a)
 	d := ds[0]
 	ref := leaseRefOf(t, d)
 
-	sess, err := e.client.StartSession()
-	require.NoError(t, err)
-	defer sess.EndSession(context.Background())
-	require.NoError(t, sess.StartTransaction(transactionOptions()))
-	sctx := mongo.NewSessionContext(e.ctx, sess)
+	sctx := e.begin()
+	sess := mongo.SessionFromContext(sctx)
 	// The transaction's snapshot is taken at its first read.
-	_, err = a.readFenceLanes(sctx, []int32{int32(ref.tok.Lane)}, []bson.ObjectID{ref.id})
+	_, err := a.readFenceLanes(sctx, []int32{int32(ref.tok.Lane)}, []bson.ObjectID{ref.id})
 	require.NoError(t, err)
 
 	taken := e.claim(b, "wb", 10, 10*time.Second, itAt(11*time.Second))
@@ -175,16 +191,11 @@ func TestIntegrationCompletionStartedBeforeTakeover(t *testing.T) {
 func TestIntegrationCompletionBeforeTakeoverCharge(t *testing.T) {
 	e := newITEnv(t)
 	a, b := e.store(nil), e.store(nil)
-	e.publish(a, "e1", "", 5, itT0, "h1")
-	ds := e.claim(a, "wa", 10, 10*time.Second, itT0)
-	require.Len(t, ds, 1)
+	ds := e.publishAndClaim(a)
 	ref := leaseRefOf(t, ds[0])
 
-	sess, err := e.client.StartSession()
-	require.NoError(t, err)
-	defer sess.EndSession(context.Background())
-	require.NoError(t, sess.StartTransaction(transactionOptions()))
-	sctx := mongo.NewSessionContext(e.ctx, sess)
+	sctx := e.begin()
+	sess := mongo.SessionFromContext(sctx)
 	ok, err := a.completeIn(sctx, []leaseRef{ref}, []bool{true}, bsonTime(itAt(time.Second)))
 	require.NoError(t, err)
 	require.Equal(t, []bool{true}, ok)
@@ -212,9 +223,7 @@ func TestIntegrationCompletionBeforeTakeoverCharge(t *testing.T) {
 func TestIntegrationTransactionalCompletionLosesToTakeover(t *testing.T) {
 	e := newITEnv(t)
 	a, b := e.store(nil), e.store(nil)
-	e.publish(a, "e1", "", 5, itT0, "h1")
-	ds := e.claim(a, "wa", 10, 10*time.Second, itT0)
-	require.Len(t, ds, 1)
+	ds := e.publishAndClaim(a)
 	orders := e.client.Database(e.db).Collection("orders")
 	require.NoError(t, e.client.Database(e.db).CreateCollection(e.ctx, "orders"))
 
@@ -249,11 +258,7 @@ func TestIntegrationCompletionsInOneLaneDoNotConflict(t *testing.T) {
 	require.Len(t, ds, 2, "two handlers of one keyed event: one delivery each, one lane")
 	var sctxs []context.Context
 	for _, d := range ds {
-		sess, err := e.client.StartSession()
-		require.NoError(t, err)
-		defer sess.EndSession(context.Background())
-		require.NoError(t, sess.StartTransaction(transactionOptions()))
-		sctx := mongo.NewSessionContext(e.ctx, sess)
+		sctx := e.begin()
 		ok, err := s.completeIn(sctx, []leaseRef{leaseRefOf(t, d)}, []bool{true}, bsonTime(itAt(time.Second)))
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, ok)
@@ -294,9 +299,7 @@ func TestIntegrationRestartedOwnerDoesNotAdoptLanes(t *testing.T) {
 func TestIntegrationLostChargedByNextHolder(t *testing.T) {
 	e := newITEnv(t)
 	a, b, c := e.store(nil), e.store(nil), e.store(nil)
-	e.publish(a, "e1", "", 5, itT0, "h1")
-	ds := e.claim(a, "wa", 10, 10*time.Second, itT0)
-	require.Len(t, ds, 1)
+	ds := e.publishAndClaim(a)
 	ref := leaseRefOf(t, ds[0])
 	lane := e.lane(a, ref.tok.Lane)
 
