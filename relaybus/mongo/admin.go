@@ -1,9 +1,11 @@
 package mongo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/berkcansavur/relaybus/relaybus"
@@ -13,8 +15,11 @@ import (
 )
 
 // DeliveryRequeue makes a dead delivery pending, due at params.Now, with
-// attempts back to 0. ErrNotFound for an ID that does not exist (or that
-// this store cannot have issued), ErrNotDead for one that is not dead.
+// attempts back to 0 and claims + 1 (requeueUpdate): one updateOne,
+// atomic on the document. A dead delivery is in no lane's inFlight (the
+// write that buried it removed it), so no lane is written. ErrNotFound
+// for an ID that does not exist (or that this store cannot have issued),
+// ErrNotDead for one that is not dead.
 func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRequeueParams) error {
 	if err := params.Validate(); err != nil {
 		return err
@@ -50,7 +55,118 @@ func notDead(id string) error {
 	return fmt.Errorf("%srequeue: delivery %q: %w", errPrefix, id, relaybus.ErrNotDead)
 }
 
-// DeliveryList returns one page of deliveries in _id order.
+// ---------------------------------------------------------------------
+// What is in flight, for listings and statistics.
+
+// laneLease is the lease of a lane that has an owner.
+type laneLease struct {
+	epoch     int64
+	owner     string
+	expiresAt time.Time
+}
+
+// inFlightIndex maps each delivery listed in flight by a lane that has an
+// owner to that lane's lease. A lane whose lease expired and that nobody
+// took over yet still counts: listings take no Now, and until a takeover
+// its deliveries are as much in flight as before (the seed's "between
+// the crash and the takeover listDeliveries shows them as processing").
+type inFlightIndex struct {
+	lease map[bson.ObjectID]laneLease
+	ids   []bson.ObjectID
+}
+
+// newInFlightIndex builds the index from owned lanes.
+func newInFlightIndex(lanes []laneDoc) inFlightIndex {
+	idx := inFlightIndex{lease: map[bson.ObjectID]laneLease{}}
+	for _, l := range lanes {
+		if l.Owner == nil {
+			continue
+		}
+		ll := laneLease{epoch: l.Epoch, owner: *l.Owner}
+		if l.LeaseExpiresAt != nil {
+			ll.expiresAt = *l.LeaseExpiresAt
+		}
+		for _, id := range l.InFlight {
+			if _, dup := idx.lease[id]; !dup {
+				idx.lease[id] = ll
+				idx.ids = append(idx.ids, id)
+			}
+		}
+	}
+	return idx
+}
+
+// show converts a stored delivery: processing when it is pending and in
+// flight, as it is at rest otherwise.
+func (idx inFlightIndex) show(d *deliveryDoc) *relaybus.Delivery {
+	if ll, ok := idx.lease[d.ID]; ok && d.Status == statusPending {
+		return d.asProcessing(ll.epoch, ll.owner, ll.expiresAt)
+	}
+	return d.toDelivery()
+}
+
+// readInFlightIndex reads the lanes that have an owner (ownedFilter): at
+// most 256 documents.
+func (s *Store) readInFlightIndex(ctx context.Context, op string) (inFlightIndex, error) {
+	cur, err := s.lanes.Find(ctx, ownedFilter, options.Find().SetProjection(ownedLanesProjection))
+	if err != nil {
+		return inFlightIndex{}, errorFrom(op+": read lanes", err)
+	}
+	var lanes []laneDoc
+	if err := cur.All(ctx, &lanes); err != nil {
+		return inFlightIndex{}, errorFrom(op+": read lanes", err)
+	}
+	return newInFlightIndex(lanes), nil
+}
+
+// ---------------------------------------------------------------------
+// Listing.
+
+// listSource is one find of a listing: a collection and its filter.
+type listSource struct {
+	history bool // the completed_deliveries collection
+	filter  bson.D
+}
+
+// listSources turns a listing's status filter into the finds that serve
+// it. Processing and pending are both stored as pending: in flight or
+// not. Completed lives in the history (when it is kept) and in rows a
+// 0.1.0 store completed.
+func listSources(p *relaybus.DeliveryListParams, after *bson.ObjectID, inFlight []bson.ObjectID, history bool) []listSource {
+	base := listFilter(p, after)
+	with := func(extra ...bson.E) bson.D { return append(slices.Clone(base), extra...) }
+	var out []listSource
+	switch p.Status {
+	case "":
+		out = append(out, listSource{filter: with()})
+	case relaybus.StatusPending:
+		f := with(bson.E{Key: fStatus, Value: statusPending})
+		if len(inFlight) > 0 {
+			f = append(f, bson.E{Key: "$and", Value: bson.A{bson.D{{Key: fID, Value: nin(inFlight)}}}})
+		}
+		out = append(out, listSource{filter: f})
+	case relaybus.StatusProcessing:
+		if len(inFlight) == 0 {
+			return nil
+		}
+		out = append(out, listSource{filter: with(bson.E{Key: fStatus, Value: statusPending},
+			bson.E{Key: "$and", Value: bson.A{bson.D{{Key: fID, Value: in(inFlight)}}}})})
+	case relaybus.StatusCompleted:
+		out = append(out, listSource{filter: with(bson.E{Key: fStatus, Value: statusCompleted})})
+	case relaybus.StatusDead:
+		out = append(out, listSource{filter: with(bson.E{Key: fStatus, Value: statusDead})})
+	}
+	if history && (p.Status == "" || p.Status == relaybus.StatusCompleted) {
+		out = append(out, listSource{history: true, filter: with()})
+	}
+	return out
+}
+
+// DeliveryList returns one page of deliveries in _id order: one find per
+// source (listSources; at most two: deliveries and, with completion
+// history, its collection), merged by _id, plus one read of the lanes
+// that have an owner, to show deliveries in flight as processing. It is
+// an admin scan: no index serves a status or handler filter.
 func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListParams) (*relaybus.DeliveryListResult, error) {
 	limit, err := params.Validate()
 	if err != nil {
@@ -64,27 +180,84 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 		}
 		after = &oid
 	}
-	// One more than the page, to know whether there is a next page.
-	cur, err := s.deliveries.Find(ctx, listFilter(params, after),
-		options.Find().SetSort(bson.D{{Key: fID, Value: 1}}).SetLimit(int64(limit)+1))
+	idx, err := s.readInFlightIndex(ctx, "list")
+	if err != nil {
+		return nil, err
+	}
+	var rows []listed
+	for _, src := range listSources(params, after, idx.ids, s.cfg.history) {
+		got, err := s.listFrom(ctx, src, idx, int64(limit)+1)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, got...)
+	}
+	page, next := pageOf(rows, limit)
+	res := &relaybus.DeliveryListResult{Deliveries: page}
+	if next != nil {
+		res.Next = encodeCursor(*next)
+	}
+	return res, nil
+}
+
+// listed is one delivery of a listing with the ID it is ordered by.
+type listed struct {
+	id bson.ObjectID
+	d  *relaybus.Delivery
+}
+
+// pageOf merges the rows of every source by ID and cuts the page: one
+// more row than the page means there is a next page, after the page's
+// last ID.
+func pageOf(rows []listed, limit int) ([]*relaybus.Delivery, *bson.ObjectID) {
+	slices.SortFunc(rows, func(a, b listed) int { return bytes.Compare(a.id[:], b.id[:]) })
+	rows = slices.CompactFunc(rows, func(a, b listed) bool { return a.id == b.id })
+	var next *bson.ObjectID
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1].id
+		next = &last
+	}
+	out := make([]*relaybus.Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = r.d
+	}
+	return out, next
+}
+
+// listFrom reads one source of a listing, in _id order, up to limit.
+func (s *Store) listFrom(ctx context.Context, src listSource, idx inFlightIndex, limit int64) ([]listed, error) {
+	coll := s.deliveries
+	if src.history {
+		coll = s.history
+	}
+	cur, err := coll.Find(ctx, src.filter, options.Find().SetSort(bson.D{{Key: fID, Value: 1}}).SetLimit(limit))
 	if err != nil {
 		return nil, errorFrom("list", err)
+	}
+	var out []listed
+	if src.history {
+		var docs []historyDoc
+		if err := cur.All(ctx, &docs); err != nil {
+			return nil, errorFrom("list", err)
+		}
+		for i := range docs {
+			out = append(out, listed{id: docs[i].ID, d: docs[i].toDelivery()})
+		}
+		return out, nil
 	}
 	var docs []deliveryDoc
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, errorFrom("list", err)
 	}
-	res := &relaybus.DeliveryListResult{}
-	if len(docs) > limit {
-		docs = docs[:limit]
-		res.Next = encodeCursor(docs[limit-1].ID)
-	}
-	res.Deliveries = make([]*relaybus.Delivery, len(docs))
 	for i := range docs {
-		res.Deliveries[i] = docs[i].toDelivery()
+		out = append(out, listed{id: docs[i].ID, d: idx.show(&docs[i])})
 	}
-	return res, nil
+	return out, nil
 }
+
+// ---------------------------------------------------------------------
+// Statistics.
 
 // statisticsRow is one row of statisticsPipeline.
 type statisticsRow struct {
@@ -95,27 +268,40 @@ type statisticsRow struct {
 	N int64 `bson:"n"`
 }
 
-// Statistics counts deliveries per status and handler (one aggregation
-// over every delivery) and finds the oldest due pending one (one indexed
-// read).
+// Statistics counts deliveries per status and handler: one aggregation
+// over every delivery (and one over the history, when kept), one read of
+// the owned lanes and of the deliveries they have in flight (counted as
+// processing, not pending), and one read for the oldest due delivery
+// that is not in flight.
 func (s *Store) Statistics(ctx context.Context, params *relaybus.StatisticsParams) (*relaybus.Statistics, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	cur, err := s.deliveries.Aggregate(ctx, statisticsPipeline())
+	idx, err := s.readInFlightIndex(ctx, "statistics")
 	if err != nil {
-		return nil, errorFrom("statistics", err)
+		return nil, err
 	}
-	var rows []statisticsRow
-	if err := cur.All(ctx, &rows); err != nil {
-		return nil, errorFrom("statistics", err)
+	rows, err := s.statisticsRows(ctx, s.deliveries)
+	if err != nil {
+		return nil, err
 	}
-	st := foldStatistics(rows)
+	if s.cfg.history {
+		more, err := s.statisticsRows(ctx, s.history)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, more...)
+	}
+	running, err := s.runningPerHandler(ctx, idx.ids)
+	if err != nil {
+		return nil, err
+	}
+	st := foldStatistics(rows, running)
 
 	var oldest struct {
 		DueAt time.Time `bson:"dueAt"`
 	}
-	err = s.deliveries.FindOne(ctx, oldestDueFilter(bsonTime(params.Now)),
+	err = s.deliveries.FindOne(ctx, oldestDueFilter(bsonTime(params.Now), idx.ids),
 		options.FindOne().SetSort(bson.D{{Key: fDueAt, Value: 1}}).SetProjection(bson.D{{Key: fDueAt, Value: 1}})).Decode(&oldest)
 	switch {
 	case err == nil:
@@ -126,9 +312,46 @@ func (s *Store) Statistics(ctx context.Context, params *relaybus.StatisticsParam
 	return st, nil
 }
 
-// foldStatistics adds up the aggregation rows. A status this version does
-// not know is not counted anywhere rather than miscounted.
-func foldStatistics(rows []statisticsRow) *relaybus.Statistics {
+func (s *Store) statisticsRows(ctx context.Context, coll *mongo.Collection) ([]statisticsRow, error) {
+	cur, err := coll.Aggregate(ctx, statisticsPipeline())
+	if err != nil {
+		return nil, errorFrom("statistics", err)
+	}
+	var rows []statisticsRow
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, errorFrom("statistics", err)
+	}
+	return rows, nil
+}
+
+// runningPerHandler counts, per handler, the deliveries of ids that are
+// still pending: the ones in flight.
+func (s *Store) runningPerHandler(ctx context.Context, ids []bson.ObjectID) (map[string]int64, error) {
+	out := map[string]int64{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cur, err := s.deliveries.Find(ctx, picksFilter(ids), options.Find().SetProjection(bson.D{{Key: fHandler, Value: 1}}))
+	if err != nil {
+		return nil, errorFrom("statistics: read deliveries in flight", err)
+	}
+	var docs []struct {
+		Handler string `bson:"handler"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, errorFrom("statistics: read deliveries in flight", err)
+	}
+	for _, d := range docs {
+		out[d.Handler]++
+	}
+	return out, nil
+}
+
+// foldStatistics adds up the aggregation rows, then moves the deliveries
+// in flight (running, per handler) from pending to processing. A status
+// this version does not know is not counted anywhere rather than
+// miscounted.
+func foldStatistics(rows []statisticsRow, running map[string]int64) *relaybus.Statistics {
 	st := &relaybus.Statistics{Handlers: map[string]relaybus.Counts{}}
 	for _, r := range rows {
 		h := st.Handlers[r.ID.Handler]
@@ -137,6 +360,18 @@ func foldStatistics(rows []statisticsRow) *relaybus.Statistics {
 		}
 		addCount(&st.Counts, r.ID.Status, r.N)
 		st.Handlers[r.ID.Handler] = h
+	}
+	for handler, n := range running {
+		h, ok := st.Handlers[handler]
+		if !ok {
+			continue
+		}
+		n = min(n, h.Pending)
+		h.Pending -= n
+		h.Processing += n
+		st.Pending -= n
+		st.Processing += n
+		st.Handlers[handler] = h
 	}
 	return st
 }
@@ -157,37 +392,55 @@ func addCount(c *relaybus.Counts, status string, n int64) bool {
 	return true
 }
 
-// PurgeBatch bounds the deliveries one delete of Purge names (an $in
-// list), and so the size of each command.
-const PurgeBatch = 1000
+// ---------------------------------------------------------------------
+// Purge.
 
-// Purge deletes completed deliveries completed before
-// params.CompletedBefore and dead ones last updated before
-// params.DeadBefore, at most params.Limit in all (0: no bound), in batches
-// of PurgeBatch: each batch reads the IDs, then deletes them with the
-// same condition repeated, so a delivery requeued in between is kept.
-// Then it deletes the events of the purged deliveries that have no
-// delivery left.
+// Purge bounds.
+const (
+	// PurgeBatch bounds the documents one delete of Purge names (an $in
+	// list), and so the size of each command.
+	PurgeBatch = 1000
+	// MaxPurgeSweepEvents bounds the old events one Purge examines for
+	// deliveries left (the orphan sweep); the next Purge starts again
+	// from the oldest.
+	MaxPurgeSweepEvents = 100_000
+)
+
+// Purge deletes, at most params.Limit in all (0: no bound), in batches of
+// PurgeBatch: history documents completed before params.CompletedBefore,
+// deliveries a 0.1.0 store completed before it, and dead deliveries last
+// updated before params.DeadBefore. Each batch reads the IDs, then
+// deletes them with the same condition repeated, so a delivery requeued
+// in between is kept. Then it deletes events that have no delivery left:
+// the events of the deliveries it deleted, and events created before
+// params.CompletedBefore (a completed delivery is deleted at completion,
+// so the event it leaves behind is found by age: the orphan sweep).
 //
-// Events and deliveries are not deleted in one transaction: a publish
-// that adds a delivery to an event (same ID, new handler) at the moment
-// Purge deletes the event leaves a delivery without its event. The
-// delivery still runs (it carries a copy of the payload); a later publish
-// of that event ID is then a new event.
+// Events outlive their deliveries on purpose: their handlers list is what
+// stops a redelivered event from running a completed handler again. Once
+// purged, a redelivery of the event is a new event.
 func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relaybus.PurgeResult, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
 	res := &relaybus.PurgeResult{}
 	eventIDs := map[string]struct{}{}
-	var filters []bson.D
+	type target struct {
+		coll   *mongo.Collection
+		filter bson.D
+	}
+	var targets []target
 	if !params.CompletedBefore.IsZero() {
-		filters = append(filters, purgeCompletedFilter(bsonTime(params.CompletedBefore)))
+		// The history is purged whether or not it is kept now: documents
+		// from a time it was on still age out. On an empty collection this
+		// is one indexed read.
+		targets = append(targets, target{s.history, purgeHistoryFilter(bsonTime(params.CompletedBefore))})
+		targets = append(targets, target{s.deliveries, purgeCompletedFilter(bsonTime(params.CompletedBefore))})
 	}
 	if !params.DeadBefore.IsZero() {
-		filters = append(filters, purgeDeadFilter(bsonTime(params.DeadBefore)))
+		targets = append(targets, target{s.deliveries, purgeDeadFilter(bsonTime(params.DeadBefore))})
 	}
-	for _, filter := range filters {
+	for _, t := range targets {
 		for {
 			batch := int64(PurgeBatch)
 			if params.Limit > 0 {
@@ -196,7 +449,7 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 			if batch <= 0 {
 				break
 			}
-			n, full, err := s.purgeBatch(ctx, filter, batch, eventIDs)
+			n, full, err := s.purgeBatch(ctx, t.coll, t.filter, batch, eventIDs)
 			res.Deliveries += n
 			if err != nil {
 				return res, err
@@ -206,16 +459,33 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 			}
 		}
 	}
-	n, err := s.purgeEvents(ctx, eventIDs)
-	res.Events = n
-	return res, err
+	ids := make([]string, 0, len(eventIDs))
+	for id := range eventIDs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for start := 0; start < len(ids); start += PurgeBatch {
+		n, err := s.deleteOrphanEvents(ctx, ids[start:min(start+PurgeBatch, len(ids))])
+		res.Events += n
+		if err != nil {
+			return res, err
+		}
+	}
+	if !params.CompletedBefore.IsZero() {
+		n, err := s.sweepEvents(ctx, bsonTime(params.CompletedBefore))
+		res.Events += n
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
 }
 
-// purgeBatch deletes up to batch deliveries matching filter and records
-// their events. full reports that the read found batch deliveries, so
-// there may be more.
-func (s *Store) purgeBatch(ctx context.Context, filter bson.D, batch int64, eventIDs map[string]struct{}) (deleted int64, full bool, err error) {
-	cur, err := s.deliveries.Find(ctx, filter,
+// purgeBatch deletes up to batch documents of coll matching filter and
+// records their events. full reports that the read found batch documents,
+// so there may be more.
+func (s *Store) purgeBatch(ctx context.Context, coll *mongo.Collection, filter bson.D, batch int64, eventIDs map[string]struct{}) (deleted int64, full bool, err error) {
+	cur, err := coll.Find(ctx, filter,
 		options.Find().SetLimit(batch).SetProjection(bson.D{{Key: fID, Value: 1}, {Key: fEventID, Value: 1}}))
 	if err != nil {
 		return 0, false, errorFrom("purge: find", err)
@@ -235,55 +505,104 @@ func (s *Store) purgeBatch(ctx context.Context, filter bson.D, batch int64, even
 		ids[i] = d.ID
 		eventIDs[d.EventID] = struct{}{}
 	}
-	res, err := s.deliveries.DeleteMany(ctx, purgeDeleteFilter(ids, filter))
+	res, err := coll.DeleteMany(ctx, purgeDeleteFilter(ids, filter))
 	if err != nil {
-		return 0, false, errorFrom("purge: delete deliveries", err)
+		return 0, false, errorFrom("purge: delete", err)
 	}
 	return res.DeletedCount, int64(len(docs)) == batch, nil
 }
 
-// purgeDeleteFilter names the IDs a purge read and repeats its condition.
-func purgeDeleteFilter(ids bson.A, filter bson.D) bson.D {
-	return append(bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}}, filter...)
-}
-
-// purgeEvents deletes the events among ids that have no delivery left.
-func (s *Store) purgeEvents(ctx context.Context, ids map[string]struct{}) (int64, error) {
-	all := make([]string, 0, len(ids))
-	for id := range ids {
-		all = append(all, id)
-	}
+// deleteOrphanEvents deletes the events among ids that have no delivery
+// left, in one transaction: a distinct of the deliveries' eventIds, then
+// a deleteMany of the rest. A publish that adds a delivery to one of
+// these events concurrently writes the event document (its handlers)
+// too, so one of the two transactions meets a write conflict and runs
+// again: the event is never deleted under a delivery committed beside
+// it.
+func (s *Store) deleteOrphanEvents(ctx context.Context, ids []string) (int64, error) {
 	var deleted int64
-	for start := 0; start < len(all); start += PurgeBatch {
-		chunk := all[start:min(start+PurgeBatch, len(all))]
-		referenced, err := s.deliveries.Distinct(ctx, fEventID, bson.D{{Key: fEventID, Value: bson.D{{Key: "$in", Value: chunk}}}}).Raw()
+	err := s.runTx(ctx, "purge: delete events", func(sctx context.Context) error {
+		deleted = 0
+		raw, err := s.deliveries.Distinct(sctx, fEventID, bson.D{{Key: fEventID, Value: in(ids)}}).Raw()
 		if err != nil {
-			return deleted, errorFrom("purge: read remaining deliveries", err)
+			return err
 		}
-		values, err := referenced.Values()
+		values, err := raw.Values()
 		if err != nil {
-			return deleted, errorFrom("purge: read remaining deliveries", err)
+			return err
 		}
-		keep := make(map[string]bool, len(values))
+		referenced := map[string]bool{}
 		for _, v := range values {
 			if str, ok := v.StringValueOK(); ok {
-				keep[str] = true
+				referenced[str] = true
 			}
 		}
-		orphans := make(bson.A, 0, len(chunk))
-		for _, id := range chunk {
-			if !keep[id] {
-				orphans = append(orphans, id)
-			}
-		}
+		orphans := orphanEvents(ids, referenced)
 		if len(orphans) == 0 {
-			continue
+			return nil
 		}
-		res, err := s.events.DeleteMany(ctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: orphans}}}})
+		res, err := s.events.DeleteMany(sctx, bson.D{{Key: fID, Value: in(orphans)}})
 		if err != nil {
-			return deleted, errorFrom("purge: delete events", err)
+			return err
 		}
-		deleted += res.DeletedCount
+		deleted = res.DeletedCount
+		return nil
+	})
+	return deleted, err
+}
+
+// orphanEvents returns the ids that no delivery references.
+func orphanEvents(ids []string, referenced map[string]bool) []string {
+	var out []string
+	for _, id := range ids {
+		if !referenced[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// sweepEvents deletes events created before cutoff that have no delivery
+// left: pages of PurgeBatch in (createdAt, _id) order through the
+// events' createdAt index (sweepEventsFilter), each page's orphans
+// deleted by deleteOrphanEvents, at most MaxPurgeSweepEvents examined.
+func (s *Store) sweepEvents(ctx context.Context, cutoff time.Time) (int64, error) {
+	var deleted int64
+	var afterCreated *time.Time
+	var afterID string
+	for examined := 0; examined < MaxPurgeSweepEvents; {
+		cur, err := s.events.Find(ctx, sweepEventsFilter(cutoff, afterCreated, afterID), options.Find().
+			SetSort(sweepEventsSort).
+			SetLimit(int64(min(PurgeBatch, MaxPurgeSweepEvents-examined))).
+			SetProjection(bson.D{{Key: fID, Value: 1}, {Key: fCreatedAt, Value: 1}}))
+		if err != nil {
+			return deleted, errorFrom("purge: sweep events", err)
+		}
+		var page []struct {
+			ID        string    `bson:"_id"`
+			CreatedAt time.Time `bson:"createdAt"`
+		}
+		if err := cur.All(ctx, &page); err != nil {
+			return deleted, errorFrom("purge: sweep events", err)
+		}
+		if len(page) == 0 {
+			return deleted, nil
+		}
+		examined += len(page)
+		ids := make([]string, len(page))
+		for i, e := range page {
+			ids[i] = e.ID
+		}
+		n, err := s.deleteOrphanEvents(ctx, ids)
+		deleted += n
+		if err != nil {
+			return deleted, err
+		}
+		last := page[len(page)-1]
+		afterCreated, afterID = &last.CreatedAt, last.ID
+		if len(page) < PurgeBatch {
+			return deleted, nil
+		}
 	}
 	return deleted, nil
 }

@@ -34,7 +34,7 @@ func TestDeliveryDocumentRoundTrip(t *testing.T) {
 	now := created.Add(time.Second)
 	ev := &relaybus.Event{ID: "e1", Type: "order.created", Key: "k1", Payload: []byte("p"),
 		Headers: map[string]string{"trace": "abc"}, CreatedAt: created}
-	evDoc := newEventDoc(ev, 7)
+	evDoc := newEventDoc(ev, 7, []string{"h1"})
 	id := bson.NewObjectID()
 	d := newDeliveryDoc(id, &evDoc, relaybus.DeliverySpec{Handler: "h1", MaxAttempts: 3}, now)
 
@@ -46,6 +46,16 @@ func TestDeliveryDocumentRoundTrip(t *testing.T) {
 		if _, err := bson.Raw(raw).LookupErr(absent); err == nil {
 			t.Errorf("a pending delivery document has %q", absent)
 		}
+	}
+	// Nothing says who holds a delivery; it starts ready in its lane.
+	if v := bson.Raw(raw).Lookup(fLaneID); v.Int32() != int32(relaybus.LaneOf("k1", "e1")) {
+		t.Errorf("laneId = %v, want relaybus.LaneOf(key, event id) = %d", v, relaybus.LaneOf("k1", "e1"))
+	}
+	if v := bson.Raw(raw).Lookup(fQueue); v.StringValue() != queueReady {
+		t.Errorf("queue = %v, want %q", v, queueReady)
+	}
+	if v := bson.Raw(raw).Lookup(fClaims); v.Int64() != 0 {
+		t.Errorf("claims = %v, want 0", v)
 	}
 	var back deliveryDoc
 	if err := bson.Unmarshal(raw, &back); err != nil {
@@ -72,7 +82,7 @@ func TestDeliveryDocumentRoundTrip(t *testing.T) {
 // partial on {key: {$exists: true}}.
 func TestUnkeyedDeliveryHasNoKeyField(t *testing.T) {
 	t.Parallel()
-	evDoc := newEventDoc(&relaybus.Event{ID: "e", Type: "t", CreatedAt: time.Now()}, 0)
+	evDoc := newEventDoc(&relaybus.Event{ID: "e", Type: "t", CreatedAt: time.Now()}, 0, nil)
 	d := newDeliveryDoc(bson.NewObjectID(), &evDoc, relaybus.DeliverySpec{Handler: "h", MaxAttempts: 1}, time.Now())
 	for name, v := range map[string]any{"event": evDoc, "delivery": d} {
 		raw, err := bson.Marshal(v)
@@ -118,25 +128,130 @@ func TestGroupByKeyAndSequences(t *testing.T) {
 	}
 }
 
-func TestFoldStatistics(t *testing.T) {
+// An unkeyed event's deliveries live in the lane of the event id.
+func TestUnkeyedLaneIsTheEventIDs(t *testing.T) {
 	t.Parallel()
-	row := func(h, s string, n int64) statisticsRow {
-		var r statisticsRow
-		r.ID.Handler, r.ID.Status, r.N = h, s, n
-		return r
+	evDoc := newEventDoc(&relaybus.Event{ID: "evt-42", Type: "t"}, 0, nil)
+	d := newDeliveryDoc(bson.NewObjectID(), &evDoc, relaybus.DeliverySpec{Handler: "h", MaxAttempts: 1}, testNow)
+	if d.LaneID != int32(relaybus.LaneOf("", "evt-42")) {
+		t.Fatalf("laneId %d, want %d", d.LaneID, relaybus.LaneOf("", "evt-42"))
 	}
-	st := foldStatistics([]statisticsRow{
-		row("h1", "pending", 3), row("h1", "processing", 1), row("h2", "completed", 5),
-		row("h2", "dead", 2), row("h3", "someday", 9),
-	})
-	if want := (relaybus.Counts{Pending: 3, Processing: 1, Completed: 5, Dead: 2}); st.Counts != want {
-		t.Errorf("totals %+v, want %+v", st.Counts, want)
+}
+
+// A delivery in flight is shown with the lease of its claim: processing,
+// the lane's owner and expiry, the token lane:epoch:claims, and Attempts
+// the number of the running attempt.
+func TestAsProcessing(t *testing.T) {
+	t.Parallel()
+	d := deliveryDoc{ID: testID1, EventID: "e", Handler: "h", Status: statusPending, Attempts: 2, MaxAttempts: 5,
+		LaneID: 9, Claims: 4, Suspect: true, DueAt: testNow}
+	got := d.asProcessing(11, "w1", testNow.Add(time.Minute))
+	if got.Status != relaybus.StatusProcessing || got.Attempts != 3 || got.LeaseOwner != "w1" ||
+		got.LeaseToken != "9:11:4" || !got.LeaseExpiresAt.Equal(testNow.Add(time.Minute)) || !got.Suspect {
+		t.Fatalf("asProcessing = %+v", got)
 	}
-	wantHandlers := map[string]relaybus.Counts{
-		"h1": {Pending: 3, Processing: 1},
-		"h2": {Completed: 5, Dead: 2},
+	tok, err := relaybus.ParseLaneToken(got.LeaseToken)
+	if err != nil || tok != (relaybus.LaneToken{Lane: 9, Epoch: 11, Claims: 4}) {
+		t.Fatalf("the token does not parse back: %v, %v", tok, err)
 	}
-	if !reflect.DeepEqual(st.Handlers, wantHandlers) {
-		t.Errorf("per handler %+v, want %+v (an unknown status is not counted)", st.Handlers, wantHandlers)
+	if at := d.toDelivery(); at.Status != relaybus.StatusPending || at.Attempts != 2 || at.LeaseToken != "" {
+		t.Fatalf("toDelivery of the same document = %+v", at)
+	}
+}
+
+// A history document records the attempt that succeeded, not the
+// payload.
+func TestHistoryDocument(t *testing.T) {
+	t.Parallel()
+	d := deliveryDoc{ID: testID1, EventID: "e", Handler: "h", EventType: "t", Key: "k", Sequence: 3, Payload: []byte("p"),
+		Status: statusPending, Attempts: 1, MaxAttempts: 5, LaneID: 9, CreatedAt: testNow, EventCreatedAt: testNow}
+	h := newHistoryDoc(&d, testNow.Add(time.Second))
+	raw, err := bson.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{fPayload, fHeaders, fStatus} {
+		if _, err := bson.Raw(raw).LookupErr(absent); err == nil {
+			t.Errorf("a history document has %q", absent)
+		}
+	}
+	var back historyDoc
+	if err := bson.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	got := back.toDelivery()
+	if got.ID != testID1.Hex() || got.Status != relaybus.StatusCompleted || got.Attempts != 2 || got.Key != "k" ||
+		got.Sequence != 3 || !got.CompletedAt.Equal(testNow.Add(time.Second)) || got.Payload != nil {
+		t.Fatalf("history round trip = %+v", got)
+	}
+}
+
+// A lane document as Setup seeds it (nulls, empty arrays) and as a claim
+// leaves it decodes; parked keys encode h before k, the order the
+// $addToSet, $pull and $in comparisons of parkedKeys depend on.
+func TestLaneDocument(t *testing.T) {
+	t.Parallel()
+	var seeded laneDoc
+	raw, err := bson.Marshal(append(bson.D{{Key: fID, Value: int32(5)}}, seedLaneUpdate[0].Value.(bson.D)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bson.Unmarshal(raw, &seeded); err != nil {
+		t.Fatal(err)
+	}
+	if seeded.ID != 5 || seeded.Epoch != 0 || seeded.Owner != nil || seeded.Holder != nil || seeded.LeaseExpiresAt != nil ||
+		len(seeded.InFlight) != 0 || len(seeded.Lost) != 0 || len(seeded.ParkedKeys) != 0 {
+		t.Fatalf("seeded lane = %+v", seeded)
+	}
+	owner, holder, exp := "w", "hid", testNow
+	held := laneDoc{ID: 5, Epoch: 2, Owner: &owner, Holder: &holder, LeaseExpiresAt: &exp,
+		InFlight: []bson.ObjectID{testID1}, ParkedKeys: []parkedKey{{Handler: "h", Key: "k"}}}
+	raw, err = bson.Marshal(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back laneDoc
+	if err := bson.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.InFlight, held.InFlight) || *back.Owner != "w" || !back.LeaseExpiresAt.Equal(exp) {
+		t.Fatalf("lane round trip = %+v", back)
+	}
+	if got := extJSON(t, held.ParkedKeys[0]); got != `{"h":"h","k":"k"}` {
+		t.Fatalf("parked key encodes as %s", got)
+	}
+}
+
+// An event's handlers field tells a 0.1.0 event (absent) from one with no
+// handlers (empty).
+func TestEventHandlersField(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		doc  bson.D
+		want *[]string
+	}{
+		"0.1.0, absent": {bson.D{{Key: fID, Value: "e"}}, nil},
+		"empty":         {bson.D{{Key: fID, Value: "e"}, {Key: fHandlers, Value: bson.A{}}}, &[]string{}},
+		"listed":        {bson.D{{Key: fID, Value: "e"}, {Key: fHandlers, Value: bson.A{"h1"}}}, &[]string{"h1"}},
+	} {
+		raw, err := bson.Marshal(tc.doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev eventDoc
+		if err := bson.Unmarshal(raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if (ev.Handlers == nil) != (tc.want == nil) || (tc.want != nil && len(*ev.Handlers) != len(*tc.want)) {
+			t.Errorf("%s: handlers = %v, want %v", name, ev.Handlers, tc.want)
+		}
+	}
+	doc := newEventDoc(&relaybus.Event{ID: "e", Type: "t"}, 0, nil)
+	raw, err := bson.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := bson.Raw(raw).LookupErr(fHandlers); err != nil || v.Type != bson.TypeArray {
+		t.Fatalf("a new event without deliveries stores handlers %v (%v), want an empty array", v, err)
 	}
 }

@@ -1,6 +1,7 @@
 package mongo
 
 import (
+	"log/slog"
 	"strings"
 	"unicode/utf8"
 
@@ -34,12 +35,22 @@ type Options struct {
 	// / \ . " $ * < > : | ? space or NUL.
 	Database string
 	// CollectionPrefix is put before every collection name ("events",
-	// "deliveries", "keys"). Empty means DefaultCollectionPrefix. It must
+	// "deliveries", "keys", "lanes", "completed_deliveries"). Empty means DefaultCollectionPrefix. It must
 	// not contain "$" or NUL, nor start with "system.".
 	CollectionPrefix string
 	// MaxPayloadBytes bounds Event.Payload. 0 means
 	// relaybus.DefaultMaxPayloadBytes; at most MaxPayloadBytesLimit.
 	MaxPayloadBytes int
+	// CompletionHistory keeps one document per completed delivery in
+	// "<prefix>completed_deliveries", inserted in the completion's
+	// transaction, so DeliveryList and Statistics can show completed
+	// deliveries. Off by default: a completion then deletes the delivery
+	// and writes nothing else. It costs one insert per completion.
+	CompletionHistory bool
+	// Logger receives what the store does on a best-effort path and
+	// does not return as an error (parking a key's backlog, giving back
+	// a claim that could not be returned). nil discards it.
+	Logger *slog.Logger
 }
 
 // Collection name suffixes.
@@ -47,16 +58,20 @@ const (
 	eventsSuffix     = "events"
 	deliveriesSuffix = "deliveries"
 	keysSuffix       = "keys"
+	lanesSuffix      = "lanes"
+	historySuffix    = "completed_deliveries"
 )
 
 // longestSuffix is the longest collection suffix, for the namespace check.
-var longestSuffix = deliveriesSuffix
+var longestSuffix = historySuffix
 
 // config is Options after defaults and validation.
 type config struct {
 	database        string
 	prefix          string
 	maxPayloadBytes int
+	history         bool
+	logger          *slog.Logger
 }
 
 // newConfig validates opts and fills in defaults.
@@ -85,7 +100,11 @@ func newConfig(opts *Options) (config, error) {
 	case maxPayload == 0:
 		maxPayload = relaybus.DefaultMaxPayloadBytes
 	}
-	return config{database: opts.Database, prefix: prefix, maxPayloadBytes: maxPayload}, nil
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return config{database: opts.Database, prefix: prefix, maxPayloadBytes: maxPayload, history: opts.CompletionHistory, logger: logger}, nil
 }
 
 // databaseNameForbidden are the characters MongoDB forbids in a database

@@ -95,3 +95,31 @@ func TestPayloadLimitLeavesRoomForHeaders(t *testing.T) {
 		t.Fatalf("payload limit %d is below the core default %d", MaxPayloadBytesLimit, relaybus.DefaultMaxPayloadBytes)
 	}
 }
+
+// The options added by 0.2.0 have defaults that need no check: history
+// off, and a logger that discards when none is given (the store logs on
+// best-effort paths and must not need a nil check there).
+func TestNewConfigHistoryAndLogger(t *testing.T) {
+	t.Parallel()
+	cfg, err := newConfig(&Options{Database: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.history || cfg.logger == nil {
+		t.Fatalf("defaults: history %v, logger %v", cfg.history, cfg.logger)
+	}
+	cfg.logger.Warn("discarded")
+	cfg, err = newConfig(&Options{Database: "app", CompletionHistory: true})
+	if err != nil || !cfg.history {
+		t.Fatalf("CompletionHistory not applied: %+v, %v", cfg, err)
+	}
+	// The longest collection name is the history's: the namespace bound
+	// is checked against it.
+	long := strings.Repeat("p", MaxNamespaceBytes-len("app.")-len(historySuffix))
+	if _, err := newConfig(&Options{Database: "app", CollectionPrefix: long}); err != nil {
+		t.Fatalf("a prefix that fits with the history suffix: %v", err)
+	}
+	if _, err := newConfig(&Options{Database: "app", CollectionPrefix: long + "p"}); err == nil {
+		t.Fatal("a prefix too long for the history collection's namespace was accepted")
+	}
+}

@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	"github.com/berkcansavur/relaybus/relaybus"
@@ -14,9 +15,11 @@ import (
 // from TxBegin (ErrInvalid otherwise: the writes would not be atomic).
 //
 // Per call, whatever the number of events: one read of the events that
-// exist already (and, if any do, one read of their deliveries), one
-// counter update per distinct ordering key, one insertMany of events and
-// one of deliveries.
+// exist already, one counter update per distinct ordering key, one
+// insertMany of events (each with its handlers list and createdAt) and
+// one of deliveries (each with its laneId, relaybus.LaneOf of the key or
+// event id). An existing event that gets new handlers costs one more
+// bulkWrite for all of them.
 //
 // Ordering keys: the key's counter document is incremented ($inc, upsert)
 // inside tx. MongoDB does not make a second transaction wait for that
@@ -29,7 +32,8 @@ import (
 // Idempotency reads before it writes, because inside a MongoDB
 // transaction a duplicate key error aborts the whole transaction: an event
 // found by the read is not inserted and keeps its stored sequence, and it
-// gets deliveries only for handlers it has none for. Two transactions
+// gets deliveries only for handlers its handlers list does not name (a
+// completed delivery is deleted, but its handler stays listed). Two transactions
 // inserting the same new event id conflict the same way as above.
 func (s *Store) EventPublishTx(ctx context.Context, tx context.Context, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
 	if err := params.Validate(s.cfg.maxPayloadBytes); err != nil {
@@ -85,7 +89,7 @@ func (s *Store) publish(sctx context.Context, params *relaybus.EventPublishParam
 	if err != nil {
 		return nil, err
 	}
-	handled, err := s.existingHandlers(sctx, existing)
+	known, err := s.knownHandlers(sctx, existing)
 	if err != nil {
 		return nil, err
 	}
@@ -105,30 +109,39 @@ func (s *Store) publish(sctx context.Context, params *relaybus.EventPublishParam
 		Sequences: make([]int64, len(params.Events)),
 	}
 	var eventDocs, deliveryDocs []any
+	var grown []mongo.WriteModel // existing events that get more handlers
 	for i, ep := range params.Events {
 		ev, found := existing[ep.Event.ID]
+		fresh := freshHandlers(ep.Deliveries, known[ep.Event.ID])
 		if !found {
 			e := *ep.Event
 			if e.CreatedAt.IsZero() {
 				e.CreatedAt = params.Now
 			}
-			doc := newEventDoc(&e, seqs[e.ID])
+			doc := newEventDoc(&e, seqs[e.ID], specHandlers(fresh))
 			doc.CreatedAt = bsonTime(doc.CreatedAt)
 			ev = &doc
 			eventDocs = append(eventDocs, doc)
 			res.Inserted[i] = true
+		} else if m := growHandlersModel(ev, known[ev.ID], fresh); m != nil {
+			grown = append(grown, m)
 		}
 		res.Sequences[i] = ev.Sequence
-		for _, spec := range ep.Deliveries {
-			if handled[handlerOf{ev.ID, spec.Handler}] {
-				continue
-			}
+		for _, spec := range fresh {
 			deliveryDocs = append(deliveryDocs, newDeliveryDoc(bson.NewObjectID(), ev, spec, now))
 		}
 	}
 	if len(eventDocs) > 0 {
 		if _, err := s.events.InsertMany(sctx, eventDocs); err != nil {
 			return nil, errorFrom("publish: insert events", err)
+		}
+	}
+	if len(grown) > 0 {
+		// In the publishing transaction: a concurrent publish adding
+		// handlers to the same event writes the same document and one of
+		// the two conflicts and runs again, reading the other's handlers.
+		if _, err := s.events.BulkWrite(sctx, grown, options.BulkWrite().SetOrdered(true)); err != nil {
+			return nil, errorFrom("publish: add handlers to events", err)
 		}
 	}
 	if len(deliveryDocs) > 0 {
@@ -140,13 +153,53 @@ func (s *Store) publish(sctx context.Context, params *relaybus.EventPublishParam
 	return res, nil
 }
 
+// freshHandlers returns the specs whose handler is not in known: the
+// deliveries an event gets. A handler an event ever had a delivery for
+// is in its handlers list even after that delivery completed and was
+// deleted, so it never runs twice.
+func freshHandlers(specs []relaybus.DeliverySpec, known map[string]bool) []relaybus.DeliverySpec {
+	out := make([]relaybus.DeliverySpec, 0, len(specs))
+	for _, spec := range specs {
+		if !known[spec.Handler] {
+			out = append(out, spec)
+		}
+	}
+	return out
+}
+
+func specHandlers(specs []relaybus.DeliverySpec) []string {
+	out := make([]string, len(specs))
+	for i, spec := range specs {
+		out[i] = spec.Handler
+	}
+	return out
+}
+
+// growHandlersModel is the update that lists fresh handlers on an
+// existing event, or nil when there are none and the event has its list.
+// An event stored by 0.1.0 and not yet upgraded (no handlers field) gets
+// the handlers of its deliveries (known, read from them) as well, so that
+// the list this write creates is complete.
+func growHandlersModel(ev *eventDoc, known map[string]bool, fresh []relaybus.DeliverySpec) mongo.WriteModel {
+	add := specHandlers(fresh)
+	if ev.Handlers == nil {
+		for h := range known {
+			add = append(add, h)
+		}
+		slices.Sort(add)
+	} else if len(add) == 0 {
+		return nil
+	}
+	return mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: fID, Value: ev.ID}}).SetUpdate(addHandlersUpdate(add))
+}
+
 // existingEvents reads the events of the call that are stored already.
 func (s *Store) existingEvents(sctx context.Context, events []*relaybus.EventPublish) (map[string]*eventDoc, error) {
 	ids := make([]string, len(events))
 	for i, ep := range events {
 		ids[i] = ep.Event.ID
 	}
-	cur, err := s.events.Find(sctx, bson.D{{Key: fID, Value: bson.D{{Key: "$in", Value: ids}}}})
+	cur, err := s.events.Find(sctx, bson.D{{Key: fID, Value: in(ids)}})
 	if err != nil {
 		return nil, errorFrom("publish: read events", err)
 	}
@@ -161,22 +214,29 @@ func (s *Store) existingEvents(sctx context.Context, events []*relaybus.EventPub
 	return out, nil
 }
 
-// handlerOf names one delivery: an event and a handler.
-type handlerOf struct{ eventID, handler string }
-
-// existingHandlers reads which handlers the existing events have
-// deliveries for. No read when no event exists (the common case).
-func (s *Store) existingHandlers(sctx context.Context, existing map[string]*eventDoc) (map[handlerOf]bool, error) {
-	out := map[handlerOf]bool{}
-	if len(existing) == 0 {
+// knownHandlers returns, per existing event, the handlers it has had a
+// delivery for: its handlers list, or, for an event stored by 0.1.0 that
+// Setup has not upgraded yet, the handlers of its deliveries (one read
+// for all such events). No read in the common case.
+func (s *Store) knownHandlers(sctx context.Context, existing map[string]*eventDoc) (map[string]map[string]bool, error) {
+	out := make(map[string]map[string]bool, len(existing))
+	var legacy []string
+	for id, ev := range existing {
+		if ev.Handlers == nil {
+			legacy = append(legacy, id)
+			continue
+		}
+		set := make(map[string]bool, len(*ev.Handlers))
+		for _, h := range *ev.Handlers {
+			set[h] = true
+		}
+		out[id] = set
+	}
+	if len(legacy) == 0 {
 		return out, nil
 	}
-	ids := make([]string, 0, len(existing))
-	for id := range existing {
-		ids = append(ids, id)
-	}
 	cur, err := s.deliveries.Find(sctx,
-		bson.D{{Key: fEventID, Value: bson.D{{Key: "$in", Value: ids}}}},
+		bson.D{{Key: fEventID, Value: in(legacy)}},
 		options.Find().SetProjection(bson.D{{Key: fID, Value: 0}, {Key: fEventID, Value: 1}, {Key: fHandler, Value: 1}}))
 	if err != nil {
 		return nil, errorFrom("publish: read deliveries", err)
@@ -189,7 +249,10 @@ func (s *Store) existingHandlers(sctx context.Context, existing map[string]*even
 		return nil, errorFrom("publish: read deliveries", err)
 	}
 	for _, d := range docs {
-		out[handlerOf{d.EventID, d.Handler}] = true
+		if out[d.EventID] == nil {
+			out[d.EventID] = map[string]bool{}
+		}
+		out[d.EventID][d.Handler] = true
 	}
 	return out, nil
 }

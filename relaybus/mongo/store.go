@@ -2,14 +2,13 @@ package mongo
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/berkcansavur/relaybus/relaybus"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
@@ -22,6 +21,30 @@ type Store struct {
 	events     *mongo.Collection
 	deliveries *mongo.Collection
 	keys       *mongo.Collection
+	lanes      *mongo.Collection
+	history    *mongo.Collection
+
+	// holder identifies this instance in the lanes it holds (laneDoc):
+	// new at every New, so a restarted process that reuses its owner
+	// name is a different holder and does not adopt the lanes of the
+	// process before it.
+	holder string
+
+	// claimMu serialises the claims of this instance. A claim reads the
+	// lanes it holds and then writes them; two claims of one holder at
+	// once could both pick the same delivery from the same lane. Claims
+	// of different instances need no lock: they never hold the same lane.
+	// It also guards orphans.
+	claimMu sync.Mutex
+	// orphans are picks a claim recorded in a lane but could not return
+	// (an error after the record and a failed give-back). They are given
+	// back at the start of the next claim; until then they stay in flight
+	// in a lane this instance holds. At most MaxOrphanLanes lanes.
+	orphans map[laneEpoch][]bson.ObjectID
+
+	// upgradeBatch is UpgradeBatchSize; tests lower it to page through a
+	// small 0.1.0 fixture in several batches.
+	upgradeBatch int
 }
 
 var _ relaybus.Store[context.Context] = (*Store)(nil)
@@ -37,127 +60,30 @@ func New(client *mongo.Client, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	db := client.Database(cfg.database)
+	// Majority writes on every collection, whatever the client's default
+	// (w:1 before MongoDB 5.0). A completion's transaction reads a
+	// snapshot of majority-committed data: a claim's lane write that was
+	// acknowledged by the primary alone could be missing from the
+	// snapshot of the completion of a handler that finished quickly, and
+	// the completion would report a lease lost that was not. Outside
+	// transactions the same rule keeps a takeover or a renewal from being
+	// rolled back by a failover after it was acknowledged.
+	coll := func(suffix string) *mongo.Collection {
+		return db.Collection(cfg.prefix+suffix, options.Collection().SetWriteConcern(writeconcern.Majority()))
+	}
 	return &Store{
-		client:     client,
-		cfg:        cfg,
-		db:         db,
-		events:     db.Collection(cfg.prefix + eventsSuffix),
-		deliveries: db.Collection(cfg.prefix + deliveriesSuffix),
-		keys:       db.Collection(cfg.prefix + keysSuffix),
+		client:       client,
+		cfg:          cfg,
+		db:           db,
+		events:       coll(eventsSuffix),
+		deliveries:   coll(deliveriesSuffix),
+		keys:         coll(keysSuffix),
+		lanes:        coll(lanesSuffix),
+		history:      coll(historySuffix),
+		holder:       newHolderID(),
+		orphans:      map[laneEpoch][]bson.ObjectID{},
+		upgradeBatch: UpgradeBatchSize,
 	}, nil
-}
-
-// transactionOptions are used by every transaction the store starts:
-// snapshot reads and majority writes, so a committed publish survives a
-// primary failover and a transaction reads one consistent state.
-func transactionOptions() *options.TransactionOptionsBuilder {
-	return options.Transaction().
-		SetReadConcern(readconcern.Snapshot()).
-		SetWriteConcern(writeconcern.Majority())
-}
-
-// Setup checks that the server is a replica set member and creates the
-// collections and indexes. It is idempotent and safe to run from several
-// processes at once: an existing collection is not an error, and
-// createIndexes with an identical specification does nothing.
-func (s *Store) Setup(ctx context.Context) error {
-	if err := s.checkReplicaSet(ctx); err != nil {
-		return err
-	}
-	for _, name := range []string{s.events.Name(), s.deliveries.Name(), s.keys.Name()} {
-		// Collections are created here, not implicitly by the first insert:
-		// MongoDB cannot always create a collection inside a transaction
-		// (before 4.4, or with a non-local read concern), and publish is
-		// always inside one.
-		if err := s.db.CreateCollection(ctx, name); err != nil && !namespaceExists(err) {
-			return errorFrom("setup: create collection "+name, err)
-		}
-	}
-	if _, err := s.deliveries.Indexes().CreateMany(ctx, deliveryIndexes()); err != nil {
-		return errorFrom("setup: create indexes of "+s.deliveries.Name(), err)
-	}
-	return nil
-}
-
-// helloReply is the part of the hello command's reply Setup reads.
-type helloReply struct {
-	SetName string `bson:"setName"`
-	Msg     string `bson:"msg"` // "isdbgrid" on mongos
-}
-
-// checkReplicaSet runs hello: transactions (atomic publish) need a
-// replica set member or a mongos in front of one.
-func (s *Store) checkReplicaSet(ctx context.Context) error {
-	var reply helloReply
-	if err := s.db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&reply); err != nil {
-		return errorFrom("setup: hello", err)
-	}
-	return replicaSetError(reply)
-}
-
-// errStandalone is returned by Setup on a standalone server.
-var errStandalone = errors.New(errPrefix + "transactions need a replica set or a sharded cluster, and this server is a standalone; " +
-	"start mongod with --replSet and run rs.initiate() (a single-member replica set is enough)")
-
-func replicaSetError(reply helloReply) error {
-	if reply.SetName == "" && reply.Msg != "isdbgrid" {
-		return errStandalone
-	}
-	return nil
-}
-
-// namespaceExists reports the server's NamespaceExists error (code 48),
-// which createCollection returns for a collection that exists.
-func namespaceExists(err error) bool {
-	var se mongo.ServerError
-	return errors.As(err, &se) && se.HasErrorCode(codeNamespaceExists)
-}
-
-const codeNamespaceExists = 48
-
-// Index names. They are part of the schema: the 0.2.0 upgrade drops the
-// ones it no longer needs by name.
-const (
-	indexClaim        = "claim_status_dueAt"
-	indexLeaseExpiry  = "lease_status_leaseExpiresAt"
-	indexKeyOrder     = "order_handler_key_sequence"
-	indexEventHandler = "event_handler_unique"
-	indexListStatus   = "list_status_id"
-	indexListHandler  = "list_handler_id"
-	indexPurge        = "purge_status_completedAt"
-)
-
-// deliveryIndexes is 0.1.0's index set on deliveries. Besides _id there
-// are seven, and four of them contain status: every claim, completion,
-// reschedule and release rewrites entries in them. That is the cost the
-// 0.2.0 store removes, kept here on purpose.
-//
-// The listing indexes are (status, _id) and (handler, _id) rather than
-// (…, createdAt): DeliveryList returns deliveries in ID order, and an index
-// in that order serves a filtered page without a sort. Their write cost is
-// the same.
-func deliveryIndexes() []mongo.IndexModel {
-	idx := func(name string, keys bson.D) mongo.IndexModel {
-		return mongo.IndexModel{Keys: keys, Options: options.Index().SetName(name)}
-	}
-	keyed := mongo.IndexModel{
-		Keys: bson.D{{Key: fHandler, Value: 1}, {Key: fKey, Value: 1}, {Key: fSequence, Value: 1}},
-		Options: options.Index().SetName(indexKeyOrder).
-			SetPartialFilterExpression(bson.D{{Key: fKey, Value: bson.D{{Key: "$exists", Value: true}}}}),
-	}
-	unique := mongo.IndexModel{
-		Keys:    bson.D{{Key: fEventID, Value: 1}, {Key: fHandler, Value: 1}},
-		Options: options.Index().SetName(indexEventHandler).SetUnique(true),
-	}
-	return []mongo.IndexModel{
-		idx(indexClaim, bson.D{{Key: fStatus, Value: 1}, {Key: fDueAt, Value: 1}}),
-		idx(indexLeaseExpiry, bson.D{{Key: fStatus, Value: 1}, {Key: fLeaseExpiresAt, Value: 1}}),
-		keyed,
-		unique,
-		idx(indexListStatus, bson.D{{Key: fStatus, Value: 1}, {Key: fID, Value: 1}}),
-		idx(indexListHandler, bson.D{{Key: fHandler, Value: 1}, {Key: fID, Value: 1}}),
-		idx(indexPurge, bson.D{{Key: fStatus, Value: 1}, {Key: fCompletedAt, Value: 1}}),
-	}
 }
 
 // TxBegin starts a session and a transaction in it, and returns a context

@@ -63,7 +63,7 @@ func TestTxLifecycle(t *testing.T) {
 	publish := &relaybus.EventPublishParams{Now: now, Events: []*relaybus.EventPublish{{
 		Event: &relaybus.Event{ID: "e1", Type: "t"}, Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 1}},
 	}}}
-	complete := &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "x", Token: "y"}, Now: now}
+	complete := &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "x", Token: "1:0:0"}, Now: now}
 
 	// A context without a session is not a transaction.
 	if _, err := s.EventPublishTx(ctx, ctx, publish); !errors.Is(err, relaybus.ErrInvalid) {
@@ -155,43 +155,49 @@ func TestInvalidParams(t *testing.T) {
 	}
 }
 
-// A lease this store cannot have issued is not current: false, with no
-// round trip (the offline client would fail one).
+// leaseWrites are the fenced writes of a store under one lease, each
+// reporting (current, error).
+func leaseWrites(s *rbmongo.Store, l relaybus.Lease) map[string]func() (bool, error) {
+	ctx := context.Background()
+	now := time.Date(2031, 1, 1, 12, 0, 0, 0, time.UTC)
+	return map[string]func() (bool, error){
+		"complete": func() (bool, error) {
+			return s.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: l, Now: now})
+		},
+		"reschedule": func() (bool, error) {
+			return s.DeliveryReschedule(ctx, &relaybus.DeliveryRescheduleParams{Lease: l, AvailableAt: now, Now: now})
+		},
+		"bury": func() (bool, error) {
+			return s.DeliveryBury(ctx, &relaybus.DeliveryBuryParams{Lease: l, Now: now})
+		},
+		"release": func() (bool, error) {
+			return s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{Lease: l, Now: now})
+		},
+		"complete many": func() (bool, error) {
+			ok, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: []relaybus.Lease{l}, Now: now})
+			return len(ok) == 1 && ok[0], err
+		},
+		"extend": func() (bool, error) {
+			ok, err := s.LeaseExtend(ctx, &relaybus.LeaseExtendParams{Owner: "w", Leases: []relaybus.Lease{l}, ExpiresAt: now.Add(time.Minute), Now: now})
+			return len(ok) == 1 && ok[0], err
+		},
+	}
+}
+
+// A lease whose delivery ID this store cannot have issued is not
+// current: false, with no round trip (the offline client would fail one).
 func TestForeignLeasesAreNotCurrent(t *testing.T) {
 	t.Parallel()
 	s := offlineStore(t)
 	ctx := context.Background()
 	now := time.Date(2031, 1, 1, 12, 0, 0, 0, time.UTC)
 	foreign := []relaybus.Lease{
-		{DeliveryID: "42", Token: "0123456789abcdef0123456789abcdef"},                       // not an ObjectID
-		{DeliveryID: "65f000000000000000000001", Token: "tok"},                              // not a token of ours
-		{DeliveryID: "65F000000000000000000001", Token: "0123456789abcdef0123456789abcdef"}, // upper case
+		{DeliveryID: "42", Token: "7:3:2"},                       // not an ObjectID
+		{DeliveryID: "65F000000000000000000001", Token: "7:3:2"}, // upper case: never issued
 	}
 	for _, l := range foreign {
-		checks := map[string]func() (bool, error){
-			"complete": func() (bool, error) {
-				return s.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: l, Now: now})
-			},
-			"reschedule": func() (bool, error) {
-				return s.DeliveryReschedule(ctx, &relaybus.DeliveryRescheduleParams{Lease: l, AvailableAt: now, Now: now})
-			},
-			"bury": func() (bool, error) {
-				return s.DeliveryBury(ctx, &relaybus.DeliveryBuryParams{Lease: l, Now: now})
-			},
-			"release": func() (bool, error) {
-				return s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{Lease: l, Now: now})
-			},
-			"complete many": func() (bool, error) {
-				ok, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: []relaybus.Lease{l}, Now: now})
-				return len(ok) == 1 && ok[0], err
-			},
-			"extend": func() (bool, error) {
-				ok, err := s.LeaseExtend(ctx, &relaybus.LeaseExtendParams{Owner: "w", Leases: []relaybus.Lease{l}, ExpiresAt: now.Add(time.Minute), Now: now})
-				return len(ok) == 1 && ok[0], err
-			},
-		}
-		for name, check := range checks {
-			if ok, err := check(); ok || err != nil {
+		for name, write := range leaseWrites(s, l) {
+			if ok, err := write(); ok || err != nil {
 				t.Errorf("%s under %+v = %v, %v; want false, nil", name, l, ok, err)
 			}
 		}
@@ -203,6 +209,34 @@ func TestForeignLeasesAreNotCurrent(t *testing.T) {
 	_, err = s.DeliveryList(ctx, &relaybus.DeliveryListParams{After: "42"})
 	if !errors.Is(err, relaybus.ErrInvalid) {
 		t.Errorf("list after a foreign cursor = %v, want ErrInvalid", err)
+	}
+}
+
+// A token that is not lane:epoch:claims is the caller's bug: ErrInvalid,
+// before anything is sent, whatever the delivery ID; in a call of many
+// leases, one malformed token fails the call.
+func TestMalformedTokensAreInvalid(t *testing.T) {
+	t.Parallel()
+	s := offlineStore(t)
+	for _, l := range []relaybus.Lease{
+		{DeliveryID: "65f000000000000000000001", Token: "0123456789abcdef0123456789abcdef"}, // a 0.1.0 token
+		{DeliveryID: "65f000000000000000000001", Token: "7:3"},
+		{DeliveryID: "65f000000000000000000001", Token: "256:0:0"},
+		{DeliveryID: "42", Token: "tok"},
+	} {
+		for name, write := range leaseWrites(s, l) {
+			ok, err := write()
+			if ok || !errors.Is(err, relaybus.ErrInvalid) || !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
+				t.Errorf("%s under %+v = %v, %v; want a relaybus/mongo ErrInvalid", name, l, ok, err)
+			}
+		}
+	}
+	now := time.Date(2031, 1, 1, 12, 0, 0, 0, time.UTC)
+	_, err := s.DeliveryCompleteMany(context.Background(), &relaybus.DeliveryCompleteManyParams{Now: now, Leases: []relaybus.Lease{
+		{DeliveryID: "42", Token: "1:0:0"}, {DeliveryID: "43", Token: "1:0:x"},
+	}})
+	if !errors.Is(err, relaybus.ErrInvalid) {
+		t.Errorf("complete many with a malformed second token = %v, want ErrInvalid", err)
 	}
 }
 

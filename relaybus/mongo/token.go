@@ -3,39 +3,65 @@ package mongo
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 
+	"github.com/berkcansavur/relaybus/relaybus"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// leaseTokenBytes is the entropy of a lease token. A token fences every
-// write of one claim; 128 random bits make it unguessable and make two
-// claims sharing a token as likely as a UUIDv4 collision.
-const leaseTokenBytes = 16
+// holderIDBytes is the entropy of a store instance's holder ID. Two
+// instances that shared one would adopt each other's lanes; 128 random
+// bits make that as likely as a UUIDv4 collision.
+const holderIDBytes = 16
 
-// newLeaseToken returns a fresh lease token: leaseTokenBytes random bytes
-// as lower-case hex.
-func newLeaseToken() string {
-	var b [leaseTokenBytes]byte
+// newHolderID returns a fresh holder ID: holderIDBytes random bytes as
+// lower-case hex.
+func newHolderID() string {
+	var b [holderIDBytes]byte
 	// crypto/rand.Read never returns an error (Go 1.24+): it crashes the
 	// program if the system's generator fails.
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
-// validLeaseToken reports whether s has the form newLeaseToken returns.
-// A token of any other form was not issued by this store, so a fenced
-// write under it reports false without a round trip.
-func validLeaseToken(s string) bool {
-	if len(s) != 2*leaseTokenBytes {
-		return false
+// leaseRef is a lease this store may have issued: the delivery's
+// ObjectID and the parsed lane:epoch:claims token.
+type leaseRef struct {
+	id  bson.ObjectID
+	tok relaybus.LaneToken
+}
+
+// parseLease reads a lease. A token that is not lane:epoch:claims is the
+// caller's bug and an ErrInvalid error (nothing is written). A delivery ID
+// that this store cannot have issued (not the lower-case hex of an
+// ObjectID) names no delivery here: ok is false and the fenced write
+// reports false without a round trip, as for any lease that is not
+// current.
+func parseLease(l relaybus.Lease) (ref leaseRef, ok bool, err error) {
+	tok, err := relaybus.ParseLaneToken(l.Token)
+	if err != nil {
+		return leaseRef{}, false, fmt.Errorf("%slease of delivery %q: %w", errPrefix, l.DeliveryID, err)
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
+	id, ok := parseDeliveryID(l.DeliveryID)
+	if !ok {
+		return leaseRef{}, false, nil
+	}
+	return leaseRef{id: id, tok: tok}, true, nil
+}
+
+// parseLeases parses every lease of a call before anything is sent, so a
+// malformed token in position 7 fails the call without writing the first
+// six. usable[i] is false for a lease whose ID cannot be ours.
+func parseLeases(leases []relaybus.Lease) (refs []leaseRef, usable []bool, err error) {
+	refs = make([]leaseRef, len(leases))
+	usable = make([]bool, len(leases))
+	for i, l := range leases {
+		refs[i], usable[i], err = parseLease(l)
+		if err != nil {
+			return nil, nil, err
 		}
 	}
-	return true
+	return refs, usable, nil
 }
 
 // parseDeliveryID turns a relaybus delivery ID (the hex form of the

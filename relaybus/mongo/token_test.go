@@ -9,32 +9,60 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-func TestLeaseToken(t *testing.T) {
+func TestHolderID(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
 	for range 1000 {
-		tok := newLeaseToken()
-		if !validLeaseToken(tok) {
-			t.Fatalf("newLeaseToken() = %q, which validLeaseToken rejects", tok)
+		h := newHolderID()
+		if len(h) != 2*holderIDBytes || strings.Trim(h, "0123456789abcdef") != "" {
+			t.Fatalf("newHolderID() = %q, not %d lower-case hex digits", h, 2*holderIDBytes)
 		}
-		if seen[tok] {
-			t.Fatalf("token %q issued twice", tok)
+		if seen[h] {
+			t.Fatalf("holder ID %q issued twice", h)
 		}
-		seen[tok] = true
+		seen[h] = true
 	}
-	for tok, want := range map[string]bool{
-		"":                                    false,
-		strings.Repeat("a", 31):               false,
-		strings.Repeat("a", 33):               false,
-		strings.Repeat("0", 32):               true,
-		"0123456789abcdef0123456789abcdef":    true,
-		"0123456789ABCDEF0123456789abcdef":    false, // issued lower case only
-		"0123456789abcdeg0123456789abcdef":    false,
-		"0123456789abcdef0123456789abcde\x00": false,
-	} {
-		if got := validLeaseToken(tok); got != want {
-			t.Errorf("validLeaseToken(%q) = %v, want %v", tok, got, want)
+}
+
+func TestParseLease(t *testing.T) {
+	t.Parallel()
+	oid := bson.NewObjectID()
+	ref, ok, err := parseLease(relaybus.Lease{DeliveryID: oid.Hex(), Token: "7:3:2"})
+	if err != nil || !ok || ref.id != oid || ref.tok != (relaybus.LaneToken{Lane: 7, Epoch: 3, Claims: 2}) {
+		t.Fatalf("parseLease(good) = %+v, %v, %v", ref, ok, err)
+	}
+	// A delivery ID this store cannot have issued: not current, no error.
+	for _, id := range []string{"42", strings.ToUpper(oid.Hex()), ""} {
+		if _, ok, err := parseLease(relaybus.Lease{DeliveryID: id, Token: "7:3:2"}); ok || err != nil {
+			t.Errorf("parseLease(id %q) = %v, %v; want not usable, no error", id, ok, err)
 		}
+	}
+	// A token that is not lane:epoch:claims: the caller's bug, ErrInvalid,
+	// whatever the ID.
+	for _, tok := range []string{"", "7:3", "7:3:2:1", "256:0:0", "-1:0:0", "07:3:2", "0123456789abcdef0123456789abcdef", "7:3:2x"} {
+		_, ok, err := parseLease(relaybus.Lease{DeliveryID: oid.Hex(), Token: tok})
+		if ok || !errors.Is(err, relaybus.ErrInvalid) || !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
+			t.Errorf("parseLease(token %q) = %v, %v; want a relaybus/mongo ErrInvalid", tok, ok, err)
+		}
+		_, _, err = parseLease(relaybus.Lease{DeliveryID: "42", Token: tok})
+		if !errors.Is(err, relaybus.ErrInvalid) {
+			t.Errorf("parseLease(foreign id, token %q) = %v; a malformed token is ErrInvalid whatever the id", tok, err)
+		}
+	}
+}
+
+// parseLeases checks every lease before anything is sent: a malformed
+// token anywhere fails the whole call.
+func TestParseLeases(t *testing.T) {
+	t.Parallel()
+	a, b := bson.NewObjectID(), bson.NewObjectID()
+	refs, usable, err := parseLeases([]relaybus.Lease{{DeliveryID: a.Hex(), Token: "1:0:0"}, {DeliveryID: "x", Token: "2:0:0"}, {DeliveryID: b.Hex(), Token: "3:1:4"}})
+	if err != nil || len(refs) != 3 || !usable[0] || usable[1] || !usable[2] || refs[2].id != b || refs[2].tok.Claims != 4 {
+		t.Fatalf("parseLeases = %+v, %v, %v", refs, usable, err)
+	}
+	_, _, err = parseLeases([]relaybus.Lease{{DeliveryID: a.Hex(), Token: "1:0:0"}, {DeliveryID: b.Hex(), Token: "nope"}})
+	if !errors.Is(err, relaybus.ErrInvalid) {
+		t.Fatalf("parseLeases with a malformed second token = %v, want ErrInvalid", err)
 	}
 }
 
@@ -87,15 +115,17 @@ func FuzzParseDeliveryID(f *testing.F) {
 	})
 }
 
-func FuzzValidLeaseToken(f *testing.F) {
-	f.Add(newLeaseToken())
-	f.Add("")
-	f.Add(strings.Repeat("G", 32))
-	f.Fuzz(func(t *testing.T, s string) {
-		if validLeaseToken(s) {
-			if len(s) != 2*leaseTokenBytes || strings.ToLower(s) != s || strings.Trim(s, "0123456789abcdef") != "" {
-				t.Fatalf("validLeaseToken(%q) accepted a token newLeaseToken cannot issue", s)
-			}
+func FuzzParseLease(f *testing.F) {
+	f.Add(bson.NewObjectID().Hex(), "7:3:2")
+	f.Add("42", "")
+	f.Add("", "255:9223372036854775807:0")
+	f.Fuzz(func(t *testing.T, id, tok string) {
+		ref, ok, err := parseLease(relaybus.Lease{DeliveryID: id, Token: tok})
+		if _, perr := relaybus.ParseLaneToken(tok); (perr != nil) != (err != nil) {
+			t.Fatalf("parseLease(%q, %q) error %v, but ParseLaneToken says %v", id, tok, err, perr)
+		}
+		if ok && (ref.id.Hex() != id || ref.tok.String() != tok) {
+			t.Fatalf("parseLease(%q, %q) = %+v: not the lease it was given", id, tok, ref)
 		}
 	})
 }
