@@ -39,7 +39,3 @@ func claimErrorDelay(n int, poll time.Duration) time.Duration {
 	}
 	return poll * time.Duration(f)
 }
-
-// maxClaimErrorBackoffFactor bounds claimErrorDelay relative to the poll
-// interval.
-const maxClaimErrorBackoffFactor = 16

@@ -10,20 +10,6 @@ import (
 	"time"
 )
 
-// Bounds of the dispatcher's own store writes.
-const (
-	// maxWriteAttempts bounds the tries of one finishing write (complete,
-	// reschedule, bury, release). After the last failure the write is given
-	// up and logged: the lease expires and the delivery is claimed again
-	// (at-least-once), so nothing is lost.
-	maxWriteAttempts = 3
-	// writeRetryDelay is the wait before the second try, doubled after.
-	writeRetryDelay = 20 * time.Millisecond
-	// claimGatherMax bounds how long a claim waits for busy slots to free
-	// up (see claimLoop): short enough not to matter for slow handlers.
-	claimGatherMax = time.Millisecond
-)
-
 // errLeaseLost is the cause of a handler context cancelled because its lease
 // is no longer held.
 var errLeaseLost = errors.New("relaybus: lease lost")

@@ -230,9 +230,6 @@ func (l Lease) Validate() error {
 	return nil
 }
 
-// MaxLeaseDuration bounds any lease.
-const MaxLeaseDuration = 24 * time.Hour
-
 func checkLeases(leases []Lease) error {
 	if len(leases) == 0 {
 		return invalidf("no leases")
