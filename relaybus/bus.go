@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,8 +26,8 @@ type Bus[TTx any] struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	runErr error
-
-	stats dispatcherCounters
+	// disp is the dispatcher once Start has run (it runs once).
+	disp *dispatcher[TTx]
 }
 
 type busState int
@@ -212,35 +211,6 @@ func (b *Bus[TTx]) PurgeExpired(ctx context.Context, r Retention) (*PurgeResult,
 	return b.store.Purge(ctx, p)
 }
 
-// DispatcherStats are counters of this bus's dispatcher since New.
-type DispatcherStats struct {
-	Claims      int64 // DeliveryClaim calls that succeeded
-	Claimed     int64 // deliveries claimed
-	Succeeded   int64 // handler calls that returned nil
-	Completed   int64 // completions the store confirmed
-	Failed      int64 // handler calls that failed (error, panic or timeout)
-	Rescheduled int64 // failures the store rescheduled
-	Buried      int64 // failures the store made dead letters
-	Released    int64 // deliveries given back without spending an attempt
-	LeasesLost  int64 // leases found lost (renewal, completion, or expiry)
-	Panics      int64 // handler panics recovered
-}
-
-type dispatcherCounters struct {
-	claims, claimed, succeeded, completed, failed, rescheduled, buried, released, leasesLost, panics atomic.Int64
-}
-
-// DispatcherStats returns the dispatcher's counters (atomic reads, cheap).
-func (b *Bus[TTx]) DispatcherStats() DispatcherStats {
-	s := &b.stats
-	return DispatcherStats{
-		Claims: s.claims.Load(), Claimed: s.claimed.Load(), Succeeded: s.succeeded.Load(),
-		Completed: s.completed.Load(), Failed: s.failed.Load(), Rescheduled: s.rescheduled.Load(),
-		Buried: s.buried.Load(), Released: s.released.Load(), LeasesLost: s.leasesLost.Load(),
-		Panics: s.panics.Load(),
-	}
-}
-
 // Run dispatches until ctx is done, then shuts down gracefully and returns
 // nil, or the first fatal error.
 func (b *Bus[TTx]) Run(ctx context.Context) error {
@@ -274,7 +244,8 @@ func (b *Bus[TTx]) Start(ctx context.Context) error {
 		return invalidf("start: no handler to run (Declare only registers handlers for publishing)")
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	d := newDispatcher(b, names, run)
+	d := newDispatcher(b.store, b.cfg, names, run)
+	b.disp = d
 	b.state = stateRunning
 	b.cancel = cancel
 	b.done = make(chan struct{})

@@ -217,11 +217,12 @@ func TestRetryWithBackoff(t *testing.T) {
 
 func TestRetryJitterSpreads(t *testing.T) {
 	t.Parallel()
-	b, err := New[*fakeTx](newFakeStore(), Config{RetryBaseDelay: time.Second, RetryJitter: 0.5})
+	cfg, err := Config{RetryBaseDelay: time.Second, RetryJitter: 0.5}.withDefaults()
 	require.NoError(t, err)
+	p := retryPolicyOf(cfg)
 	distinct := map[time.Duration]bool{}
 	for range 50 {
-		d := b.backoff(1)
+		d := p.delay(1)
 		require.GreaterOrEqual(t, d, 500*time.Millisecond)
 		require.LessOrEqual(t, d, 1500*time.Millisecond)
 		distinct[d] = true
