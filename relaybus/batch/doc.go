@@ -1,7 +1,8 @@
 // Package batch groups concurrent calls into batches: New batches one
 // stream, NewPerKey batches per key with at most one batch in flight per
 // key (ADR 0003). Each caller of Submit waits for, and gets, its own
-// item's result.
+// item's result; Enqueue hands an item off without waiting, for a batch
+// function that acts on its items itself.
 //
 // # Per key
 //
