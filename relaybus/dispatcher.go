@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/berkcansavur/relaybus/relaybus/batch"
 )
 
 // errLeaseLost is the cause of a handler context cancelled because its lease
@@ -27,8 +29,8 @@ type dispatcher[TTx any] struct {
 	writeCtx context.Context
 
 	// inflight counts claimed deliveries not yet handed off (running, or
-	// waiting to be queued for completion); at most Concurrency, the claim
-	// loop only claims what is free. slotFreed wakes the claim loop.
+	// waiting for room in the completion queue); at most Concurrency, the
+	// claim loop only claims what is free. slotFreed wakes the claim loop.
 	inflightMu sync.Mutex
 	inflight   int
 	slotFreed  chan struct{}
@@ -38,11 +40,12 @@ type dispatcher[TTx any] struct {
 	mu   sync.Mutex
 	held map[string]*job
 
-	// completions queues successes for the completer (nil when completion
-	// batching is disabled). Its capacity bounds the queue: a full queue
-	// holds the handler's slot, which holds back claims.
-	completions chan *job
-	jobs        sync.WaitGroup
+	// completer groups successes into DeliveryCompleteMany calls (nil when
+	// completion batching is Disabled). Its queue holds at most
+	// CompletionBatchMax: a full queue holds the handler's slot, which
+	// holds back claims.
+	completer *batch.Batcher[*job, struct{}]
+	jobs      sync.WaitGroup
 }
 
 // job is one claimed delivery.
@@ -68,9 +71,6 @@ func newDispatcher[TTx any](store Store[TTx], cfg Config, names []string, run ma
 		slotFreed: make(chan struct{}, 1),
 		held:      make(map[string]*job),
 	}
-	if d.cfg.CompletionBatchWindow != Disabled {
-		d.completions = make(chan *job, d.cfg.CompletionBatchMax)
-	}
 	return d
 }
 
@@ -83,19 +83,18 @@ func (d *dispatcher[TTx]) run(ctx context.Context) error {
 	d.log.Info("relaybus: dispatcher started", "owner", d.cfg.Owner, "handlers", d.names,
 		"concurrency", d.cfg.Concurrency, "batch_size", d.cfg.BatchSize)
 
+	var err error
+	d.completer, err = d.newCompleter()
+	if err != nil {
+		return err
+	}
 	var bg sync.WaitGroup
 	renewStop := make(chan struct{})
 	bg.Go(func() { d.renewLoop(renewStop) })
-	completerDone := make(chan struct{})
-	if d.completions != nil {
-		go func() { defer close(completerDone); d.completer() }()
-	} else {
-		close(completerDone)
-	}
 
 	d.claimLoop(ctx)
 
-	d.shutdown(completerDone, renewStop, &bg)
+	d.shutdown(renewStop, &bg)
 	d.log.Info("relaybus: dispatcher stopped", "owner", d.cfg.Owner)
 	return nil
 }

@@ -65,11 +65,7 @@ func (d *dispatcher[TTx]) finish(ctx, runCtx context.Context, j *job, h *handler
 	}
 	if err == nil {
 		d.stats.succeeded.Add(1)
-		if d.completions != nil {
-			d.completions <- j
-			return
-		}
-		d.completeOne(j)
+		d.complete(j)
 		return
 	}
 	d.fail(ctx, runCtx, j, h, err)
@@ -115,7 +111,11 @@ func (d *dispatcher[TTx]) runTx(ctx, runCtx context.Context, j *job, h *handler[
 		return
 	}
 	d.stats.succeeded.Add(1)
-	if !d.beforeCompleteTx(j, rollback) {
+	if err := d.beforeComplete([]*job{j}); err != nil {
+		// Rolled back before the release: the handler's writes must not
+		// commit for a delivery that runs again.
+		rollback()
+		d.release(j)
 		return
 	}
 	c, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
@@ -137,27 +137,4 @@ func (d *dispatcher[TTx]) runTx(ctx, runCtx context.Context, j *job, h *handler[
 		return
 	}
 	d.done(j, "complete", true, nil, &d.stats.completed)
-}
-
-// beforeCompleteTx is beforeComplete for a transactional handler, which must
-// roll back before its delivery is released.
-func (d *dispatcher[TTx]) beforeCompleteTx(j *job, rollback func()) bool {
-	if d.cfg.BeforeComplete == nil {
-		return true
-	}
-	err := func() (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("relaybus: BeforeComplete panicked: %v", p)
-			}
-		}()
-		return d.cfg.BeforeComplete(d.writeCtx, []*Delivery{j.d})
-	}()
-	if err == nil {
-		return true
-	}
-	d.logJob(slog.LevelError, "relaybus: BeforeComplete failed; releasing", j, err)
-	rollback()
-	d.release(j)
-	return false
 }

@@ -7,15 +7,18 @@ import (
 
 // shutdown ends a run after the claim loop has stopped. Handlers see their
 // context cancelled; it waits until every job has handed off its delivery,
-// lets the completer send what is queued, stops the renewal, and finally
+// lets the completer write what is queued, stops the renewal, and finally
 // relinquishes everything the owner still holds, so that other workers need
 // not wait for the leases to expire.
-func (d *dispatcher[TTx]) shutdown(completerDone <-chan struct{}, renewStop chan<- struct{}, bg *sync.WaitGroup) {
+func (d *dispatcher[TTx]) shutdown(renewStop chan<- struct{}, bg *sync.WaitGroup) {
 	d.jobs.Wait()
-	if d.completions != nil {
-		close(d.completions)
+	if d.completer != nil {
+		// Sends what is queued at once, without waiting out the window.
+		// Bounded: each completion write stops when its lease would expire.
+		if err := d.completer.Close(context.Background()); err != nil {
+			d.log.Error("relaybus: stopping the completer", "error", err)
+		}
 	}
-	<-completerDone
 	close(renewStop)
 	bg.Wait()
 
