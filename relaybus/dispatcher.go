@@ -53,9 +53,12 @@ type job struct {
 	d      *Delivery
 	cancel context.CancelCauseFunc
 	// Guarded by dispatcher.mu.
-	expiresAt time.Time
-	lost      bool // the lease is gone; write nothing more
-	finishing bool // the final write is under way; it reports a lost lease itself
+	expiresAt time.Time // of the lease, by Config.Now; renewal moves it
+	lost      bool      // the lease is gone; write nothing more
+	finishing bool      // the final write is under way: not renewed; it reports a lost lease itself
+	// deadline is when the lease of a finishing job expires, on the real
+	// clock: its final write is retried until then (set by beginFinish).
+	deadline time.Time
 }
 
 // newDispatcher returns the dispatcher of a bus on store with cfg (its

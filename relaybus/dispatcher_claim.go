@@ -93,14 +93,13 @@ func (d *dispatcher[TTx]) start(ctx context.Context, del *Delivery, claimedAt ti
 		// A store bug; never run something we did not ask for.
 		d.log.Error("relaybus: claim returned a delivery this bus does not run", "delivery", del)
 		if del != nil && del.ID != "" && del.LeaseToken != "" {
-			d.release(&job{d: del})
+			j := d.newJob(del, claimedAt)
+			d.beginFinish(j)
+			d.release(j)
 		}
 		return
 	}
-	j := &job{d: del, expiresAt: del.LeaseExpiresAt}
-	if j.expiresAt.IsZero() {
-		j.expiresAt = claimedAt.Add(d.cfg.LeaseDuration)
-	}
+	j := d.newJob(del, claimedAt)
 	d.mu.Lock()
 	d.held[del.ID] = j
 	d.mu.Unlock()
@@ -113,6 +112,16 @@ func (d *dispatcher[TTx]) start(ctx context.Context, del *Delivery, claimedAt ti
 		defer d.freeSlot()
 		d.runJob(ctx, j, h)
 	}()
+}
+
+// newJob is the job of a delivery claimed at claimedAt: its lease expires
+// when the store says, or else a LeaseDuration after the claim.
+func (d *dispatcher[TTx]) newJob(del *Delivery, claimedAt time.Time) *job {
+	j := &job{d: del, expiresAt: del.LeaseExpiresAt}
+	if j.expiresAt.IsZero() {
+		j.expiresAt = claimedAt.Add(d.cfg.LeaseDuration)
+	}
+	return j
 }
 
 func (d *dispatcher[TTx]) freeSlot() {

@@ -59,7 +59,7 @@ func (d *dispatcher[TTx]) complete(j *job) {
 // one DeliveryCompleteMany call for the batch, then the outcome of every
 // job (nobody waits for the batcher's results).
 func (d *dispatcher[TTx]) completeBatch(_ context.Context, js []*job) (_ []struct{}, err error) {
-	var oks []bool
+	var oks []bool // one per job once the write succeeded
 	defer func() {
 		if p := recover(); p != nil {
 			// Every job must still get its outcome, or its lease would be
@@ -84,7 +84,13 @@ func (d *dispatcher[TTx]) completeBatch(_ context.Context, js []*job) (_ []struc
 		leases[i] = j.d.Lease()
 	}
 	now := d.cfg.Now()
-	err = d.write(func(c context.Context) (e error) {
+	deadline := js[0].deadline
+	for _, j := range js[1:] {
+		if j.deadline.Before(deadline) {
+			deadline = j.deadline
+		}
+	}
+	err = d.write(deadline, func(c context.Context) (e error) {
 		oks, e = d.store.DeliveryCompleteMany(c, &DeliveryCompleteManyParams{Leases: leases, Now: now})
 		return e
 	})
@@ -107,7 +113,7 @@ func (d *dispatcher[TTx]) completeOne(j *job) {
 	}
 	now := d.cfg.Now()
 	var ok bool
-	werr := d.write(func(c context.Context) (e error) {
+	werr := d.write(j.deadline, func(c context.Context) (e error) {
 		ok, e = d.store.DeliveryComplete(c, &DeliveryCompleteParams{Lease: j.d.Lease(), Now: now})
 		return e
 	})

@@ -7,13 +7,19 @@ import (
 	"time"
 )
 
-// Lease renewal: every held lease extended each LeaseRenewInterval; a
-// lease found lost cancels its handler.
+// Lease renewal: every held lease whose final write has not begun is
+// extended each LeaseRenewInterval; a lease found lost cancels its
+// handler. A finishing lease is left to expire: its write is bounded by
+// it (see write), and a renewal never touches what a completion is
+// writing, so the two cannot wait on each other (0.1.0's did, on the same
+// rows). The renewal runs on its own goroutine and takes the dispatcher's
+// lock only to copy and update the leases, so it never waits for a
+// completion.
 
-// renewLoop extends every held lease each LeaseRenewInterval with one
-// LeaseExtend call (per MaxLeasesPerCall leases) until stop is closed. A
-// lease the store reports lost, or that expired by our clock without being
-// renewed, cancels its handler.
+// renewLoop extends the held leases that are not finishing each
+// LeaseRenewInterval with one LeaseExtend call (per MaxLeasesPerCall
+// leases) until stop is closed. A lease the store reports lost, or that
+// expired by our clock without being renewed, cancels its handler.
 func (d *dispatcher[TTx]) renewLoop(stop <-chan struct{}) {
 	t := time.NewTicker(d.cfg.LeaseRenewInterval)
 	defer t.Stop()
@@ -32,7 +38,10 @@ func (d *dispatcher[TTx]) renew() {
 	var js []*job
 	d.mu.Lock()
 	for _, j := range d.held {
-		if !j.finishing && !j.expiresAt.After(now) {
+		if j.finishing {
+			continue
+		}
+		if !j.expiresAt.After(now) {
 			// Renewals failed for a whole lease: another worker may run
 			// this delivery now, so stop ours.
 			d.loseLocked(j)

@@ -15,7 +15,9 @@ import (
 func (d *dispatcher[TTx]) runJob(ctx context.Context, j *job, h *handler[TTx]) {
 	if ctx.Err() != nil {
 		// Claimed but not started before the shutdown: give it back.
-		d.release(j)
+		if d.beginFinish(j) {
+			d.release(j)
+		}
 		return
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
@@ -69,18 +71,6 @@ func (d *dispatcher[TTx]) finish(ctx, runCtx context.Context, j *job, h *handler
 		return
 	}
 	d.fail(ctx, runCtx, j, h, err)
-}
-
-// beginFinish marks j as finishing, unless its lease was lost (then nothing
-// more is written for it).
-func (d *dispatcher[TTx]) beginFinish(j *job) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if j.lost {
-		return false
-	}
-	j.finishing = true
-	return true
 }
 
 // runTx runs a transactional handler: the handler's writes and the

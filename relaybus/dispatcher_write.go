@@ -3,12 +3,15 @@ package relaybus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 )
 
 // The final writes of a delivery (reschedule, bury, release; complete in
-// dispatcher_complete.go): fenced by the lease, retried, and accounted.
+// dispatcher_complete.go): fenced by the lease, retried until the lease
+// would expire, and accounted.
 
 // fail handles a failed attempt: released if the shutdown aborted it, else
 // buried (Permanent, or budget spent) or rescheduled with backoff.
@@ -27,7 +30,7 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 	now := d.cfg.Now()
 	if IsPermanent(err) || j.d.Attempts >= budget {
 		var ok bool
-		werr := d.write(func(c context.Context) (e error) {
+		werr := d.write(j.deadline, func(c context.Context) (e error) {
 			ok, e = d.store.DeliveryBury(c, &DeliveryBuryParams{Lease: j.d.Lease(), Error: text, Now: now})
 			return e
 		})
@@ -39,7 +42,7 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 	}
 	delay := d.retry.delay(j.d.Attempts)
 	var ok bool
-	werr := d.write(func(c context.Context) (e error) {
+	werr := d.write(j.deadline, func(c context.Context) (e error) {
 		ok, e = d.store.DeliveryReschedule(c, &DeliveryRescheduleParams{Lease: j.d.Lease(), Error: text, AvailableAt: now.Add(delay), Now: now})
 		return e
 	})
@@ -49,34 +52,58 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 	}
 }
 
-// release gives a delivery back without spending an attempt.
+// release gives a delivery back without spending an attempt. j is
+// finishing (see beginFinish).
 func (d *dispatcher[TTx]) release(j *job) {
 	now := d.cfg.Now()
 	var ok bool
-	werr := d.write(func(c context.Context) (e error) {
+	werr := d.write(j.deadline, func(c context.Context) (e error) {
 		ok, e = d.store.DeliveryRelease(c, &DeliveryReleaseParams{Lease: j.d.Lease(), Now: now})
 		return e
 	})
 	d.done(j, "release", ok, werr, &d.stats.released)
 }
 
-// write runs a finishing store write, retrying it up to maxWriteAttempts
-// times. Each try is bounded by the lease duration: past it, the lease has
-// expired anyway.
-func (d *dispatcher[TTx]) write(fn func(context.Context) error) error {
-	var err error
-	for i := range maxWriteAttempts {
-		if i > 0 {
-			time.Sleep(writeRetryDelay << (i - 1))
-		}
-		c, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
-		err = fn(c)
+// beginFinish marks j as finishing, unless its lease was lost (then nothing
+// more is written for it). A finishing lease is no longer renewed, so its
+// final write must be done by the time it expires: beginFinish sets that
+// deadline, on the real clock (timers run on real time, Config.Now may
+// not).
+func (d *dispatcher[TTx]) beginFinish(j *job) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j.lost {
+		return false
+	}
+	j.finishing = true
+	j.deadline = time.Now().Add(j.expiresAt.Sub(d.cfg.Now()))
+	return true
+}
+
+// write makes a final write until it succeeds or fails for good
+// (ErrInvalid), retrying with backoff while the lease it is made under
+// holds: a database restart takes seconds, and a completion given up
+// before the database is back makes finished work run again. The first try
+// is always made (a late write is fenced by the store) and bounded by
+// LeaseDuration; a retry is made only while it can start before deadline,
+// and is bounded by deadline. Past it another worker may hold the delivery:
+// the write is given up, the delivery runs again (at-least-once).
+func (d *dispatcher[TTx]) write(deadline time.Time, fn func(context.Context) error) error {
+	timeout := d.cfg.LeaseDuration
+	for try := 1; ; try++ {
+		c, cancel := context.WithTimeout(d.writeCtx, timeout)
+		err := fn(c)
 		cancel()
 		if err == nil || errors.Is(err, ErrInvalid) {
 			return err
 		}
+		wait := retryDelay(try, writeRetryDelayMin, writeRetryDelayMax, writeRetryJitter, rand.Float64())
+		if time.Until(deadline) <= wait {
+			return fmt.Errorf("relaybus: given up after %d tries, before the lease expires: %w", try, err)
+		}
+		time.Sleep(wait)
+		timeout = time.Until(deadline)
 	}
-	return err
 }
 
 // done records the outcome of the final write of j and forgets its lease.

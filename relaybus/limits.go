@@ -124,11 +124,17 @@ const (
 	// row, as a multiple of the poll interval: a store that is down is not
 	// hammered, and one that is back is found within 16 polls.
 	maxClaimErrorBackoffFactor = 16
-	// maxWriteAttempts bounds the tries of one final write (complete,
-	// reschedule, bury, release). After the last failure the write is
-	// given up and logged: the lease expires and the delivery is claimed
-	// again (at-least-once), so nothing is lost.
-	maxWriteAttempts = 3
-	// writeRetryDelay is the wait before the second try, doubled after.
-	writeRetryDelay = 20 * time.Millisecond
+	// writeRetryDelayMin is the wait before the first retry of a final
+	// write (complete, reschedule, bury, release); it doubles per retry up
+	// to writeRetryDelayMax, spread by ±writeRetryJitter. Retries go on
+	// until the lease the write is made under would expire, never past
+	// it (see write): the lease is what bounds them.
+	writeRetryDelayMin = 20 * time.Millisecond
+	// writeRetryDelayMax caps that wait: a database that is back is found
+	// within a second.
+	writeRetryDelayMax = time.Second
+	// writeRetryJitter spreads the retries of writes that failed together
+	// (the completions of a batch, the releases of a shutdown), so that
+	// they do not all come back at once.
+	writeRetryJitter = 0.2
 )
