@@ -34,6 +34,9 @@ type dispatcher[TTx any] struct {
 	inflightMu sync.Mutex
 	inflight   int
 	slotFreed  chan struct{}
+	// keyFreed wakes an idle claim loop when a keyed delivery has finished
+	// (completed or buried): its key's next delivery may be due now.
+	keyFreed chan struct{}
 
 	// held are the leases this run still holds, by delivery ID: renewed
 	// until their final write is done.
@@ -72,6 +75,7 @@ func newDispatcher[TTx any](store Store[TTx], cfg Config, names []string, run ma
 		names:     names,
 		handlers:  run,
 		slotFreed: make(chan struct{}, 1),
+		keyFreed:  make(chan struct{}, 1),
 		held:      make(map[string]*job),
 	}
 	return d

@@ -6,17 +6,68 @@ import (
 )
 
 // The claim loop: leases due deliveries while handler slots are free, and
-// starts a job for each.
+// starts a job for each. Polling is the correctness path (it finds what
+// other processes publish); two events make it claim again at once
+// instead: a claim that came back full (there is likely more), and a keyed
+// delivery that finished (its key's next delivery may be due now). Neither
+// can spin: each wake-up follows a real event, and a claim that finds
+// nothing waits for the next poll.
 
 // claimLoop claims up to min(BatchSize, free slots) deliveries at a time and
-// starts a goroutine per delivery. A full batch is followed by another claim
-// at once; a short one by PollInterval of rest.
+// starts a goroutine per delivery, until ctx is done.
 func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 	claimErrors := 0
-	// A claim for one or two slots costs a store round trip like a full
-	// one: when most of a batch's slots are busy, wait up to claimGatherMax
-	// for more to free up, so a busy dispatcher claims in batches rather
-	// than one delivery per finished handler.
+	for {
+		limit, ok := d.claimLimit(ctx)
+		if !ok {
+			return
+		}
+		// A key freed before this claim is seen by it: forget that wake-up.
+		select {
+		case <-d.keyFreed:
+		default:
+		}
+		now := d.cfg.Now()
+		ds, err := d.store.DeliveryClaim(ctx, &DeliveryClaimParams{
+			Owner: d.cfg.Owner, Handlers: d.names, Limit: limit, LeaseDuration: d.cfg.LeaseDuration, Now: now,
+		})
+		// A store may fail part way and return what it did claim
+		// (relaybus/mongo claims row by row): run those rather than let
+		// their leases expire and cost an attempt. After the shutdown has
+		// begun they are released at once.
+		d.stats.claimed.Add(int64(len(ds)))
+		for _, del := range ds {
+			d.start(ctx, del, now)
+		}
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				// A claim cut short by the shutdown may still have leased
+				// rows; the final OwnerRelinquish gives them back.
+				return
+			}
+			claimErrors++
+			wait := claimErrorDelay(claimErrors, d.cfg.PollInterval)
+			d.log.Error("relaybus: claim failed", "error", err, "errors_in_a_row", claimErrors, "retry_in", wait)
+			sleep(ctx, wait)
+		case len(ds) < limit:
+			claimErrors = 0
+			d.stats.claims.Add(1)
+			d.idle(ctx)
+		default:
+			claimErrors = 0
+			d.stats.claims.Add(1)
+		}
+	}
+}
+
+// claimLimit waits until handler slots are free and returns how many
+// deliveries to claim, or false once ctx is done. A claim for one or two
+// slots costs a store round trip like a full one: when most of a batch's
+// slots are busy, it waits up to claimGatherMax for more to free up, so a
+// busy dispatcher claims in batches rather than one delivery per finished
+// handler.
+func (d *dispatcher[TTx]) claimLimit(ctx context.Context) (int, bool) {
 	want := min(d.cfg.BatchSize, d.cfg.Concurrency)
 	var gatherUntil time.Time
 	for ctx.Err() == nil {
@@ -45,41 +96,20 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 				continue
 			}
 		}
-		gatherUntil = time.Time{}
-		limit := min(d.cfg.BatchSize, free)
-		now := d.cfg.Now()
-		ds, err := d.store.DeliveryClaim(ctx, &DeliveryClaimParams{
-			Owner: d.cfg.Owner, Handlers: d.names, Limit: limit, LeaseDuration: d.cfg.LeaseDuration, Now: now,
-		})
-		if err != nil {
-			// A store may fail part way and return what it did claim
-			// (relaybus/mongo claims row by row): run those rather than
-			// let their leases expire and cost an attempt. After the
-			// shutdown has begun they are released at once.
-			d.stats.claimed.Add(int64(len(ds)))
-			for _, del := range ds {
-				d.start(ctx, del, now)
-			}
-			if ctx.Err() != nil {
-				// A claim cut short by the shutdown may still have leased
-				// rows; the final OwnerRelinquish gives them back.
-				return
-			}
-			claimErrors++
-			wait := claimErrorDelay(claimErrors, d.cfg.PollInterval)
-			d.log.Error("relaybus: claim failed", "error", err, "errors_in_a_row", claimErrors, "retry_in", wait)
-			sleep(ctx, wait)
-			continue
-		}
-		claimErrors = 0
-		d.stats.claims.Add(1)
-		d.stats.claimed.Add(int64(len(ds)))
-		for _, del := range ds {
-			d.start(ctx, del, now)
-		}
-		if len(ds) < limit {
-			sleep(ctx, d.cfg.PollInterval)
-		}
+		return min(d.cfg.BatchSize, free), true
+	}
+	return 0, false
+}
+
+// idle waits after a claim that found less than it asked for: PollInterval,
+// or less when a keyed delivery finishes meanwhile.
+func (d *dispatcher[TTx]) idle(ctx context.Context) {
+	t := time.NewTimer(d.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-d.keyFreed:
+	case <-ctx.Done():
 	}
 }
 
@@ -128,8 +158,5 @@ func (d *dispatcher[TTx]) freeSlot() {
 	d.inflightMu.Lock()
 	d.inflight--
 	d.inflightMu.Unlock()
-	select {
-	case d.slotFreed <- struct{}{}:
-	default:
-	}
+	signal(d.slotFreed)
 }

@@ -3,6 +3,7 @@ package relaybus
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,4 +63,70 @@ func TestClaimErrorWithPartialResultRunsWhatWasClaimed(t *testing.T) {
 		want[id+"/h"] = 1
 	}
 	require.Equal(t, want, s.snapshot(), "each delivery runs once, on its first claim")
+}
+
+// longPoll configures a poll interval no test waits out: whatever runs
+// within the test ran because the dispatcher claimed again at once.
+func longPoll(cfg Config) Config {
+	cfg.PollInterval = MaxPollInterval
+	return cfg
+}
+
+func (tb *bundle) claimCalls() (n int) {
+	tb.spy.with(func(s *spyStore[*fakeTx]) { n = s.claimCalls })
+	return n
+}
+
+// TestClaimAgainWhenAKeyIsFreed: a keyed delivery that completes, or is
+// buried, frees its key, and the dispatcher claims the key's next delivery
+// at once instead of after the poll interval (0.1.0 moved a hot key one
+// delivery per poll).
+func TestClaimAgainWhenAKeyIsFreed(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, longPoll(testConfig()))
+	var mu sync.Mutex
+	var seqs []int64
+	require.NoError(t, tb.bus.Handle("t", "h", func(_ context.Context, d *Delivery) error {
+		mu.Lock()
+		seqs = append(seqs, d.Sequence)
+		mu.Unlock()
+		if d.Sequence == 3 {
+			return Permanent(errBoom) // buried: frees the key too
+		}
+		return nil
+	}, nil))
+	publishN(t, tb.bus, "t", 10, func(int) string { return "hot" })
+	stop := tb.start(t)
+	waitFor(t, "the hot key drained", func() bool {
+		return tb.countStatus(StatusCompleted) == 9 && tb.countStatus(StatusDead) == 1
+	})
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, seqs)
+}
+
+// TestClaimDoesNotSpin: with nothing due the dispatcher waits for the poll;
+// neither an unkeyed completion nor a keyed reschedule (its key stays
+// blocked until the retry is due) wakes it.
+func TestClaimDoesNotSpin(t *testing.T) {
+	t.Parallel()
+	cfg := longPoll(testConfig())
+	cfg.RetryBaseDelay = time.Hour
+	cfg.RetryMaxDelay = time.Hour
+	tb := setup(t, cfg)
+	require.NoError(t, tb.bus.Handle("t", "h", func(_ context.Context, d *Delivery) error {
+		if d.Key != "" {
+			return errBoom
+		}
+		return nil
+	}, nil))
+	require.NoError(t, tb.bus.Publish(context.Background(), &Event{ID: "unkeyed", Type: "t"}, &Event{ID: "keyed", Type: "t", Key: "k"}))
+	stop := tb.start(t)
+	waitFor(t, "one completed, one rescheduled", func() bool {
+		return tb.countStatus(StatusCompleted) == 1 && tb.bus.DispatcherStats().Rescheduled == 1
+	})
+	time.Sleep(20 * time.Millisecond) // room for claims that should not come
+	require.Equal(t, 1, tb.claimCalls())
+	stop()
 }

@@ -123,5 +123,18 @@ func (d *dispatcher[TTx]) done(j *job, what string, ok bool, err error, counter 
 		if counter != nil {
 			counter.Add(1)
 		}
+		if j.d.Key != "" && (what == "complete" || what == "bury") {
+			// The key's next delivery may be due now: claim at once.
+			signal(d.keyFreed)
+		}
+	}
+}
+
+// signal wakes the one receiver of a channel of capacity 1 without
+// blocking; a token already there is enough.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }

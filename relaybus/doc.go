@@ -57,11 +57,13 @@
 // Run (or Start and Stop) runs the dispatcher: one claim loop leases up to
 // min(BatchSize, free slots) due deliveries at a time and runs each in its
 // own goroutine, at most Concurrency at once. A full batch is followed by
-// another claim at once; otherwise the loop waits PollInterval. When most
-// slots are busy it waits up to a millisecond for more to free up, so a
-// busy dispatcher claims in batches, not one delivery per handler. Claim
-// errors are logged and retried with a backoff capped at 16 poll intervals;
-// they never stop Run.
+// another claim at once, and so is a keyed delivery that completed or was
+// buried (its key's next delivery may be due); otherwise the loop waits
+// PollInterval, which stays the correctness path: it finds what other
+// processes publish. When most slots are busy it waits up to a millisecond
+// for more to free up, so a busy dispatcher claims in batches, not one
+// delivery per handler. Claim errors are logged and retried with a backoff
+// capped at 16 poll intervals; they never stop Run.
 //
 // Every LeaseRenewInterval one LeaseExtend call renews all leases the bus
 // holds. A lease the store reports lost (or one our clock sees expire

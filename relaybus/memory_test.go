@@ -147,6 +147,40 @@ func TestMemoryKeyedOrderAcrossBuses(t *testing.T) {
 	}
 }
 
+// Hot keys move at the speed of their handlers, not one delivery per poll:
+// a keyed delivery that finishes makes its bus claim the key's next one at
+// once. The poll interval is an hour, so nothing here waits for it.
+func TestMemoryHotKeysDoNotWaitForThePoll(t *testing.T) {
+	t.Parallel()
+	store := memory.New(nil)
+	var mu sync.Mutex
+	handled := 0
+	var buses []*relaybus.Bus[*memory.Tx]
+	for i := range 2 {
+		cfg := memConfig(fmt.Sprintf("worker-%d", i))
+		cfg.PollInterval = relaybus.MaxPollInterval
+		b, err := relaybus.New[*memory.Tx](store, cfg)
+		require.NoError(t, err)
+		require.NoError(t, b.Handle("t", "h", func(context.Context, *relaybus.Delivery) error {
+			mu.Lock()
+			handled++
+			mu.Unlock()
+			return nil
+		}, nil))
+		buses = append(buses, b)
+	}
+	events := make([]*relaybus.Event, 0, 100)
+	for i := range cap(events) {
+		events = append(events, &relaybus.Event{Type: "t", Key: fmt.Sprintf("k%d", i%4)})
+	}
+	require.NoError(t, buses[0].Publish(context.Background(), events...))
+	runAll(t, buses...)
+	waitUntil(t, "all handled", settled(t, store))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 100, handled)
+}
+
 // A worker that crashed holding a lease: after the lease expires, a bus
 // takes the delivery over (the crashed attempt counts) and runs it.
 func TestMemoryTakeoverAfterCrash(t *testing.T) {
