@@ -30,10 +30,11 @@ type dispatcher[TTx any] struct {
 
 	// inflight counts claimed deliveries not yet handed off (running, or
 	// waiting for room in the completion queue); at most Concurrency, the
-	// claim loop only claims what is free. slotFreed wakes the claim loop.
+	// claim loop only claims what is free. freed wakes the claim loop when
+	// a slot is freed or a lease let go.
 	inflightMu sync.Mutex
 	inflight   int
-	slotFreed  chan struct{}
+	freed      chan struct{}
 	// keyFreed wakes an idle claim loop when a keyed delivery has finished
 	// (completed or buried): its key's next delivery may be due now.
 	keyFreed chan struct{}
@@ -68,15 +69,15 @@ type job struct {
 // defaults applied), running the handlers in run, whose names are names.
 func newDispatcher[TTx any](store Store[TTx], cfg Config, names []string, run map[string]*handler[TTx]) *dispatcher[TTx] {
 	d := &dispatcher[TTx]{
-		store:     store,
-		cfg:       cfg,
-		log:       cfg.Logger,
-		retry:     retryPolicyOf(cfg),
-		names:     names,
-		handlers:  run,
-		slotFreed: make(chan struct{}, 1),
-		keyFreed:  make(chan struct{}, 1),
-		held:      make(map[string]*job),
+		store:    store,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		retry:    retryPolicyOf(cfg),
+		names:    names,
+		handlers: run,
+		freed:    make(chan struct{}, 1),
+		keyFreed: make(chan struct{}, 1),
+		held:     make(map[string]*job),
 	}
 	return d
 }

@@ -2,6 +2,7 @@ package relaybus
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -31,13 +32,18 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		ds, err := d.store.DeliveryClaim(ctx, &DeliveryClaimParams{
 			Owner: d.cfg.Owner, Handlers: d.names, Limit: limit, LeaseDuration: d.cfg.LeaseDuration, Now: now,
 		})
+		if err == nil {
+			claimErrors = 0
+			d.stats.claims.Add(1)
+		}
 		// A store may fail part way and return what it did claim
 		// (relaybus/mongo claims row by row): run those rather than let
 		// their leases expire and cost an attempt. After the shutdown has
 		// begun they are released at once.
 		d.stats.claimed.Add(int64(len(ds)))
-		for _, del := range ds {
-			d.start(ctx, del, now)
+		suspect := d.startClaimed(ctx, ds, now)
+		if suspect != nil {
+			d.runAlone(ctx, suspect)
 		}
 		switch {
 		case err != nil:
@@ -50,13 +56,11 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 			wait := claimErrorDelay(claimErrors, d.cfg.PollInterval)
 			d.log.Error("relaybus: claim failed", "error", err, "errors_in_a_row", claimErrors, "retry_in", wait)
 			sleep(ctx, wait)
+		case suspect != nil:
+			// Resume at once: the claim was short only because a suspect
+			// comes alone.
 		case len(ds) < limit:
-			claimErrors = 0
-			d.stats.claims.Add(1)
 			d.idle(ctx)
-		default:
-			claimErrors = 0
-			d.stats.claims.Add(1)
 		}
 	}
 }
@@ -76,7 +80,7 @@ func (d *dispatcher[TTx]) claimLimit(ctx context.Context) (int, bool) {
 		d.inflightMu.Unlock()
 		if free <= 0 {
 			select {
-			case <-d.slotFreed:
+			case <-d.freed:
 			case <-ctx.Done():
 			}
 			continue
@@ -88,7 +92,7 @@ func (d *dispatcher[TTx]) claimLimit(ctx context.Context) (int, bool) {
 			if wait := time.Until(gatherUntil); wait > 0 {
 				t := time.NewTimer(wait)
 				select {
-				case <-d.slotFreed:
+				case <-d.freed:
 				case <-t.C:
 				case <-ctx.Done():
 				}
@@ -113,26 +117,60 @@ func (d *dispatcher[TTx]) idle(ctx context.Context) {
 	}
 }
 
-// start takes a claimed delivery into the run and starts its job.
-func (d *dispatcher[TTx]) start(ctx context.Context, del *Delivery, claimedAt time.Time) {
+// startClaimed starts a job for each claimed delivery, except suspects: the
+// first one is held (its lease renewed) and returned, to be run alone; any
+// other is released unstarted, so that it never waits beside a suspect
+// that may crash the process (a lane-lease store returns a suspect alone,
+// so only a store that does not keep that rule makes several).
+func (d *dispatcher[TTx]) startClaimed(ctx context.Context, ds []*Delivery, claimedAt time.Time) (suspect *job) {
+	for _, del := range ds {
+		j, h := d.accept(del, claimedAt)
+		switch {
+		case j == nil:
+		case !del.Suspect:
+			d.hold(j)
+			d.launch(ctx, j, h)
+		case suspect == nil:
+			d.hold(j)
+			suspect = j
+		default:
+			d.logJob(slog.LevelWarn, "relaybus: a second suspect in one claim; released to run alone later", j, nil)
+			d.beginFinish(j)
+			d.release(j)
+		}
+	}
+	return suspect
+}
+
+// accept returns the job and handler of a claimed delivery, or nil for one
+// this bus did not ask for (a store bug), which it releases: never run
+// something we did not ask for.
+func (d *dispatcher[TTx]) accept(del *Delivery, claimedAt time.Time) (*job, *handler[TTx]) {
 	var h *handler[TTx]
 	if del != nil {
 		h = d.handlers[del.Handler]
 	}
 	if h == nil || del.ID == "" || del.LeaseToken == "" {
-		// A store bug; never run something we did not ask for.
 		d.log.Error("relaybus: claim returned a delivery this bus does not run", "delivery", del)
 		if del != nil && del.ID != "" && del.LeaseToken != "" {
 			j := d.newJob(del, claimedAt)
 			d.beginFinish(j)
 			d.release(j)
 		}
-		return
+		return nil, nil
 	}
-	j := d.newJob(del, claimedAt)
+	return d.newJob(del, claimedAt), h
+}
+
+// hold records j's lease as held: renewed until its final write.
+func (d *dispatcher[TTx]) hold(j *job) {
 	d.mu.Lock()
-	d.held[del.ID] = j
+	d.held[j.d.ID] = j
 	d.mu.Unlock()
+}
+
+// launch takes a handler slot for j and starts its job.
+func (d *dispatcher[TTx]) launch(ctx context.Context, j *job, h *handler[TTx]) {
 	d.inflightMu.Lock()
 	d.inflight++
 	d.inflightMu.Unlock()
@@ -158,5 +196,5 @@ func (d *dispatcher[TTx]) freeSlot() {
 	d.inflightMu.Lock()
 	d.inflight--
 	d.inflightMu.Unlock()
-	signal(d.slotFreed)
+	signal(d.freed)
 }

@@ -90,5 +90,6 @@ func (d *dispatcher[TTx]) loseLocked(j *job) {
 		j.cancel(errLeaseLost)
 	}
 	d.stats.leasesLost.Add(1)
+	signal(d.freed)
 	d.logJob(slog.LevelWarn, "relaybus: lease lost; handler cancelled", j, nil)
 }

@@ -113,6 +113,7 @@ func (d *dispatcher[TTx]) done(j *job, what string, ok bool, err error, counter 
 		delete(d.held, j.d.ID)
 	}
 	d.mu.Unlock()
+	signal(d.freed) // a suspect may be waiting for the others to end
 	switch {
 	case err != nil:
 		d.logJob(slog.LevelError, "relaybus: "+what+" failed; the lease will expire and the delivery run again", j, err)

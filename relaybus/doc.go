@@ -65,16 +65,27 @@
 // delivery per handler. Claim errors are logged and retried with a backoff
 // capped at 16 poll intervals; they never stop Run.
 //
-// Every LeaseRenewInterval one LeaseExtend call renews all leases the bus
-// holds. A lease the store reports lost (or one our clock sees expire
-// because renewals kept failing) cancels its handler, and nothing more is
-// written for it: another worker owns the delivery now.
+// Every LeaseRenewInterval one LeaseExtend call renews the leases of the
+// deliveries whose handlers run. A lease the store reports lost (or one our
+// clock sees expire because renewals kept failing) cancels its handler,
+// and nothing more is written for it: another worker owns the delivery
+// now.
 //
-// Successes are completed in batches: those that finish within
-// CompletionBatchWindow (2ms) of each other, up to CompletionBatchMax, go
-// to the store in one DeliveryCompleteMany call. Config.BeforeComplete, if
-// set, sees each batch first (the benchmark harness records handled
-// deliveries there).
+// Successes are completed in batches (relaybus/batch): those that finish
+// within CompletionBatchWindow (2ms) of each other, up to
+// CompletionBatchMax, go to the store in one DeliveryCompleteMany call.
+// Config.BeforeComplete, if set, sees each batch first (the benchmark
+// harness records handled deliveries there). A final write (complete,
+// reschedule, bury, release) that fails is retried with backoff for as
+// long as its lease holds, and never past it, so a database restart does
+// not make finished work run again; a lease whose final write has begun is
+// no longer renewed.
+//
+// A delivery the store marks Suspect (it was in flight when its lease was
+// taken over, so it may be what crashed its last process) runs alone: the
+// dispatcher stops claiming, waits until nothing else runs, runs it, and
+// resumes. A delivery that keeps crashing its process is then charged
+// into the dead letters by itself.
 //
 // Stopping is graceful: claims stop, running handlers' contexts are
 // cancelled, handlers that still return nil are completed, deliveries that
