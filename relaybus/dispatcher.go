@@ -19,13 +19,15 @@ type dispatcher[TTx any] struct {
 	store    Store[TTx]
 	cfg      Config
 	log      *slog.Logger
-	names    []string
 	handlers map[string]*handler[TTx]
-	retry    retryPolicy
-	stats    dispatcherCounters
+	// claim is every claim's params but Limit and Now: the owner and the
+	// handler names, validated once when the dispatcher is made.
+	claim DeliveryClaimParams
+	retry retryPolicy
+	stats dispatcherCounters
 	// writeCtx carries the run context's values but is never cancelled: the
 	// writes that finish deliveries go on during a shutdown. Each write is
-	// bounded by the lease duration instead (after it, the write is moot).
+	// bounded by its lease instead (after it, the write is moot).
 	writeCtx context.Context
 
 	// inflight counts claimed deliveries not yet handed off (running, or
@@ -67,19 +69,24 @@ type job struct {
 
 // newDispatcher returns the dispatcher of a bus on store with cfg (its
 // defaults applied), running the handlers in run, whose names are names.
-func newDispatcher[TTx any](store Store[TTx], cfg Config, names []string, run map[string]*handler[TTx]) *dispatcher[TTx] {
+// It validates the owner and the names here, once: not at every claim.
+func newDispatcher[TTx any](store Store[TTx], cfg Config, names []string, run map[string]*handler[TTx]) (*dispatcher[TTx], error) {
+	claim := DeliveryClaimParams{Owner: cfg.Owner, Handlers: names, LeaseDuration: cfg.LeaseDuration}
+	if err := claim.validateNames(); err != nil {
+		return nil, err
+	}
 	d := &dispatcher[TTx]{
 		store:    store,
 		cfg:      cfg,
 		log:      cfg.Logger,
 		retry:    retryPolicyOf(cfg),
-		names:    names,
+		claim:    claim,
 		handlers: run,
 		freed:    make(chan struct{}, 1),
 		keyFreed: make(chan struct{}, 1),
 		held:     make(map[string]*job),
 	}
-	return d
+	return d, nil
 }
 
 // run claims and dispatches until ctx is done, then shuts down: no more
@@ -88,7 +95,7 @@ func newDispatcher[TTx any](store Store[TTx], cfg Config, names []string, run ma
 // finally everything the owner holds relinquished.
 func (d *dispatcher[TTx]) run(ctx context.Context) error {
 	d.writeCtx = context.WithoutCancel(ctx)
-	d.log.Info("relaybus: dispatcher started", "owner", d.cfg.Owner, "handlers", d.names,
+	d.log.Info("relaybus: dispatcher started", "owner", d.cfg.Owner, "handlers", d.claim.Handlers,
 		"concurrency", d.cfg.Concurrency, "batch_size", d.cfg.BatchSize)
 
 	var err error

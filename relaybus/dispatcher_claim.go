@@ -29,9 +29,9 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		default:
 		}
 		now := d.cfg.Now()
-		ds, err := d.store.DeliveryClaim(ctx, &DeliveryClaimParams{
-			Owner: d.cfg.Owner, Handlers: d.names, Limit: limit, LeaseDuration: d.cfg.LeaseDuration, Now: now,
-		})
+		p := d.claim
+		p.Limit, p.Now, p.namesValidated = limit, now, &p
+		ds, err := d.store.DeliveryClaim(ctx, &p)
 		if err == nil {
 			claimErrors = 0
 			d.stats.claims.Add(1)

@@ -106,6 +106,11 @@ type EventPublishParams struct {
 	Events []*EventPublish
 	// Now stamps the rows; events with a zero CreatedAt get it too.
 	Now time.Time
+
+	// validated is p itself once a Bus has validated all of p against a
+	// payload limit of validatedPayloadBytes (see Validate).
+	validated             *EventPublishParams
+	validatedPayloadBytes int
 }
 
 // EventPublish is one event and the deliveries it must get.
@@ -138,6 +143,10 @@ type DeliveryClaimParams struct {
 	Limit         int
 	LeaseDuration time.Duration
 	Now           time.Time
+
+	// namesValidated is p itself when a Bus checked Owner and Handlers
+	// (see Validate).
+	namesValidated *DeliveryClaimParams
 }
 
 // LeaseExtendParams are the arguments of LeaseExtend.
