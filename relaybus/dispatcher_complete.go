@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/berkcansavur/relaybus/relaybus/batch"
 )
@@ -111,13 +112,9 @@ func (d *dispatcher[TTx]) completeOne(j *job) {
 		d.release(j)
 		return
 	}
-	now := d.cfg.Now()
-	var ok bool
-	werr := d.write(j.deadline, func(c context.Context) (e error) {
-		ok, e = d.store.DeliveryComplete(c, &DeliveryCompleteParams{Lease: j.d.Lease(), Now: now})
-		return e
+	d.finalWrite(j, "complete", &d.stats.completed, func(c context.Context, l Lease, now time.Time) (bool, error) {
+		return d.store.DeliveryComplete(c, &DeliveryCompleteParams{Lease: l, Now: now})
 	})
-	d.done(j, "complete", ok, werr, &d.stats.completed)
 }
 
 // errNotRecorded marks a completion that Config.BeforeComplete refused:

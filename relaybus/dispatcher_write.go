@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,27 +28,20 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 		budget = h.maxAttempts
 	}
 	text := TruncateError(err.Error())
-	now := d.cfg.Now()
 	if IsPermanent(err) || j.d.Attempts >= budget {
-		var ok bool
-		werr := d.write(j.deadline, func(c context.Context) (e error) {
-			ok, e = d.store.DeliveryBury(c, &DeliveryBuryParams{Lease: j.d.Lease(), Error: text, Now: now})
-			return e
+		buried := d.finalWrite(j, "bury", &d.stats.buried, func(c context.Context, l Lease, now time.Time) (bool, error) {
+			return d.store.DeliveryBury(c, &DeliveryBuryParams{Lease: l, Error: text, Now: now})
 		})
-		d.done(j, "bury", ok, werr, &d.stats.buried)
-		if werr == nil && ok {
+		if buried {
 			d.logJob(slog.LevelWarn, "relaybus: delivery buried (dead letter)", j, err, "permanent", IsPermanent(err))
 		}
 		return
 	}
 	delay := d.retry.delay(j.d.Attempts)
-	var ok bool
-	werr := d.write(j.deadline, func(c context.Context) (e error) {
-		ok, e = d.store.DeliveryReschedule(c, &DeliveryRescheduleParams{Lease: j.d.Lease(), Error: text, AvailableAt: now.Add(delay), Now: now})
-		return e
+	rescheduled := d.finalWrite(j, "reschedule", &d.stats.rescheduled, func(c context.Context, l Lease, now time.Time) (bool, error) {
+		return d.store.DeliveryReschedule(c, &DeliveryRescheduleParams{Lease: l, Error: text, AvailableAt: now.Add(delay), Now: now})
 	})
-	d.done(j, "reschedule", ok, werr, &d.stats.rescheduled)
-	if werr == nil && ok {
+	if rescheduled {
 		d.logJob(slog.LevelWarn, "relaybus: delivery failed; rescheduled", j, err, "retry_in", delay)
 	}
 }
@@ -55,13 +49,23 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 // release gives a delivery back without spending an attempt. j is
 // finishing (see beginFinish).
 func (d *dispatcher[TTx]) release(j *job) {
+	d.finalWrite(j, "release", &d.stats.released, func(c context.Context, l Lease, now time.Time) (bool, error) {
+		return d.store.DeliveryRelease(c, &DeliveryReleaseParams{Lease: l, Now: now})
+	})
+}
+
+// finalWrite makes the final write of the finishing job j, one fenced
+// store call (fn) retried by write, accounts it (done), and reports
+// whether the store took it.
+func (d *dispatcher[TTx]) finalWrite(j *job, what string, counter *atomic.Int64, fn func(ctx context.Context, l Lease, now time.Time) (bool, error)) bool {
 	now := d.cfg.Now()
 	var ok bool
-	werr := d.write(j.deadline, func(c context.Context) (e error) {
-		ok, e = d.store.DeliveryRelease(c, &DeliveryReleaseParams{Lease: j.d.Lease(), Now: now})
+	err := d.write(j.deadline, func(c context.Context) (e error) {
+		ok, e = fn(c, j.d.Lease(), now)
 		return e
 	})
-	d.done(j, "release", ok, werr, &d.stats.released)
+	d.done(j, what, ok, err, counter)
+	return err == nil && ok
 }
 
 // beginFinish marks j as finishing, unless its lease was lost (then nothing
@@ -107,7 +111,7 @@ func (d *dispatcher[TTx]) write(deadline time.Time, fn func(context.Context) err
 }
 
 // done records the outcome of the final write of j and forgets its lease.
-func (d *dispatcher[TTx]) done(j *job, what string, ok bool, err error, counter interface{ Add(int64) int64 }) {
+func (d *dispatcher[TTx]) done(j *job, what string, ok bool, err error, counter *atomic.Int64) {
 	d.mu.Lock()
 	if d.held[j.d.ID] == j {
 		delete(d.held, j.d.ID)

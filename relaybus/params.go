@@ -131,10 +131,7 @@ func (p *DeliveryCompleteParams) Validate() error {
 	if p == nil {
 		return invalidf("complete params are nil")
 	}
-	if err := p.Lease.Validate(); err != nil {
-		return err
-	}
-	return checkNow(p.Now)
+	return checkLeaseNow(p.Lease, p.Now)
 }
 
 // Validate checks p.
@@ -167,10 +164,7 @@ func (p *DeliveryBuryParams) Validate() error {
 	if p == nil {
 		return invalidf("bury params are nil")
 	}
-	if err := p.Lease.Validate(); err != nil {
-		return err
-	}
-	return checkNow(p.Now)
+	return checkLeaseNow(p.Lease, p.Now)
 }
 
 // Validate checks p.
@@ -178,10 +172,7 @@ func (p *DeliveryReleaseParams) Validate() error {
 	if p == nil {
 		return invalidf("release params are nil")
 	}
-	if err := p.Lease.Validate(); err != nil {
-		return err
-	}
-	return checkNow(p.Now)
+	return checkLeaseNow(p.Lease, p.Now)
 }
 
 // Validate checks p.
@@ -266,6 +257,14 @@ func checkLeases(leases []Lease) error {
 		}
 	}
 	return nil
+}
+
+// checkLeaseNow checks the lease and the time of a single-lease write.
+func checkLeaseNow(l Lease, now time.Time) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	return checkNow(now)
 }
 
 func checkAttempts(n int) error {
