@@ -8,20 +8,20 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
 	rbmongo "github.com/berkcansavur/relaybus/relaybus/mongo"
 	"github.com/berkcansavur/relaybus/relaybus/storetest"
 )
 
-func TestMain(m *testing.M) { dbenv.MongoMain(m) }
+func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // TestConformance runs the conformance suite against a real replica set:
 // RELAYBUS_TEST_MONGO_URI, or a container when a Docker engine has (or can
 // pull) a mongo image. Without either it skips and says so. Each subtest
 // gets its own database, dropped when it ends.
 func TestConformance(t *testing.T) {
-	uri := dbenv.TestMongoURI(t)
+	uri := dbtest.TestMongoURI(t)
 	storetest.Run(t, func(t *testing.T) relaybus.Store[context.Context] {
 		return newTestStore(t, uri)
 	}, nil)
@@ -35,7 +35,7 @@ func newTestStore(t *testing.T, uri string) *rbmongo.Store {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	name, err := dbenv.MongoTestDatabaseName()
+	name, err := dbtest.MongoTestDatabaseName()
 	if err != nil {
 		t.Fatal(err)
 	}
