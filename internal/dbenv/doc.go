@@ -17,8 +17,9 @@
 //     (the Docker engine, images, loopback ports).
 //
 // The test helpers (a fresh database per test on a server shared by the
-// test binary) are in the subpackage dbtest, the only one that imports
-// package testing: the harness binary links dbenv, not testing.
+// test binary) are in the subpackage dbtest, so that dbenv itself does not
+// import package testing. (The harness binary still links testing, through
+// testcontainers-go, whose root and log packages import it.)
 //
 // # PostgreSQL providers
 //

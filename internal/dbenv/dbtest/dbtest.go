@@ -1,8 +1,8 @@
 // Package dbtest gives tests a database server through internal/dbenv:
 // PostgreSQL (TestDatabase, SharedPostgres) and MongoDB (TestMongoURI),
 // each started once per test binary on first use and stopped when its tests
-// end. It is the only part of dbenv that imports package testing, so that
-// the harness binary, which links dbenv, does not link testing.
+// end. The helpers are here, not in dbenv, so that dbenv does not import
+// package testing.
 //
 // A test package that uses it declares
 //
