@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -28,6 +29,11 @@ const (
 	// from the test's name; the rest is a prefix and a random suffix.
 	testDBNamePrefixLenMax = 40
 )
+
+// errNoMain: the test package did not run its tests through Main, which
+// is what stops the shared server.
+var errNoMain = errors.New("dbtest: the shared test server needs `func TestMain(m *testing.M) { dbtest.Main(m) }` " +
+	"in this test package, so that it is stopped when the tests end")
 
 // pgShared is the PostgreSQL server of one test binary, started on first
 // use.
@@ -58,6 +64,29 @@ func TestDatabase(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newTestDatabase(t, pg)
+}
+
+// TestDatabaseOrSkip is TestDatabase for a test that documents rather than
+// checks (a runnable example of the README): when no server can be had it
+// skips with the reason and how to get one, instead of failing. The store's
+// own tests use TestDatabase, so a missing server still fails the run.
+func TestDatabaseOrSkip(t testing.TB) string {
+	t.Helper()
+	pg, err := sharedServer()
+	if errors.Is(err, errNoMain) {
+		t.Fatal(err) // a mistake of the test package, not of the machine
+	}
+	if err != nil {
+		t.Skipf("needs a PostgreSQL server: %v", err)
+	}
+	return newTestDatabase(t, pg)
+}
+
+// newTestDatabase creates a fresh database on pg for t and drops it in
+// t.Cleanup.
+func newTestDatabase(t testing.TB, pg *dbenv.Postgres) string {
+	t.Helper()
 	name, err := testDatabaseName(t.Name())
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +119,7 @@ func sharedServer() (*dbenv.Postgres, error) {
 	pgShared.mu.Lock()
 	defer pgShared.mu.Unlock()
 	if !pgShared.running {
-		return nil, fmt.Errorf("dbtest: the shared test server needs `func TestMain(m *testing.M) { dbtest.Main(m) }` " +
-			"in this test package, so that it is stopped when the tests end")
+		return nil, errNoMain
 	}
 	if pgShared.started {
 		return pgShared.pg, pgShared.err
