@@ -282,34 +282,3 @@ func TestMemoryShutdownLeavesNothingProcessing(t *testing.T) {
 	}
 	require.Equal(t, int64(8), b.DispatcherStats().Released)
 }
-
-// BenchmarkDispatchMemory measures the dispatcher's own overhead: no-op
-// handlers on the in-memory store, default batching.
-func BenchmarkDispatchMemory(b *testing.B) {
-	store := memory.New(nil)
-	bus, err := relaybus.New[*memory.Tx](store, relaybus.Config{Concurrency: 64, BatchSize: 64, PollInterval: time.Millisecond})
-	require.NoError(b, err)
-	var handled atomic.Int64
-	require.NoError(b, bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error {
-		handled.Add(1)
-		return nil
-	}, nil))
-	ctx := context.Background()
-	for i := 0; i < b.N; i += relaybus.MaxEventsPerPublish {
-		batch := make([]*relaybus.Event, 0, min(b.N-i, relaybus.MaxEventsPerPublish))
-		for range cap(batch) {
-			batch = append(batch, &relaybus.Event{Type: "t"})
-		}
-		require.NoError(b, bus.Publish(ctx, batch...))
-	}
-	b.ResetTimer()
-	require.NoError(b, bus.Start(ctx))
-	for handled.Load() < int64(b.N) {
-		time.Sleep(100 * time.Microsecond)
-	}
-	b.StopTimer()
-	require.NoError(b, bus.Stop(ctx))
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
-	st := bus.DispatcherStats()
-	b.ReportMetric(float64(st.Claimed)/float64(max(st.Claims, 1)), "deliveries/claim")
-}
