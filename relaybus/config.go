@@ -42,8 +42,8 @@ type Config struct {
 	// "<hostname>-<pid>-<8 random hex>". Two live buses must never share an
 	// owner: OwnerRelinquish releases everything an owner holds.
 	Owner string
-	// Concurrency bounds the handlers running at once. Default 10,
-	// [1, MaxConcurrency].
+	// Concurrency bounds the handlers running at once: the dispatcher
+	// runs that many workers. Default 10, [1, MaxConcurrency].
 	Concurrency int
 	// BatchSize bounds the deliveries of one claim. Default 10,
 	// [1, MaxClaimLimit].

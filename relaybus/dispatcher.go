@@ -51,7 +51,11 @@ type dispatcher[TTx any] struct {
 	// CompletionBatchMax: a full queue holds the handler's slot, which
 	// holds back claims.
 	completer *batch.Batcher[*job, struct{}]
-	jobs      sync.WaitGroup
+	// work hands claimed jobs to the workers (Concurrency of them, as
+	// many as slots: a send never waits); closed when the claim loop has
+	// stopped. workers ends when they have all returned.
+	work    chan work[TTx]
+	workers sync.WaitGroup
 }
 
 // job is one claimed delivery.
@@ -85,6 +89,7 @@ func newDispatcher[TTx any](store Store[TTx], cfg Config, names []string, run ma
 		freed:    make(chan struct{}, 1),
 		keyFreed: make(chan struct{}, 1),
 		held:     make(map[string]*job),
+		work:     make(chan work[TTx], cfg.Concurrency),
 	}
 	return d, nil
 }
@@ -106,6 +111,9 @@ func (d *dispatcher[TTx]) run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	renewStop := make(chan struct{})
 	bg.Go(func() { d.renewLoop(renewStop) })
+	for range d.cfg.Concurrency {
+		d.workers.Go(func() { d.worker(ctx) })
+	}
 
 	d.claimLoop(ctx)
 

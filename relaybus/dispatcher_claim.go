@@ -15,7 +15,7 @@ import (
 // nothing waits for the next poll.
 
 // claimLoop claims up to min(BatchSize, free slots) deliveries at a time and
-// starts a goroutine per delivery, until ctx is done.
+// hands each to a worker, until ctx is done.
 func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 	claimErrors := 0
 	for {
@@ -129,7 +129,7 @@ func (d *dispatcher[TTx]) startClaimed(ctx context.Context, ds []*Delivery, clai
 		case j == nil:
 		case !del.Suspect:
 			d.hold(j)
-			d.launch(ctx, j, h)
+			d.launch(j, h)
 		case suspect == nil:
 			d.hold(j)
 			suspect = j
@@ -169,17 +169,31 @@ func (d *dispatcher[TTx]) hold(j *job) {
 	d.mu.Unlock()
 }
 
-// launch takes a handler slot for j and starts its job.
-func (d *dispatcher[TTx]) launch(ctx context.Context, j *job, h *handler[TTx]) {
+// launch takes a handler slot for j and hands its job to a worker. It
+// never waits: a slot is taken only when one is free, and there are as
+// many workers as slots.
+func (d *dispatcher[TTx]) launch(j *job, h *handler[TTx]) {
 	d.inflightMu.Lock()
 	d.inflight++
 	d.inflightMu.Unlock()
-	d.jobs.Add(1)
-	go func() {
-		defer d.jobs.Done()
-		defer d.freeSlot()
-		d.runJob(ctx, j, h)
-	}()
+	d.work <- work[TTx]{j: j, h: h}
+}
+
+// work is a job handed to a worker.
+type work[TTx any] struct {
+	j *job
+	h *handler[TTx]
+}
+
+// worker runs jobs until the claim loop has stopped and every job handed
+// to it has run. Concurrency workers live as long as the run: a goroutine
+// per delivery cost its start and, on the completion hand-off, the growth
+// of its small first stack (measured: a third of the dispatcher's time).
+func (d *dispatcher[TTx]) worker(ctx context.Context) {
+	for w := range d.work {
+		d.runJob(ctx, w.j, w.h)
+		d.freeSlot()
+	}
 }
 
 // newJob is the job of a delivery claimed at claimedAt: its lease expires

@@ -11,7 +11,8 @@ import (
 // relinquishes everything the owner still holds, so that other workers need
 // not wait for the leases to expire.
 func (d *dispatcher[TTx]) shutdown(renewStop chan<- struct{}, bg *sync.WaitGroup) {
-	d.jobs.Wait()
+	close(d.work)
+	d.workers.Wait()
 	if d.completer != nil {
 		// Sends what is queued at once, without waiting out the window.
 		// Bounded: each completion write stops when its lease would expire.

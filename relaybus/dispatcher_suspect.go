@@ -25,7 +25,7 @@ func (d *dispatcher[TTx]) runAlone(ctx context.Context, j *job) {
 		}
 		return
 	}
-	d.launch(ctx, j, d.handlers[j.d.Handler])
+	d.launch(j, d.handlers[j.d.Handler])
 	d.waitQuiet(ctx, nil)
 }
 

@@ -55,8 +55,8 @@
 // # Dispatching
 //
 // Run (or Start and Stop) runs the dispatcher: one claim loop leases up to
-// min(BatchSize, free slots) due deliveries at a time and runs each in its
-// own goroutine, at most Concurrency at once. A full batch is followed by
+// min(BatchSize, free slots) due deliveries at a time and hands each to
+// one of Concurrency workers, so at most Concurrency run at once. A full batch is followed by
 // another claim at once, and so is a keyed delivery that completed or was
 // buried (its key's next delivery may be due); otherwise the loop waits
 // PollInterval, which stays the correctness path: it finds what other

@@ -61,7 +61,7 @@ const (
 // Limits on Config, checked by New.
 const (
 	// MaxConcurrency bounds Config.Concurrency: handlers running at once,
-	// each in its own goroutine.
+	// each on one of as many worker goroutines.
 	MaxConcurrency = 10_000
 	// MinPollInterval and MaxPollInterval bound Config.PollInterval. Below
 	// a millisecond an idle dispatcher is a busy loop against the
