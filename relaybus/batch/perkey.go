@@ -11,7 +11,7 @@ import (
 )
 
 // PerKey batches inputs per key, with at most one batch in flight per
-// key (ADR 0003). Build it with NewPerKey; it is safe for concurrent use.
+// key (docs/adr/0001-per-key-batching.md). Build it with NewPerKey; it is safe for concurrent use.
 type PerKey[K comparable, In, Out any] struct {
 	cfg   Config[In]
 	fn    func(ctx context.Context, key K, items []In) ([]Out, error)
@@ -20,7 +20,7 @@ type PerKey[K comparable, In, Out any] struct {
 	// mu guards everything below it. Admission (the open check and the
 	// enqueue) is one critical section, and so is taking a batch together
 	// with recording it in the worker's slot: the two atomic steps the
-	// ADR gets from STM, and formal/perkey.pml checks are needed.
+	// ADR first had from STM, and formal/perkey.pml checks are needed.
 	mu          sync.Mutex
 	lanes       lanes[K, *call[In, Out]]
 	closed      bool
