@@ -138,8 +138,11 @@
 // Every store passes relaybus/storetest, the shared conformance suite, and
 // holds every call to the same validation (the Validate methods of the
 // params types), so a bad call is the same ErrInvalid error everywhere.
-// Stores never read a clock: every time comes from Config.Now via the
-// params.
+// The Bus validates what it hands a store once, where it enters (Publish,
+// Start), and the store's Validate trusts that; a store called directly
+// validates everything. Every limit is in limits.go, with its unit and
+// reason. Stores never read a clock: every time comes from Config.Now via
+// the params.
 //
 // # Guarantees
 //
