@@ -24,9 +24,19 @@ func retryDelay(attempt int, base, maxDelay time.Duration, jitter, r float64) ti
 	return min(max(d, 0), maxDelay)
 }
 
-// backoff is retryDelay with the bus's settings and a fresh random number.
-func (b *Bus[TTx]) backoff(attempt int) time.Duration {
-	return retryDelay(attempt, b.cfg.RetryBaseDelay, b.cfg.RetryMaxDelay, b.cfg.RetryJitter, rand.Float64())
+// retryPolicy is the backoff of failed attempts, from Config.
+type retryPolicy struct {
+	base, max time.Duration
+	jitter    float64
+}
+
+func retryPolicyOf(cfg Config) retryPolicy {
+	return retryPolicy{base: cfg.RetryBaseDelay, max: cfg.RetryMaxDelay, jitter: cfg.RetryJitter}
+}
+
+// delay is retryDelay with the policy's settings and a fresh random number.
+func (p retryPolicy) delay(attempt int) time.Duration {
+	return retryDelay(attempt, p.base, p.max, p.jitter, rand.Float64())
 }
 
 // claimErrorDelay is the wait after the n-th claim error in a row: the poll
@@ -39,7 +49,3 @@ func claimErrorDelay(n int, poll time.Duration) time.Duration {
 	}
 	return poll * time.Duration(f)
 }
-
-// maxClaimErrorBackoffFactor bounds claimErrorDelay relative to the poll
-// interval.
-const maxClaimErrorBackoffFactor = 16

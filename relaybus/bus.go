@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,8 +26,8 @@ type Bus[TTx any] struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	runErr error
-
-	stats dispatcherCounters
+	// disp is the dispatcher once Start has run (it runs once).
+	disp *dispatcher[TTx]
 }
 
 type busState int
@@ -109,18 +108,21 @@ func (b *Bus[TTx]) Publish(ctx context.Context, events ...*Event) error {
 	return nil
 }
 
-// publishParams validates events and builds the store call. It changes the
-// events (ID, CreatedAt) only when all of them are valid, so a caller that
-// retries after a store error republishes the same IDs (idempotently).
+// publishParams validates events and builds the store call. The store
+// gets copies of the events with their IDs and CreatedAt filled in,
+// validated once, here, and marked so (see EventPublishParams.Validate).
+// The caller's events get their ID and CreatedAt only when all of them are
+// valid, so a caller that retries after a store error republishes the same
+// IDs (idempotently).
 func (b *Bus[TTx]) publishParams(events []*Event) (*EventPublishParams, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
 	if len(events) > MaxEventsPerPublish {
+		// Before a copy is made of each: the bound is on that work too.
 		return nil, invalidf("publish: %d events, over the limit of %d", len(events), MaxEventsPerPublish)
 	}
 	now := b.cfg.Now()
-	ids := make([]string, len(events))
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	params := &EventPublishParams{Events: make([]*EventPublish, len(events)), Now: now}
@@ -128,42 +130,31 @@ func (b *Bus[TTx]) publishParams(events []*Event) (*EventPublishParams, error) {
 		if e == nil {
 			return nil, invalidf("publish: event %d is nil", i)
 		}
-		ids[i] = e.ID
-		if ids[i] == "" {
+		c := *e
+		if c.ID == "" {
 			id, err := uuid.NewV7()
 			if err != nil {
 				return nil, fmt.Errorf("relaybus: publish: generate event id: %w", err)
 			}
-			ids[i] = id.String()
+			c.ID = id.String()
 		}
-		// Validate a copy with the ID it will have: the caller's event is
-		// not touched until everything is known to be valid.
-		probe := *e
-		probe.ID = ids[i]
-		if err := ValidateEvent(&probe, b.cfg.MaxPayloadBytes); err != nil {
-			return nil, err
+		if c.CreatedAt.IsZero() {
+			c.CreatedAt = now
 		}
-		specs := b.byType[e.Type]
-		if len(specs) == 0 {
-			return nil, invalidf("publish: event %q: type %q has no handler (register one with Handle, HandleTx or Declare)", ids[i], e.Type)
-		}
-		params.Events[i] = &EventPublish{Event: e, Deliveries: specs}
+		params.Events[i] = &EventPublish{Event: &c, Deliveries: b.byType[c.Type]}
 	}
-	// Check the whole call (duplicate IDs etc.) before writing back.
-	check := &EventPublishParams{Events: make([]*EventPublish, len(events)), Now: now}
-	for i, ep := range params.Events {
-		probe := *ep.Event
-		probe.ID = ids[i]
-		check.Events[i] = &EventPublish{Event: &probe, Deliveries: ep.Deliveries}
-	}
-	if err := check.Validate(b.cfg.MaxPayloadBytes); err != nil {
+	if err := params.Validate(b.cfg.MaxPayloadBytes); err != nil {
 		return nil, err
 	}
-	for i, e := range events {
-		e.ID = ids[i]
-		if e.CreatedAt.IsZero() {
-			e.CreatedAt = now
+	for _, ep := range params.Events {
+		if len(ep.Deliveries) == 0 {
+			// It would be silently dropped.
+			return nil, invalidf("publish: event %q: type %q has no handler (register one with Handle, HandleTx or Declare)", ep.Event.ID, ep.Event.Type)
 		}
+	}
+	params.validated, params.validatedPayloadBytes = params, b.cfg.MaxPayloadBytes
+	for i, e := range events {
+		e.ID, e.CreatedAt = params.Events[i].Event.ID, params.Events[i].Event.CreatedAt
 	}
 	return params, nil
 }
@@ -212,35 +203,6 @@ func (b *Bus[TTx]) PurgeExpired(ctx context.Context, r Retention) (*PurgeResult,
 	return b.store.Purge(ctx, p)
 }
 
-// DispatcherStats are counters of this bus's dispatcher since New.
-type DispatcherStats struct {
-	Claims      int64 // DeliveryClaim calls that succeeded
-	Claimed     int64 // deliveries claimed
-	Succeeded   int64 // handler calls that returned nil
-	Completed   int64 // completions the store confirmed
-	Failed      int64 // handler calls that failed (error, panic or timeout)
-	Rescheduled int64 // failures the store rescheduled
-	Buried      int64 // failures the store made dead letters
-	Released    int64 // deliveries given back without spending an attempt
-	LeasesLost  int64 // leases found lost (renewal, completion, or expiry)
-	Panics      int64 // handler panics recovered
-}
-
-type dispatcherCounters struct {
-	claims, claimed, succeeded, completed, failed, rescheduled, buried, released, leasesLost, panics atomic.Int64
-}
-
-// DispatcherStats returns the dispatcher's counters (atomic reads, cheap).
-func (b *Bus[TTx]) DispatcherStats() DispatcherStats {
-	s := &b.stats
-	return DispatcherStats{
-		Claims: s.claims.Load(), Claimed: s.claimed.Load(), Succeeded: s.succeeded.Load(),
-		Completed: s.completed.Load(), Failed: s.failed.Load(), Rescheduled: s.rescheduled.Load(),
-		Buried: s.buried.Load(), Released: s.released.Load(), LeasesLost: s.leasesLost.Load(),
-		Panics: s.panics.Load(),
-	}
-}
-
 // Run dispatches until ctx is done, then shuts down gracefully and returns
 // nil, or the first fatal error.
 func (b *Bus[TTx]) Run(ctx context.Context) error {
@@ -273,8 +235,12 @@ func (b *Bus[TTx]) Start(ctx context.Context) error {
 	if len(names) == 0 {
 		return invalidf("start: no handler to run (Declare only registers handlers for publishing)")
 	}
+	d, err := newDispatcher(b.store, b.cfg, names, run)
+	if err != nil {
+		return err
+	}
 	runCtx, cancel := context.WithCancel(ctx)
-	d := newDispatcher(b, names, run)
+	b.disp = d
 	b.state = stateRunning
 	b.cancel = cancel
 	b.done = make(chan struct{})

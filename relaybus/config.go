@@ -11,26 +11,6 @@ import (
 	"time"
 )
 
-// Limits on Config. Each is checked by New; a set field outside its range is
-// an ErrInvalid error that names the field and the range.
-const (
-	// MaxConcurrency bounds Config.Concurrency.
-	MaxConcurrency = 10_000
-	// MinPollInterval and MaxPollInterval bound Config.PollInterval.
-	MinPollInterval = time.Millisecond
-	MaxPollInterval = time.Hour
-	// MinLeaseDuration bounds Config.LeaseDuration from below; MaxLeaseDuration
-	// (params.go) from above.
-	MinLeaseDuration = 10 * time.Millisecond
-	// MaxCompletionBatchWindow bounds Config.CompletionBatchWindow.
-	MaxCompletionBatchWindow = time.Second
-	// MaxRetryDelay bounds Config.RetryBaseDelay and Config.RetryMaxDelay.
-	MaxRetryDelay = 30 * 24 * time.Hour
-	// MinHandlerTimeout and MaxHandlerTimeout bound HandlerOptions.Timeout.
-	MinHandlerTimeout = time.Millisecond
-	MaxHandlerTimeout = 24 * time.Hour
-)
-
 // Defaults of Config, used for zero fields.
 const (
 	DefaultConcurrency           = 10
@@ -43,6 +23,11 @@ const (
 	DefaultRetryBaseDelay        = time.Second
 	DefaultRetryMaxDelay         = time.Hour
 	DefaultRetryJitter           = 0.1
+	// DefaultMaxPayloadBytes is Config.MaxPayloadBytes (and a store's
+	// payload option) when unset: 1 MiB.
+	DefaultMaxPayloadBytes = 1 << 20
+	// DefaultListLimit is DeliveryListParams.Limit when zero.
+	DefaultListLimit = 100
 )
 
 // Disabled, set as Config.CompletionBatchWindow or Config.RetryJitter, turns
@@ -57,8 +42,8 @@ type Config struct {
 	// "<hostname>-<pid>-<8 random hex>". Two live buses must never share an
 	// owner: OwnerRelinquish releases everything an owner holds.
 	Owner string
-	// Concurrency bounds the handlers running at once. Default 10,
-	// [1, MaxConcurrency].
+	// Concurrency bounds the handlers running at once: the dispatcher
+	// runs that many workers. Default 10, [1, MaxConcurrency].
 	Concurrency int
 	// BatchSize bounds the deliveries of one claim. Default 10,
 	// [1, MaxClaimLimit].

@@ -55,24 +55,37 @@
 // # Dispatching
 //
 // Run (or Start and Stop) runs the dispatcher: one claim loop leases up to
-// min(BatchSize, free slots) due deliveries at a time and runs each in its
-// own goroutine, at most Concurrency at once. A full batch is followed by
-// another claim at once; otherwise the loop waits PollInterval. When most
-// slots are busy it waits up to a millisecond for more to free up, so a
-// busy dispatcher claims in batches, not one delivery per handler. Claim
-// errors are logged and retried with a backoff capped at 16 poll intervals;
-// they never stop Run.
+// min(BatchSize, free slots) due deliveries at a time and hands each to
+// one of Concurrency workers, so at most Concurrency run at once. A full batch is followed by
+// another claim at once, and so is a keyed delivery that completed or was
+// buried (its key's next delivery may be due); otherwise the loop waits
+// PollInterval, which stays the correctness path: it finds what other
+// processes publish. When most slots are busy it waits up to a millisecond
+// for more to free up, so a busy dispatcher claims in batches, not one
+// delivery per handler. Claim errors are logged and retried with a backoff
+// capped at 16 poll intervals; they never stop Run.
 //
-// Every LeaseRenewInterval one LeaseExtend call renews all leases the bus
-// holds. A lease the store reports lost (or one our clock sees expire
-// because renewals kept failing) cancels its handler, and nothing more is
-// written for it: another worker owns the delivery now.
+// Every LeaseRenewInterval one LeaseExtend call renews the leases of the
+// deliveries whose handlers run. A lease the store reports lost (or one our
+// clock sees expire because renewals kept failing) cancels its handler,
+// and nothing more is written for it: another worker owns the delivery
+// now.
 //
-// Successes are completed in batches: those that finish within
-// CompletionBatchWindow (2ms) of each other, up to CompletionBatchMax, go
-// to the store in one DeliveryCompleteMany call. Config.BeforeComplete, if
-// set, sees each batch first (the benchmark harness records handled
-// deliveries there).
+// Successes are completed in batches (relaybus/batch): those that finish
+// within CompletionBatchWindow (2ms) of each other, up to
+// CompletionBatchMax, go to the store in one DeliveryCompleteMany call.
+// Config.BeforeComplete, if set, sees each batch first (the benchmark
+// harness records handled deliveries there). A final write (complete,
+// reschedule, bury, release) that fails is retried with backoff for as
+// long as its lease holds, and never past it, so a database restart does
+// not make finished work run again; a lease whose final write has begun is
+// no longer renewed.
+//
+// A delivery the store marks Suspect (it was in flight when its lease was
+// taken over, so it may be what crashed its last process) runs alone: the
+// dispatcher stops claiming, waits until nothing else runs, runs it, and
+// resumes. A delivery that keeps crashing its process is then charged
+// into the dead letters by itself.
 //
 // Stopping is graceful: claims stop, running handlers' contexts are
 // cancelled, handlers that still return nil are completed, deliveries that
@@ -125,8 +138,11 @@
 // Every store passes relaybus/storetest, the shared conformance suite, and
 // holds every call to the same validation (the Validate methods of the
 // params types), so a bad call is the same ErrInvalid error everywhere.
-// Stores never read a clock: every time comes from Config.Now via the
-// params.
+// The Bus validates what it hands a store once, where it enters (Publish,
+// Start), and the store's Validate trusts that; a store called directly
+// validates everything. Every limit is in limits.go, with its unit and
+// reason. Stores never read a clock: every time comes from Config.Now via
+// the params.
 //
 // # Guarantees
 //

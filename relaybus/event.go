@@ -6,27 +6,6 @@ import (
 	"unicode/utf8"
 )
 
-// Limits on events. Each is checked before anything is written; a value
-// over its limit is an ErrInvalid error that names the field.
-const (
-	// MaxEventIDBytes bounds Event.ID.
-	MaxEventIDBytes = 255
-	// MaxEventTypeBytes bounds Event.Type.
-	MaxEventTypeBytes = 255
-	// MaxKeyBytes bounds Event.Key.
-	MaxKeyBytes = 255
-	// MaxHeaders bounds the number of entries in Event.Headers.
-	MaxHeaders = 64
-	// MaxHeaderBytes bounds each header name and each header value.
-	MaxHeaderBytes = 4096
-	// MaxEventsPerPublish bounds the events of one PublishTx call.
-	MaxEventsPerPublish = 10_000
-	// DefaultMaxPayloadBytes is Config.MaxPayloadBytes when unset.
-	DefaultMaxPayloadBytes = 1 << 20
-	// MaxPayloadBytesLimit bounds Config.MaxPayloadBytes itself.
-	MaxPayloadBytesLimit = 64 << 20
-)
-
 // Event is what a service publishes. Every handler registered for its
 // Type gets one Delivery of it.
 type Event struct {
@@ -119,6 +98,3 @@ func ValidateName(what, name string) error {
 	}
 	return checkText(what, name, MaxHandlerNameBytes)
 }
-
-// MaxHandlerNameBytes bounds handler names and lease owner names.
-const MaxHandlerNameBytes = 255

@@ -24,6 +24,13 @@ type fakeStore struct {
 	order      []string // delivery IDs in insert order
 	// committed records the writes of transactional handlers that committed.
 	committed []string
+	// suspectEvents marks the deliveries of these events suspect, as a
+	// lane-lease store marks what was in flight at a takeover. A claim
+	// returns a suspect alone when it is the oldest candidate, and leaves
+	// it out otherwise (docs/lane-protocol.md), unless mixSuspects: then
+	// suspects come with the rest, as a store that breaks the rule would.
+	suspectEvents map[string]bool
+	mixSuspects   bool
 }
 
 type fakeTx struct {
@@ -36,7 +43,7 @@ type fakeTx struct {
 func (tx *fakeTx) Write(s string) { tx.writes = append(tx.writes, s) }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{events: map[string]*Event{}, keySeq: map[string]int64{}, deliveries: map[string]*Delivery{}}
+	return &fakeStore{events: map[string]*Event{}, keySeq: map[string]int64{}, deliveries: map[string]*Delivery{}, suspectEvents: map[string]bool{}}
 }
 
 var _ Store[*fakeTx] = newFakeStore()
@@ -133,6 +140,10 @@ func (s *fakeStore) DeliveryClaim(_ context.Context, p *DeliveryClaimParams) ([]
 			d.Status, d.LastError, d.LeaseToken, d.LeaseOwner = StatusDead, "lease expired", "", ""
 			continue
 		}
+		suspect := s.suspectEvents[d.EventID]
+		if suspect && !s.mixSuspects && len(out) > 0 {
+			continue
+		}
 		s.nextToken++
 		d.Status = StatusProcessing
 		d.Attempts++
@@ -141,7 +152,11 @@ func (s *fakeStore) DeliveryClaim(_ context.Context, p *DeliveryClaimParams) ([]
 		d.LeaseExpiresAt = p.Now.Add(p.LeaseDuration)
 		d.UpdatedAt = p.Now
 		c := *d
+		c.Suspect = suspect
 		out = append(out, &c)
+		if suspect && !s.mixSuspects {
+			break
+		}
 	}
 	return out, nil
 }
@@ -188,6 +203,7 @@ func (s *fakeStore) completeLocked(l Lease, now time.Time) bool {
 		return false
 	}
 	d.Status, d.CompletedAt, d.UpdatedAt, d.LeaseToken, d.LeaseOwner = StatusCompleted, now, now, "", ""
+	delete(s.suspectEvents, d.EventID)
 	return true
 }
 

@@ -147,6 +147,40 @@ func TestMemoryKeyedOrderAcrossBuses(t *testing.T) {
 	}
 }
 
+// Hot keys move at the speed of their handlers, not one delivery per poll:
+// a keyed delivery that finishes makes its bus claim the key's next one at
+// once. The poll interval is an hour, so nothing here waits for it.
+func TestMemoryHotKeysDoNotWaitForThePoll(t *testing.T) {
+	t.Parallel()
+	store := memory.New(nil)
+	var mu sync.Mutex
+	handled := 0
+	var buses []*relaybus.Bus[*memory.Tx]
+	for i := range 2 {
+		cfg := memConfig(fmt.Sprintf("worker-%d", i))
+		cfg.PollInterval = relaybus.MaxPollInterval
+		b, err := relaybus.New[*memory.Tx](store, cfg)
+		require.NoError(t, err)
+		require.NoError(t, b.Handle("t", "h", func(context.Context, *relaybus.Delivery) error {
+			mu.Lock()
+			handled++
+			mu.Unlock()
+			return nil
+		}, nil))
+		buses = append(buses, b)
+	}
+	events := make([]*relaybus.Event, 0, 100)
+	for i := range cap(events) {
+		events = append(events, &relaybus.Event{Type: "t", Key: fmt.Sprintf("k%d", i%4)})
+	}
+	require.NoError(t, buses[0].Publish(context.Background(), events...))
+	runAll(t, buses...)
+	waitUntil(t, "all handled", settled(t, store))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 100, handled)
+}
+
 // A worker that crashed holding a lease: after the lease expires, a bus
 // takes the delivery over (the crashed attempt counts) and runs it.
 func TestMemoryTakeoverAfterCrash(t *testing.T) {
@@ -168,6 +202,55 @@ func TestMemoryTakeoverAfterCrash(t *testing.T) {
 	runAll(t, b)
 	require.Equal(t, 2, <-attempts)
 	waitUntil(t, "completed", settled(t, store))
+}
+
+// A process that crashed with deliveries in flight: the lane-lease memory
+// store marks them suspect when their lanes are taken over, and the bus
+// runs each of them alone.
+func TestMemorySuspectsRunAlone(t *testing.T) {
+	t.Parallel()
+	store := memory.New(nil)
+	b, err := relaybus.New[*memory.Tx](store, memConfig("survivor"))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	running, suspects, suspectsRunning := 0, 0, 0
+	var overlaps []string
+	require.NoError(t, b.Handle("t", "h", func(_ context.Context, d *relaybus.Delivery) error {
+		mu.Lock()
+		if running > 0 && (d.Suspect || suspectsRunning > 0) {
+			overlaps = append(overlaps, d.EventID)
+		}
+		running++
+		if d.Suspect {
+			suspects++
+			suspectsRunning++
+		}
+		mu.Unlock()
+		time.Sleep(time.Millisecond) // long enough to overlap with anything that runs beside it
+		mu.Lock()
+		running--
+		if d.Suspect {
+			suspectsRunning--
+		}
+		mu.Unlock()
+		return nil
+	}, nil))
+	for i := range 6 {
+		require.NoError(t, b.Publish(context.Background(), &relaybus.Event{ID: fmt.Sprintf("e%d", i), Type: "t"}))
+	}
+	ds, err := store.DeliveryClaim(context.Background(), &relaybus.DeliveryClaimParams{
+		Owner: "crashed", Handlers: []string{"h"}, Limit: 3, LeaseDuration: 30 * time.Millisecond, Now: time.Now(),
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, ds)
+	runAll(t, b)
+	waitUntil(t, "all handled", settled(t, store))
+	mu.Lock()
+	defer mu.Unlock()
+	if suspects == 0 {
+		t.Skip("relaybus/memory marks no suspects: it still has 0.1.0 row leases (a lane-lease store does, docs/lane-protocol.md)")
+	}
+	require.Empty(t, overlaps, "suspects that ran beside another handler")
 }
 
 // Stop releases what the handlers were doing: nothing is left processing
@@ -198,35 +281,4 @@ func TestMemoryShutdownLeavesNothingProcessing(t *testing.T) {
 		require.Zero(t, d.Attempts)
 	}
 	require.Equal(t, int64(8), b.DispatcherStats().Released)
-}
-
-// BenchmarkDispatchMemory measures the dispatcher's own overhead: no-op
-// handlers on the in-memory store, default batching.
-func BenchmarkDispatchMemory(b *testing.B) {
-	store := memory.New(nil)
-	bus, err := relaybus.New[*memory.Tx](store, relaybus.Config{Concurrency: 64, BatchSize: 64, PollInterval: time.Millisecond})
-	require.NoError(b, err)
-	var handled atomic.Int64
-	require.NoError(b, bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error {
-		handled.Add(1)
-		return nil
-	}, nil))
-	ctx := context.Background()
-	for i := 0; i < b.N; i += relaybus.MaxEventsPerPublish {
-		batch := make([]*relaybus.Event, 0, min(b.N-i, relaybus.MaxEventsPerPublish))
-		for range cap(batch) {
-			batch = append(batch, &relaybus.Event{Type: "t"})
-		}
-		require.NoError(b, bus.Publish(ctx, batch...))
-	}
-	b.ResetTimer()
-	require.NoError(b, bus.Start(ctx))
-	for handled.Load() < int64(b.N) {
-		time.Sleep(100 * time.Microsecond)
-	}
-	b.StopTimer()
-	require.NoError(b, bus.Stop(ctx))
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
-	st := bus.DispatcherStats()
-	b.ReportMetric(float64(st.Claimed)/float64(max(st.Claims, 1)), "deliveries/claim")
 }

@@ -8,14 +8,26 @@ import (
 // Validate methods check store params. Every store calls them first, so a
 // bad call is an ErrInvalid error in every store alike, and nothing is
 // written.
+//
+// Validated once, at the edge: the Bus validates what it hands a store
+// where it enters (Publish and PublishTx validate the events; Start the
+// owner and handler names), and marks the params it built, so that the
+// store's own Validate does not do the work again. A mark is honoured only
+// on the value it was set on: a copy, and params built by anyone else, are
+// validated in full, so a store called directly is held to every rule.
 
-// Validate checks p; maxPayloadBytes 0 means DefaultMaxPayloadBytes.
+// Validate checks p; maxPayloadBytes 0 means DefaultMaxPayloadBytes. Params
+// that a Bus validated against a payload limit no larger than
+// maxPayloadBytes are not checked again.
 func (p *EventPublishParams) Validate(maxPayloadBytes int) error {
 	if p == nil {
 		return invalidf("publish params are nil")
 	}
 	if maxPayloadBytes <= 0 {
 		maxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if p.validated == p && p.validatedPayloadBytes <= maxPayloadBytes {
+		return nil
 	}
 	if len(p.Events) == 0 {
 		return invalidf("publish: no events")
@@ -58,11 +70,28 @@ func (p *EventPublishParams) Validate(maxPayloadBytes int) error {
 	return nil
 }
 
-// Validate checks p.
+// Validate checks p. The owner and handler names of params built by a
+// Bus's dispatcher were checked once, at Start, and are not checked again.
 func (p *DeliveryClaimParams) Validate() error {
 	if p == nil {
 		return invalidf("claim params are nil")
 	}
+	if p.namesValidated != p {
+		if err := p.validateNames(); err != nil {
+			return err
+		}
+	}
+	if p.Limit < 1 || p.Limit > MaxClaimLimit {
+		return invalidf("claim: limit %d out of range [1, %d]", p.Limit, MaxClaimLimit)
+	}
+	if p.LeaseDuration <= 0 || p.LeaseDuration > MaxLeaseDuration {
+		return invalidf("claim: lease duration %v out of range (0, %v]", p.LeaseDuration, MaxLeaseDuration)
+	}
+	return checkNow(p.Now)
+}
+
+// validateNames checks the owner and the handler names of p.
+func (p *DeliveryClaimParams) validateNames() error {
 	if err := ValidateName("lease owner", p.Owner); err != nil {
 		return err
 	}
@@ -74,13 +103,7 @@ func (p *DeliveryClaimParams) Validate() error {
 			return err
 		}
 	}
-	if p.Limit < 1 || p.Limit > MaxClaimLimit {
-		return invalidf("claim: limit %d out of range [1, %d]", p.Limit, MaxClaimLimit)
-	}
-	if p.LeaseDuration <= 0 || p.LeaseDuration > MaxLeaseDuration {
-		return invalidf("claim: lease duration %v out of range (0, %v]", p.LeaseDuration, MaxLeaseDuration)
-	}
-	return checkNow(p.Now)
+	return nil
 }
 
 // Validate checks p.
@@ -108,10 +131,7 @@ func (p *DeliveryCompleteParams) Validate() error {
 	if p == nil {
 		return invalidf("complete params are nil")
 	}
-	if err := p.Lease.Validate(); err != nil {
-		return err
-	}
-	return checkNow(p.Now)
+	return checkLeaseNow(p.Lease, p.Now)
 }
 
 // Validate checks p.
@@ -144,10 +164,7 @@ func (p *DeliveryBuryParams) Validate() error {
 	if p == nil {
 		return invalidf("bury params are nil")
 	}
-	if err := p.Lease.Validate(); err != nil {
-		return err
-	}
-	return checkNow(p.Now)
+	return checkLeaseNow(p.Lease, p.Now)
 }
 
 // Validate checks p.
@@ -155,10 +172,7 @@ func (p *DeliveryReleaseParams) Validate() error {
 	if p == nil {
 		return invalidf("release params are nil")
 	}
-	if err := p.Lease.Validate(); err != nil {
-		return err
-	}
-	return checkNow(p.Now)
+	return checkLeaseNow(p.Lease, p.Now)
 }
 
 // Validate checks p.
@@ -230,9 +244,6 @@ func (l Lease) Validate() error {
 	return nil
 }
 
-// MaxLeaseDuration bounds any lease.
-const MaxLeaseDuration = 24 * time.Hour
-
 func checkLeases(leases []Lease) error {
 	if len(leases) == 0 {
 		return invalidf("no leases")
@@ -246,6 +257,14 @@ func checkLeases(leases []Lease) error {
 		}
 	}
 	return nil
+}
+
+// checkLeaseNow checks the lease and the time of a single-lease write.
+func checkLeaseNow(l Lease, now time.Time) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	return checkNow(now)
 }
 
 func checkAttempts(n int) error {

@@ -2,7 +2,9 @@ package relaybus
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"time"
 )
 
 // spyStore wraps a Store, counts the calls the dispatcher makes and lets a
@@ -15,7 +17,9 @@ type spyStore[TTx any] struct {
 	claimCalls     int
 	completeCalls  int
 	completeMany   []int // sizes of DeliveryCompleteMany calls
+	completeMCalls []completeCall
 	extendCalls    int
+	extended       [][]Lease // the leases of each LeaseExtend call
 	reschedules    []DeliveryRescheduleParams
 	releases       int
 	relinquishes   int
@@ -23,6 +27,13 @@ type spyStore[TTx any] struct {
 	afterClaim     func(ds []*Delivery)
 	completeMHook  func(n int) error // n: 1-based DeliveryCompleteMany call number
 	completeTxHook func()
+}
+
+// completeCall is one DeliveryCompleteMany call: when it began, and with
+// which leases.
+type completeCall struct {
+	at     time.Time
+	leases []Lease
 }
 
 func spy[TTx any](s Store[TTx]) *spyStore[TTx] { return &spyStore[TTx]{Store: s} }
@@ -54,6 +65,7 @@ func (s *spyStore[TTx]) DeliveryComplete(ctx context.Context, p *DeliveryComplet
 func (s *spyStore[TTx]) DeliveryCompleteMany(ctx context.Context, p *DeliveryCompleteManyParams) ([]bool, error) {
 	s.mu.Lock()
 	s.completeMany = append(s.completeMany, len(p.Leases))
+	s.completeMCalls = append(s.completeMCalls, completeCall{at: time.Now(), leases: slices.Clone(p.Leases)})
 	n, hook := len(s.completeMany), s.completeMHook
 	s.mu.Unlock()
 	if hook != nil {
@@ -77,6 +89,7 @@ func (s *spyStore[TTx]) DeliveryCompleteTx(ctx context.Context, tx TTx, p *Deliv
 func (s *spyStore[TTx]) LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]bool, error) {
 	s.mu.Lock()
 	s.extendCalls++
+	s.extended = append(s.extended, slices.Clone(p.Leases))
 	s.mu.Unlock()
 	return s.Store.LeaseExtend(ctx, p)
 }

@@ -101,31 +101,16 @@ type EventPublisher interface {
 	EventPublish(ctx context.Context, params *EventPublishParams) (*EventPublishResult, error)
 }
 
-// Limits on store calls, checked by ValidateParams helpers in the stores.
-const (
-	// MaxClaimLimit bounds DeliveryClaimParams.Limit.
-	MaxClaimLimit = 10_000
-	// MaxLeasesPerCall bounds the leases of one LeaseExtend or
-	// DeliveryCompleteMany call.
-	MaxLeasesPerCall = 10_000
-	// MaxListLimit bounds DeliveryListParams.Limit.
-	MaxListLimit = 1_000
-	// DefaultListLimit is DeliveryListParams.Limit when zero.
-	DefaultListLimit = 100
-	// MaxHandlersPerEvent bounds the deliveries one event can have.
-	MaxHandlersPerEvent = 1_000
-	// MaxAttemptsLimit bounds any attempt budget.
-	MaxAttemptsLimit = 1_000
-	// MaxErrorBytes: longer error texts are cut to this many bytes
-	// before they are stored.
-	MaxErrorBytes = 4096
-)
-
 // EventPublishParams are the arguments of EventPublishTx.
 type EventPublishParams struct {
 	Events []*EventPublish
 	// Now stamps the rows; events with a zero CreatedAt get it too.
 	Now time.Time
+
+	// validated is p itself once a Bus has validated all of p against a
+	// payload limit of validatedPayloadBytes (see Validate).
+	validated             *EventPublishParams
+	validatedPayloadBytes int
 }
 
 // EventPublish is one event and the deliveries it must get.
@@ -158,6 +143,10 @@ type DeliveryClaimParams struct {
 	Limit         int
 	LeaseDuration time.Duration
 	Now           time.Time
+
+	// namesValidated is p itself when a Bus checked Owner and Handlers
+	// (see Validate).
+	namesValidated *DeliveryClaimParams
 }
 
 // LeaseExtendParams are the arguments of LeaseExtend.

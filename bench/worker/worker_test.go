@@ -14,11 +14,11 @@ import (
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/record"
-	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-func TestMain(m *testing.M) { dbenv.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // runWorker runs Main in-process with cfg and returns its messages.
 func runWorker(t *testing.T, ctx context.Context, cfg any) (int, []protocol.Message) {
@@ -112,7 +112,7 @@ func TestClassifyOptions(t *testing.T) {
 // or dead, and inspect, then reads the record files.
 func TestRolesOnPostgres(t *testing.T) {
 	t.Parallel()
-	dsn := dbenv.TestDatabase(t)
+	dsn := dbtest.TestDatabase(t)
 	dir := t.TempDir()
 	ctx := context.Background()
 	store := protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: 4}

@@ -1,7 +1,27 @@
 // Package dbenv gives the tests and the benchmark harness one way to get a
-// PostgreSQL server.
+// database server: PostgreSQL from one of several providers, and MongoDB
+// from a URI or a container. Every server it starts listens on 127.0.0.1
+// only, and Stop removes what it started.
 //
-// # Providers
+// # Files
+//
+// One file set per server kind:
+//
+//   - postgres.go: the Postgres server, its providers and StartPostgres;
+//     postgres_settings.go: the server settings dbenv accepts and sets;
+//   - postgres_local.go (and _linux, _other): local server binaries;
+//   - postgres_container.go: a Testcontainers container;
+//   - postgres_dsn.go: a server the user runs;
+//   - mongo.go: MongoDB from a URI or a Testcontainers replica set;
+//   - containers.go and docker.go: what both container providers share
+//     (the Docker engine, images, loopback ports).
+//
+// The test helpers (a fresh database per test on a server shared by the
+// test binary) are in the subpackage dbtest, so that dbenv itself does not
+// import package testing. (The harness binary still links testing, through
+// testcontainers-go, whose root and log packages import it.)
+//
+// # PostgreSQL providers
 //
 //   - testcontainers: a container from PostgresOptions.Image (default
 //     RELAYBUS_PG_IMAGE, else postgres:17) through testcontainers-go, its
@@ -18,28 +38,25 @@
 //   - auto: testcontainers when a Docker engine answers (DockerAvailable, at
 //     most about 1.5 s), else local; the choice and the reason are logged.
 //
-// # Tests
+// # MongoDB
 //
-// A test package declares
-//
-//	func TestMain(m *testing.M) { dbenv.Main(m) }
-//
-// and each test calls TestDatabase for a fresh database on a server shared by
-// the test binary, dropped when the test ends. The server comes from
-// RELAYBUS_TEST_DATABASE_URL when set, else from RELAYBUS_TEST_DB_PROVIDER
-// (default auto). When no server can be had, the test fails and says how to
-// get one; it is never skipped silently.
+// MongoDB needs a replica set (transactions, the oplog). StartMongo takes
+// a URI, or starts a single-member replica set in a container. There is
+// no local-binary provider; where neither a URI nor a container can be had
+// it returns an error wrapping ErrUnavailable, and the tests skip and say
+// why: no MongoDB server is faked.
 //
 // # Cleanup guarantees
 //
-// Stop stops the server and removes its data directory or container; Main
-// calls it when the tests end, and on SIGINT or SIGTERM. A local server runs
-// in its own process group with a parent-death signal (Linux), so a test
-// binary killed outright takes its server down with it; the data directory
-// is then left in the temporary directory, and the next local start removes
-// such directories once their owner and server processes are gone. A
-// container outlives a killed test binary unless Ryuk (testcontainers-go's
-// reaper) runs; dbenv disables Ryuk only when its image is not present.
+// Stop stops the server and removes its data directory or container;
+// dbtest.Main calls it when the tests end, and on SIGINT or SIGTERM. A
+// local server runs in its own process group with a parent-death signal
+// (Linux), so a test binary killed outright takes its server down with it;
+// the data directory is then left in the temporary directory, and the next
+// local start removes such directories once their owner and server
+// processes are gone. A container outlives a killed test binary unless
+// Ryuk (testcontainers-go's reaper) runs; dbenv disables Ryuk only when its
+// image is not present.
 //
 // # Machines that are containers
 //

@@ -1,5 +1,10 @@
 package dbenv
 
+// PostgreSQL: where a server comes from (Provider), starting one
+// (StartPostgres), and what the tests and the harness do with it. Each
+// provider is a backend in a file of its own: postgres_local.go,
+// postgres_container.go, postgres_dsn.go.
+
 import (
 	"context"
 	"errors"
@@ -18,13 +23,42 @@ import (
 
 // Environment variables read by this package.
 const (
-	// EnvDatabaseURL names a server the tests use instead of starting one.
+	// EnvDatabaseURL names a server to use instead of starting one
+	// (ProviderDSN without a DSN; the tests' server when it is set).
 	EnvDatabaseURL = "RELAYBUS_TEST_DATABASE_URL"
 	// EnvImage overrides the Testcontainers image.
 	EnvImage = "RELAYBUS_PG_IMAGE"
-	// EnvTestProvider chooses the provider of the server TestDatabase starts.
-	EnvTestProvider = "RELAYBUS_TEST_DB_PROVIDER"
 )
+
+// Provider names where a PostgreSQL server comes from.
+type Provider string
+
+const (
+	// ProviderAuto picks Testcontainers when a Docker engine answers, else
+	// local server binaries.
+	ProviderAuto Provider = "auto"
+	// ProviderLocal runs a throwaway cluster from the initdb and postgres
+	// binaries found on this machine.
+	ProviderLocal Provider = "local"
+	// ProviderTestcontainers runs the server in a container through
+	// testcontainers-go.
+	ProviderTestcontainers Provider = "testcontainers"
+	// ProviderDSN uses a server the user gives by its connection string.
+	ProviderDSN Provider = "dsn"
+)
+
+// ParseProvider turns a flag or environment value into a Provider. The empty
+// string means ProviderAuto; case and surrounding spaces are ignored.
+func ParseProvider(s string) (Provider, error) {
+	switch p := Provider(strings.ToLower(strings.TrimSpace(s))); p {
+	case "", ProviderAuto:
+		return ProviderAuto, nil
+	case ProviderLocal, ProviderTestcontainers, ProviderDSN:
+		return p, nil
+	default:
+		return "", fmt.Errorf("dbenv: unknown provider %q: want one of auto, local, testcontainers, dsn", s)
+	}
+}
 
 // DefaultImage is the Testcontainers image used when neither
 // PostgresOptions.Image nor RELAYBUS_PG_IMAGE names one.
@@ -36,13 +70,12 @@ const (
 	startTimeout = 90 * time.Second
 	// stopTimeout bounds a fast shutdown before it is escalated.
 	stopTimeout = 30 * time.Second
+	// stopBound bounds Stop: a local server's fast shutdown and its two
+	// escalations (SIGQUIT, SIGKILL), or a container's removal.
+	stopBound = stopTimeout + 2*killWait
 	// adminOpTimeout bounds one administrative statement (CREATE/DROP
 	// DATABASE, Info) when the caller's context has no earlier deadline.
 	adminOpTimeout = 60 * time.Second
-	// settingValueLenMax bounds one server setting's value.
-	settingValueLenMax = 4096
-	// settingsCountMax bounds the number of settings in PostgresOptions.
-	settingsCountMax = 256
 )
 
 // PostgresOptions says which server to get and how to configure it.
@@ -260,13 +293,16 @@ func (p *Postgres) Restart(ctx context.Context) error {
 }
 
 // Stop stops the server and removes its data directory or container. It is
-// idempotent: later calls return the first call's result.
+// idempotent: later calls return the first call's result. It takes at most
+// stopBound, whatever ctx's deadline.
 func (p *Postgres) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
 		return p.stopErr
 	}
+	ctx, cancel := context.WithTimeout(ctx, stopBound)
+	defer cancel()
 	p.stopped = true
 	p.stopErr = p.backend.stop(ctx)
 	return p.stopErr
@@ -334,50 +370,6 @@ func (p *Postgres) withAdmin(ctx context.Context, fn func(context.Context, *pgx.
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return fn(ctx, conn)
-}
-
-// settingNamePattern accepts postgresql.conf names, including the
-// "extension.name" form of custom settings.
-var settingNamePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$`)
-
-// managedSettings are chosen by dbenv: where the server listens and keeps its
-// files. Overriding them would break the loopback-only rule or the cleanup.
-var managedSettings = []string{
-	"listen_addresses", "port", "unix_socket_directories", "data_directory",
-	"config_file", "hba_file", "ident_file", "external_pid_file",
-}
-
-// defaultSettings apply to every server dbenv starts: benchmarks measure
-// durable commits.
-var defaultSettings = map[string]string{"fsync": "on"}
-
-// effectiveSettings validates the requested settings and adds the defaults.
-func effectiveSettings(requested map[string]string) (map[string]string, error) {
-	if len(requested) > settingsCountMax {
-		return nil, fmt.Errorf("dbenv: %d settings: at most %d", len(requested), settingsCountMax)
-	}
-	out := maps.Clone(defaultSettings)
-	for name, value := range requested {
-		if len(name) > 63 || !settingNamePattern.MatchString(name) {
-			return nil, fmt.Errorf("dbenv: invalid setting name %q: want %s, at most 63 bytes", name, settingNamePattern)
-		}
-		if slices.Contains(managedSettings, name) {
-			return nil, fmt.Errorf("dbenv: setting %s is managed by dbenv (the server listens on 127.0.0.1 only)", name)
-		}
-		if len(value) > settingValueLenMax {
-			return nil, fmt.Errorf("dbenv: setting %s: value of %d bytes: at most %d", name, len(value), settingValueLenMax)
-		}
-		if strings.ContainsAny(value, "\x00\r\n") {
-			return nil, fmt.Errorf("dbenv: setting %s: value contains a NUL or line break", name)
-		}
-		out[name] = value
-	}
-	return out, nil
-}
-
-// quoteConfValue quotes a value for postgresql.conf.
-func quoteConfValue(v string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(v) + "'"
 }
 
 // dsnWithDatabase returns dsn with its database replaced: a URL gets a new

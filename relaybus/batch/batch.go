@@ -37,6 +37,12 @@ func (b *Batcher[In, Out]) Submit(ctx context.Context, item In) (Out, error) {
 	return b.pk.Submit(ctx, struct{}{}, item)
 }
 
+// Enqueue adds item to the stream and returns once it is admitted; its
+// result is dropped. See PerKey.Enqueue.
+func (b *Batcher[In, Out]) Enqueue(ctx context.Context, item In) error {
+	return b.pk.Enqueue(ctx, struct{}{}, item)
+}
+
 // Close stops admission and waits for queued batches; see PerKey.Close.
 func (b *Batcher[In, Out]) Close(ctx context.Context) error { return b.pk.Close(ctx) }
 

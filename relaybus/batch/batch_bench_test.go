@@ -78,6 +78,41 @@ func BenchmarkBatcher(b *testing.B) {
 	}
 }
 
+// BenchmarkBatcherEnqueue is the hand-off the relaybus dispatcher makes
+// with its completions: 64 submitters that do not wait for results,
+// batches of up to 100 after a 2ms linger, one batch in flight, a queue of
+// 100 (Block). Its figure is the cost of admission and batching alone.
+func BenchmarkBatcherEnqueue(b *testing.B) {
+	cfg := Config[int]{MaxSize: 100, Linger: 2 * time.Millisecond, MaxInFlight: 1, MaxQueued: 100}
+	var ran atomic.Int64
+	bt, err := New(cfg, func(_ context.Context, items []int) ([]struct{}, error) {
+		ran.Add(int64(len(items)))
+		return make([]struct{}, len(items)), nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(32) // 64 submitters on 2 cores
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for i := 0; pb.Next(); i++ {
+			if err := bt.Enqueue(ctx, i); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	if err := bt.Close(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "items/s")
+	if ran.Load() != int64(b.N) {
+		b.Fatalf("the batch function saw %d items; want %d", ran.Load(), b.N)
+	}
+}
+
 // BenchmarkPerKeyMillionKeys sends a million distinct keys through one
 // per-key batcher and reports the live heap before and after (after a
 // GC) and the lanes left, which must be none: memory follows waiting

@@ -124,23 +124,17 @@ func (e *PanicError) Error() string {
 }
 
 func (c *Config[In]) validate() error {
-	if c.MaxSize < 1 || c.MaxSize > MaxSizeLimit {
-		return fmt.Errorf("batch: MaxSize %d out of range [1, %d]", c.MaxSize, MaxSizeLimit)
-	}
-	if c.MaxWeight < 0 || c.MaxWeight > MaxWeightLimit {
-		return fmt.Errorf("batch: MaxWeight %d out of range [0, %d]", c.MaxWeight, MaxWeightLimit)
-	}
-	if c.Linger < 0 || c.Linger > LingerLimit {
-		return fmt.Errorf("batch: Linger %v out of range [0, %v]", c.Linger, LingerLimit)
-	}
-	if c.MaxInFlight < 1 || c.MaxInFlight > MaxInFlightLimit {
-		return fmt.Errorf("batch: MaxInFlight %d out of range [1, %d]", c.MaxInFlight, MaxInFlightLimit)
-	}
-	if c.MaxQueued < 1 || c.MaxQueued > MaxQueuedLimit {
-		return fmt.Errorf("batch: MaxQueued %d out of range [1, %d]", c.MaxQueued, MaxQueuedLimit)
-	}
-	if c.MaxQueuedWeight < 0 || c.MaxQueuedWeight > MaxQueuedWeightLimit {
-		return fmt.Errorf("batch: MaxQueuedWeight %d out of range [0, %d]", c.MaxQueuedWeight, MaxQueuedWeightLimit)
+	for _, err := range []error{
+		inRange("MaxSize", c.MaxSize, 1, MaxSizeLimit),
+		inRange("MaxWeight", c.MaxWeight, 0, MaxWeightLimit),
+		inRange("Linger", c.Linger, 0, LingerLimit),
+		inRange("MaxInFlight", c.MaxInFlight, 1, MaxInFlightLimit),
+		inRange("MaxQueued", c.MaxQueued, 1, MaxQueuedLimit),
+		inRange("MaxQueuedWeight", c.MaxQueuedWeight, 0, MaxQueuedWeightLimit),
+	} {
+		if err != nil {
+			return err
+		}
 	}
 	if c.WhenFull != Block && c.WhenFull != Reject {
 		return fmt.Errorf("batch: WhenFull %v is neither Block nor Reject", c.WhenFull)
@@ -149,6 +143,14 @@ func (c *Config[In]) validate() error {
 		// Without Weigh every item weighs 0, so a weight bound would
 		// silently never apply.
 		return errors.New("batch: MaxWeight and MaxQueuedWeight need Weigh")
+	}
+	return nil
+}
+
+// inRange reports a field outside [lo, hi], in the field's own units.
+func inRange[T int | int64 | time.Duration](name string, v, lo, hi T) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("batch: %s %v out of range [%v, %v]", name, v, lo, hi)
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
 // Package batch groups concurrent calls into batches: New batches one
 // stream, NewPerKey batches per key with at most one batch in flight per
-// key (ADR 0003). Each caller of Submit waits for, and gets, its own
-// item's result.
+// key (docs/adr/0001-per-key-batching.md). Each caller of Submit waits
+// for, and gets, its own item's result; Enqueue hands an item off without
+// waiting, for a batch function that acts on its items itself.
 //
 // # Per key
 //
@@ -36,30 +37,6 @@
 //
 // # Benchmarks
 //
-// Measured on the development machine: 2 shared, noisy cores (AMD EPYC),
-// Go 1.26, 256 concurrent submitters, MaxSize 100, Linger 0, a batch
-// function that returns its input; one short run each, so read the
-// figures as orders of magnitude:
-//
-//	go test -run XXX -bench 'PerKey$|Batcher$' -benchtime=50000x ./relaybus/batch/
-//
-//	keys      MaxInFlight  items/s   B/item  allocs/item
-//	1         1            501,000   404     4
-//	1         8            394,000   407     4
-//	1         64           395,000   401     4
-//	100       1            536,000   409     4
-//	100       8            461,000   414     4
-//	100       64           339,000   412     4
-//	100,000   1            329,000   420     5
-//	100,000   8            315,000   417     5
-//	100,000   64           282,000   419     5
-//	New (one stream)  1    291,000   384     4
-//	New (one stream)  8    401,000   196     3
-//	New (one stream)  64   392,000   231     3
-//
-// A million distinct keys through one PerKey (256 submitters, MaxInFlight
-// 8) leave no lane behind, and the live heap after a GC returns to its
-// baseline (1.24 MiB before, 1.39 MiB after):
-//
-//	go test -run XXX -bench PerKeyMillionKeys -benchtime=1x ./relaybus/batch/
+// The measured figures, and the commands that give them, are in
+// docs/adr/0001-per-key-batching.md.
 package batch

@@ -6,8 +6,8 @@ import "slices"
 // goroutines, no locks. Every transition takes the time as an argument
 // and is deterministic, so lanes_test.go can drive it step by step
 // against a simple model. The batcher holds it under one mutex: that
-// mutex is what the ADR's single TRef is, and each method call is one of
-// its transactions.
+// mutex is the ADR's one transactional variable, and each method call is
+// one of its transactions.
 //
 // A lane is waiting (items, not yet due), ready (in the ready queue:
 // full or due) or busy (maxBusy batches in flight). For NewPerKey

@@ -11,7 +11,7 @@ import (
 )
 
 // PerKey batches inputs per key, with at most one batch in flight per
-// key (ADR 0003). Build it with NewPerKey; it is safe for concurrent use.
+// key (docs/adr/0001-per-key-batching.md). Build it with NewPerKey; it is safe for concurrent use.
 type PerKey[K comparable, In, Out any] struct {
 	cfg   Config[In]
 	fn    func(ctx context.Context, key K, items []In) ([]Out, error)
@@ -20,7 +20,7 @@ type PerKey[K comparable, In, Out any] struct {
 	// mu guards everything below it. Admission (the open check and the
 	// enqueue) is one critical section, and so is taking a batch together
 	// with recording it in the worker's slot: the two atomic steps the
-	// ADR gets from STM, and formal/perkey.pml checks are needed.
+	// ADR first had from STM, and formal/perkey.pml checks are needed.
 	mu          sync.Mutex
 	lanes       lanes[K, *call[In, Out]]
 	closed      bool
@@ -42,7 +42,7 @@ type PerKey[K comparable, In, Out any] struct {
 
 type call[In, Out any] struct {
 	in        In
-	res       chan result[Out] // buffered 1: delivery never blocks
+	res       chan result[Out] // buffered 1: delivery never blocks; nil for Enqueue
 	delivered atomic.Bool      // the worker and a giving-up Close may race
 }
 
@@ -51,9 +51,10 @@ type result[Out any] struct {
 	err error
 }
 
-// deliver gives the caller its one result; later deliveries are dropped.
+// deliver gives the caller its one result; later deliveries are dropped,
+// and so is every result of an enqueued item (no one waits for it).
 func (c *call[In, Out]) deliver(out Out, err error) {
-	if c.delivered.CompareAndSwap(false, true) {
+	if c.res != nil && c.delivered.CompareAndSwap(false, true) {
 		c.res <- result[Out]{out, err}
 	}
 }
@@ -129,60 +130,11 @@ func (b *PerKey[K, In, Out]) now() int64 { return int64(time.Since(b.start)) }
 // has not started, and otherwise its result is discarded.
 func (b *PerKey[K, In, Out]) Submit(ctx context.Context, key K, item In) (Out, error) {
 	var zero Out
-	if err := ctx.Err(); err != nil {
+	c := &call[In, Out]{in: item, res: make(chan result[Out], 1)}
+	seq, err := b.admit(ctx, key, c)
+	if err != nil {
 		return zero, err
 	}
-	var w int64
-	if b.cfg.Weigh != nil {
-		w = b.cfg.Weigh(item)
-		if m := b.cfg.maxItemWeight(); w < 0 || w > m {
-			return zero, fmt.Errorf("batch: item weight %d out of range [0, %d]: %w", w, m, ErrWeight)
-		}
-	}
-	c := &call[In, Out]{in: item, res: make(chan result[Out], 1)}
-
-	b.mu.Lock()
-	for {
-		if b.closed {
-			b.mu.Unlock()
-			return zero, ErrClosed
-		}
-		if b.hasRoom(w) {
-			break
-		}
-		if b.cfg.WhenFull == Reject {
-			b.mu.Unlock()
-			return zero, ErrFull
-		}
-		if b.room == nil {
-			b.room = make(chan struct{})
-		}
-		room := b.room
-		b.roomWaiters++
-		b.mu.Unlock()
-		select {
-		case <-room:
-		case <-ctx.Done():
-		case <-b.closing:
-		}
-		b.mu.Lock()
-		b.roomWaiters--
-		if err := ctx.Err(); err != nil {
-			b.mu.Unlock()
-			return zero, err
-		}
-	}
-	_, hadDeadline := b.lanes.nextDeadline()
-	seq, ready := b.lanes.admit(key, c, w, b.now())
-	_, hasDeadline := b.lanes.nextDeadline()
-	b.mu.Unlock()
-	if ready {
-		signal(b.wake)
-	}
-	if !hadDeadline && hasDeadline {
-		signal(b.clockPoke)
-	}
-
 	select {
 	case r := <-c.res:
 		return r.out, r.err
@@ -204,6 +156,76 @@ func (b *PerKey[K, In, Out]) Submit(ctx context.Context, key K, item In) (Out, e
 		}
 	}
 	return zero, ctx.Err()
+}
+
+// Enqueue adds item to key's lane like Submit, but returns once the item
+// is admitted instead of waiting for its result, which is dropped: the
+// batch function must act on its items itself. It is for a caller that
+// hands work off (relaybus's dispatcher hands off completions) and must
+// not keep a goroutine and a result channel per item to do so. It returns
+// Submit's errors for an item that is not admitted; ctx bounds only the
+// wait for room. Close runs an enqueued item's batch like any other.
+func (b *PerKey[K, In, Out]) Enqueue(ctx context.Context, key K, item In) error {
+	_, err := b.admit(ctx, key, &call[In, Out]{in: item})
+	return err
+}
+
+// admit weighs c's item, waits for room (or refuses, per WhenFull) and
+// adds it to key's lane, returning its sequence number in the lane.
+func (b *PerKey[K, In, Out]) admit(ctx context.Context, key K, c *call[In, Out]) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	var w int64
+	if b.cfg.Weigh != nil {
+		w = b.cfg.Weigh(c.in)
+		if m := b.cfg.maxItemWeight(); w < 0 || w > m {
+			return 0, fmt.Errorf("batch: item weight %d out of range [0, %d]: %w", w, m, ErrWeight)
+		}
+	}
+
+	b.mu.Lock()
+	for {
+		if b.closed {
+			b.mu.Unlock()
+			return 0, ErrClosed
+		}
+		if b.hasRoom(w) {
+			break
+		}
+		if b.cfg.WhenFull == Reject {
+			b.mu.Unlock()
+			return 0, ErrFull
+		}
+		if b.room == nil {
+			b.room = make(chan struct{})
+		}
+		room := b.room
+		b.roomWaiters++
+		b.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+		case <-b.closing:
+		}
+		b.mu.Lock()
+		b.roomWaiters--
+		if err := ctx.Err(); err != nil {
+			b.mu.Unlock()
+			return 0, err
+		}
+	}
+	_, hadDeadline := b.lanes.nextDeadline()
+	seq, ready := b.lanes.admit(key, c, w, b.now())
+	_, hasDeadline := b.lanes.nextDeadline()
+	b.mu.Unlock()
+	if ready {
+		signal(b.wake)
+	}
+	if !hadDeadline && hasDeadline {
+		signal(b.clockPoke)
+	}
+	return seq, nil
 }
 
 func (b *PerKey[K, In, Out]) hasRoom(w int64) bool {

@@ -8,13 +8,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
 	rbmongo "github.com/berkcansavur/relaybus/relaybus/mongo"
 	"github.com/berkcansavur/relaybus/relaybus/storetest"
 )
 
-func TestMain(m *testing.M) { dbenv.MongoMain(m) }
+func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // TestConformance runs the conformance suite against a real replica set:
 // RELAYBUS_TEST_MONGO_URI, or a container when a Docker engine has (or can
@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { dbenv.MongoMain(m) }
 // off here), and fails a second transaction publishing to the same key
 // at once with a TransientTransactionError instead of making it wait.
 func TestConformance(t *testing.T) {
-	uri := dbenv.TestMongoURI(t)
+	uri := dbtest.TestMongoURI(t)
 	storetest.Run(t, func(t *testing.T) relaybus.Store[context.Context] {
 		return newTestStore(t, uri)
 	}, &storetest.Options{DeletesCompleted: true, RetryableConflict: rbmongo.TransientTransactionError})
@@ -39,7 +39,7 @@ func newTestStore(t *testing.T, uri string) *rbmongo.Store {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	name, err := dbenv.MongoTestDatabaseName()
+	name, err := dbtest.MongoTestDatabaseName()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
 )
@@ -75,7 +75,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 
 func benchStore(b *testing.B) *postgres.Store {
 	b.Helper()
-	pool, err := pgxpool.New(b.Context(), dbenv.TestDatabase(b))
+	pool, err := pgxpool.New(b.Context(), dbtest.TestDatabase(b))
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
 	s, err := postgres.New(pool, nil)
@@ -91,7 +91,7 @@ func benchStore(b *testing.B) *postgres.Store {
 // The completed half is written with one UPDATE, as if dispatched.
 func BenchmarkClaimHotKeysDeepBacklog(b *testing.B) {
 	const keys, perKey = 4, 5000
-	pool, err := pgxpool.New(b.Context(), dbenv.TestDatabase(b))
+	pool, err := pgxpool.New(b.Context(), dbtest.TestDatabase(b))
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
 	s, err := postgres.New(pool, nil)

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
 	"github.com/berkcansavur/relaybus/relaybus/storetest"
@@ -25,7 +25,7 @@ const conformancePoolMaxConns = 16
 // and the suite creates one store per subtest.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(dbenv.TestDatabase(t))
+	cfg, err := pgxpool.ParseConfig(dbtest.TestDatabase(t))
 	require.NoError(t, err)
 	cfg.MaxConns = conformancePoolMaxConns
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)

@@ -6,11 +6,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
 )
 
-func TestMain(m *testing.M) { dbenv.Main(m) }
+func TestMain(m *testing.M) { dbtest.Main(m) }
 
 // testPoolMaxConns bounds each test database's pool: the suite runs many
 // databases in parallel on one shared server.
@@ -19,7 +19,7 @@ const testPoolMaxConns = 8
 // newPool connects to a fresh database of the shared test server.
 func newPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dbenv.TestDatabase(t))
+	cfg, err := pgxpool.ParseConfig(dbtest.TestDatabase(t))
 	require.NoError(t, err)
 	cfg.MaxConns = testPoolMaxConns
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)

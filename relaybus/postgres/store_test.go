@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
 )
@@ -226,7 +226,7 @@ const maxPublishCalls = 4
 
 func TestPublishBatchIsAFewRoundTrips(t *testing.T) {
 	t.Parallel()
-	cfg, err := pgxpool.ParseConfig(dbenv.TestDatabase(t))
+	cfg, err := pgxpool.ParseConfig(dbtest.TestDatabase(t))
 	require.NoError(t, err)
 	counter := &queryCounter{}
 	cfg.ConnConfig.Tracer = counter

@@ -1,17 +1,18 @@
 package dbenv
 
+// Containers through testcontainers-go, for both servers: the environment
+// it reads, the images it needs, and the loopback-only port binding.
+
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,12 +21,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
-
-// containerStopTimeout is what the engine gives postgres to shut down before
-// it kills the container (Restart and Stop).
-const containerStopTimeout = 30 * time.Second
 
 // ryukImagePrefix is the reaper image testcontainers-go starts unless
 // TESTCONTAINERS_RYUK_DISABLED is true.
@@ -161,41 +157,32 @@ type logfLogger func(string, ...any)
 
 func (l logfLogger) Printf(format string, args ...any) { l(format, args...) }
 
-// containerServer is a postgres container whose port 5432 is bound to a
-// fixed port on 127.0.0.1, so that the address survives Restart.
-type containerServer struct {
-	ctr   *tcpostgres.PostgresContainer
-	image string
-	logf  func(string, ...any)
-	dsn   string
+// loopbackPort binds the container's port (as "5432/tcp") to hostPort on
+// 127.0.0.1 only, at a port chosen here: the engine would otherwise publish
+// it on every interface, and pick a new port at every start, breaking
+// Restart's promise of the same address.
+func loopbackPort(containerPort string, hostPort int) testcontainers.CustomizeRequestOption {
+	return testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+		hc.PortBindings = network.PortMap{
+			network.MustParsePort(containerPort): {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(hostPort)}},
+		}
+	})
 }
 
-func startContainer(ctx context.Context, image string, settings map[string]string, logf func(string, ...any)) (*Postgres, error) {
-	if err := DockerAvailable(ctx); err != nil {
-		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
-	}
-	prepareTestcontainersEnv(ctx, logf)
-	if err := ensureImage(ctx, image, logf); err != nil {
-		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
-	}
-
-	// The module starts postgres with fsync=off; the command is replaced so
-	// that the server runs as benchmarks need (fsync on unless requested).
-	cmd := []string{"postgres"}
-	for _, name := range slices.Sorted(maps.Keys(settings)) {
-		cmd = append(cmd, "-c", name+"="+settings[name])
-	}
-	start := time.Now()
+// onFreePort runs start on a free loopback port, and again on another (at
+// most localPortAttempts times) when the engine finds the port taken: it is
+// free when freePort returns, not necessarily when the engine binds it.
+func onFreePort[T any](logf func(string, ...any), start func(port int) (T, error)) (T, error) {
+	var zero T
 	var lastErr error
 	for range localPortAttempts {
 		port, err := freePort()
 		if err != nil {
-			return nil, err
+			return zero, err
 		}
-		s, err := runContainer(ctx, image, cmd, port, logf)
+		v, err := start(port)
 		if err == nil {
-			logf("dbenv: container %s on 127.0.0.1:%d ready after %v", image, port, time.Since(start).Round(time.Millisecond))
-			return &Postgres{provider: ProviderTestcontainers, adminDSN: s.dsn, backend: s, settings: settings, logf: logf}, nil
+			return v, nil
 		}
 		lastErr = err
 		if !strings.Contains(err.Error(), "already allocated") && !strings.Contains(err.Error(), "address already in use") {
@@ -203,80 +190,5 @@ func startContainer(ctx context.Context, image string, settings map[string]strin
 		}
 		logf("dbenv: port %d taken before the engine bound it; trying another", port)
 	}
-	return nil, lastErr
-}
-
-func runContainer(ctx context.Context, image string, cmd []string, port int, logf func(string, ...any)) (_ *containerServer, err error) {
-	hostPort := strconv.Itoa(port)
-	ctr, err := tcpostgres.Run(ctx, image,
-		testcontainers.WithLogger(logfLogger(logf)),
-		tcpostgres.WithUsername("postgres"),
-		tcpostgres.WithPassword("postgres"),
-		tcpostgres.WithDatabase("postgres"),
-		testcontainers.WithCmd(cmd...),
-		tcpostgres.BasicWaitStrategies(),
-		// Bind on loopback only, at a port chosen here: the engine would
-		// otherwise publish on all interfaces, and pick a new port on every
-		// start, breaking Restart's promise of the same address.
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.PortBindings = network.PortMap{
-				network.MustParsePort("5432/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: hostPort}},
-			}
-		}),
-	)
-	s := &containerServer{ctr: ctr, image: image, logf: logf}
-	defer func() {
-		if err != nil && ctr != nil {
-			_ = s.stop(context.WithoutCancel(ctx))
-		}
-	}()
-	if err != nil {
-		return nil, fmt.Errorf("dbenv: provider testcontainers: image %s: %w", image, err)
-	}
-	host, err := ctr.Host(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("dbenv: provider testcontainers: host: %w", err)
-	}
-	if host != "127.0.0.1" {
-		return nil, fmt.Errorf("dbenv: provider testcontainers: the server's host is %q, not 127.0.0.1; "+
-			"set TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1", host)
-	}
-	mapped, err := ctr.MappedPort(ctx, "5432/tcp")
-	if err != nil {
-		return nil, fmt.Errorf("dbenv: provider testcontainers: mapped port: %w", err)
-	}
-	if int(mapped.Num()) != port {
-		return nil, fmt.Errorf("dbenv: provider testcontainers: port 5432 mapped to %d, not the requested %d", mapped.Num(), port)
-	}
-	s.dsn = fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	if err := waitReady(ctx, s.dsn, nil, nil); err != nil {
-		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
-	}
-	return s, nil
-}
-
-func (s *containerServer) source() string { return s.image }
-
-func (s *containerServer) restart(ctx context.Context) error {
-	start := time.Now()
-	timeout := containerStopTimeout
-	if err := s.ctr.Stop(ctx, &timeout); err != nil {
-		return fmt.Errorf("dbenv: restart: stop container: %w", err)
-	}
-	if err := s.ctr.Start(ctx); err != nil {
-		return fmt.Errorf("dbenv: restart: start container: %w", err)
-	}
-	if err := waitReady(ctx, s.dsn, nil, nil); err != nil {
-		return fmt.Errorf("dbenv: restart: %w", err)
-	}
-	s.logf("dbenv: container restarted in %v", time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
-// stop removes the container and its anonymous volumes (the data).
-func (s *containerServer) stop(ctx context.Context) error {
-	if err := s.ctr.Terminate(ctx); err != nil {
-		return fmt.Errorf("dbenv: remove container: %w", err)
-	}
-	return nil
+	return zero, lastErr
 }

@@ -1,0 +1,122 @@
+package dbenv
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+)
+
+// PostgreSQL in a container (provider testcontainers).
+
+// containerStopTimeout is what the engine gives postgres to shut down before
+// it kills the container (Restart and Stop).
+const containerStopTimeout = 30 * time.Second
+
+// containerServer is a postgres container whose port 5432 is bound to a
+// fixed port on 127.0.0.1, so that the address survives Restart.
+type containerServer struct {
+	ctr   *tcpostgres.PostgresContainer
+	image string
+	logf  func(string, ...any)
+	dsn   string
+}
+
+func startContainer(ctx context.Context, image string, settings map[string]string, logf func(string, ...any)) (*Postgres, error) {
+	if err := DockerAvailable(ctx); err != nil {
+		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
+	}
+	prepareTestcontainersEnv(ctx, logf)
+	if err := ensureImage(ctx, image, logf); err != nil {
+		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
+	}
+
+	// The module starts postgres with fsync=off; the command is replaced so
+	// that the server runs as benchmarks need (fsync on unless requested).
+	cmd := []string{"postgres"}
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		cmd = append(cmd, "-c", name+"="+settings[name])
+	}
+	start := time.Now()
+	var port int
+	s, err := onFreePort(logf, func(p int) (*containerServer, error) {
+		port = p
+		return runContainer(ctx, image, cmd, p, logf)
+	})
+	if err != nil {
+		return nil, err
+	}
+	logf("dbenv: container %s on 127.0.0.1:%d ready after %v", image, port, time.Since(start).Round(time.Millisecond))
+	return &Postgres{provider: ProviderTestcontainers, adminDSN: s.dsn, backend: s, settings: settings, logf: logf}, nil
+}
+
+func runContainer(ctx context.Context, image string, cmd []string, port int, logf func(string, ...any)) (_ *containerServer, err error) {
+	ctr, err := tcpostgres.Run(ctx, image,
+		testcontainers.WithLogger(logfLogger(logf)),
+		tcpostgres.WithUsername("postgres"),
+		tcpostgres.WithPassword("postgres"),
+		tcpostgres.WithDatabase("postgres"),
+		testcontainers.WithCmd(cmd...),
+		tcpostgres.BasicWaitStrategies(),
+		loopbackPort("5432/tcp", port),
+	)
+	s := &containerServer{ctr: ctr, image: image, logf: logf}
+	defer func() {
+		if err != nil && ctr != nil {
+			_ = s.stop(context.WithoutCancel(ctx))
+		}
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("dbenv: provider testcontainers: image %s: %w", image, err)
+	}
+	host, err := ctr.Host(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dbenv: provider testcontainers: host: %w", err)
+	}
+	if host != "127.0.0.1" {
+		return nil, fmt.Errorf("dbenv: provider testcontainers: the server's host is %q, not 127.0.0.1; "+
+			"set TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1", host)
+	}
+	mapped, err := ctr.MappedPort(ctx, "5432/tcp")
+	if err != nil {
+		return nil, fmt.Errorf("dbenv: provider testcontainers: mapped port: %w", err)
+	}
+	if int(mapped.Num()) != port {
+		return nil, fmt.Errorf("dbenv: provider testcontainers: port 5432 mapped to %d, not the requested %d", mapped.Num(), port)
+	}
+	s.dsn = fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	if err := waitReady(ctx, s.dsn, nil, nil); err != nil {
+		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
+	}
+	return s, nil
+}
+
+func (s *containerServer) source() string { return s.image }
+
+func (s *containerServer) restart(ctx context.Context) error {
+	start := time.Now()
+	timeout := containerStopTimeout
+	if err := s.ctr.Stop(ctx, &timeout); err != nil {
+		return fmt.Errorf("dbenv: restart: stop container: %w", err)
+	}
+	if err := s.ctr.Start(ctx); err != nil {
+		return fmt.Errorf("dbenv: restart: start container: %w", err)
+	}
+	if err := waitReady(ctx, s.dsn, nil, nil); err != nil {
+		return fmt.Errorf("dbenv: restart: %w", err)
+	}
+	s.logf("dbenv: container restarted in %v", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// stop removes the container and its anonymous volumes (the data).
+func (s *containerServer) stop(ctx context.Context) error {
+	if err := s.ctr.Terminate(ctx); err != nil {
+		return fmt.Errorf("dbenv: remove container: %w", err)
+	}
+	return nil
+}

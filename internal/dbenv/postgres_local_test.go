@@ -1,0 +1,241 @@
+package dbenv
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pgStatStatementsInstalled reports whether contrib's pg_stat_statements
+// sits beside the server binaries (Debian layout: bin/../lib).
+func pgStatStatementsInstalled(t *testing.T) bool {
+	dir, err := findServerBinaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = os.Stat(filepath.Join(filepath.Dir(resolve(filepath.Join(dir, "postgres"))), "..", "lib", "pg_stat_statements.so"))
+	return err == nil
+}
+
+func TestLocalProvider(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	settings := map[string]string{"autovacuum": "off", "checkpoint_timeout": "15min"}
+	withPSS := pgStatStatementsInstalled(t)
+	if withPSS {
+		settings["shared_preload_libraries"] = "pg_stat_statements"
+	} else {
+		t.Log("pg_stat_statements is not installed beside the server binaries: not requesting it")
+	}
+	pg, err := StartPostgres(ctx, PostgresOptions{Provider: ProviderLocal, Settings: settings, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop(context.Background()) })
+	if pg.Provider() != ProviderLocal {
+		t.Errorf("Provider() = %q; want local", pg.Provider())
+	}
+	if cfg, err := pgx.ParseConfig(pg.AdminDSN()); err != nil || cfg.Host != "127.0.0.1" || cfg.Database != "postgres" || cfg.User != "postgres" {
+		t.Errorf("AdminDSN %q parses as %+v, %v; want postgres@127.0.0.1/postgres", pg.AdminDSN(), cfg, err)
+	}
+
+	info, err := pg.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"fsync": "on", "autovacuum": "off", "checkpoint_timeout": "15min", "listen_addresses": ""} {
+		if got, ok := info.Settings[name]; name != "listen_addresses" && got != want {
+			t.Errorf("Info: %s = %q (reported %v); want %q", name, got, ok, want)
+		}
+	}
+	for _, name := range InfoSettings {
+		if _, ok := info.Settings[name]; !ok {
+			t.Errorf("Info does not report %s", name)
+		}
+	}
+	if info.VersionNum < 130000 || !strings.HasPrefix(info.Version, "PostgreSQL ") {
+		t.Errorf("Info version %q (%d); want PostgreSQL 13 or later", info.Version, info.VersionNum)
+	}
+	if info.PgStatStatementsAvailable != withPSS || info.PgStatStatementsLoaded != withPSS {
+		t.Errorf("Info pg_stat_statements available=%v loaded=%v; want %v", info.PgStatStatementsAvailable, info.PgStatStatementsLoaded, withPSS)
+	}
+	var listen string
+	mustQueryRow(t, pg.AdminDSN(), "SHOW listen_addresses", &listen)
+	if listen != "127.0.0.1" {
+		t.Errorf("listen_addresses = %q; want 127.0.0.1", listen)
+	}
+
+	t.Run("dsn provider on this server", func(t *testing.T) { checkDSNProvider(t, pg) })
+
+	dsn, err := pg.CreateDatabase(ctx, "restart_keeps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pg.CreateDatabase(ctx, "restart_keeps"); err == nil {
+		t.Error("creating an existing database succeeded")
+	}
+	mustExec(t, dsn, "CREATE TABLE t (v int); INSERT INTO t VALUES (42)")
+	if withPSS {
+		mustExec(t, dsn, "CREATE EXTENSION pg_stat_statements")
+		var calls int64
+		mustQueryRow(t, dsn, "SELECT count(*) FROM pg_stat_statements", &calls)
+	}
+	// A session held across the restart must see its connection end.
+	held, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close(ctx)
+
+	adminBefore := pg.AdminDSN()
+	if err := pg.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pg.AdminDSN() != adminBefore {
+		t.Errorf("AdminDSN changed across Restart: %s -> %s", adminBefore, pg.AdminDSN())
+	}
+	if err := held.Ping(ctx); err == nil {
+		t.Error("a connection opened before Restart still works; want it ended")
+	}
+	var v int
+	mustQueryRow(t, dsn, "SELECT v FROM t", &v)
+	if v != 42 {
+		t.Errorf("after Restart, t.v = %d; want 42", v)
+	}
+
+	if err := pg.DropDatabase(ctx, "restart_keeps"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.DropDatabase(ctx, "restart_keeps"); err != nil {
+		t.Errorf("dropping a dropped database: %v; want nil", err)
+	}
+	if _, err := pgx.Connect(ctx, dsn); err == nil {
+		t.Error("connected to a dropped database")
+	}
+
+	dir := pg.backend.(*localServer).dir
+	if _, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION")); err != nil {
+		t.Fatalf("data dir not where expected: %v", err)
+	}
+	if err := pg.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after Stop, %s: %v; want it removed", dir, err)
+	}
+	if err := pg.Stop(ctx); err != nil {
+		t.Errorf("second Stop = %v; want nil", err)
+	}
+	if err := pg.Restart(ctx); err == nil {
+		t.Error("Restart after Stop succeeded")
+	}
+	connectCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if conn, err := pgx.Connect(connectCtx, pg.AdminDSN()); err == nil {
+		conn.Close(ctx)
+		t.Error("the server still accepts connections after Stop")
+	}
+}
+
+// checkDSNProvider runs the dsn provider against a server started by
+// another provider (shared), which it must leave alone.
+func checkDSNProvider(t *testing.T, shared *Postgres) {
+	ctx := context.Background()
+	pg, err := StartPostgres(ctx, PostgresOptions{Provider: ProviderDSN, DSN: shared.AdminDSN()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg.Provider() != ProviderDSN || pg.AdminDSN() != shared.AdminDSN() {
+		t.Errorf("dsn provider: %q %q", pg.Provider(), pg.AdminDSN())
+	}
+	dsn, err := pg.CreateDatabase(ctx, "dsn_provider_db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, dsn, "SELECT 1")
+	if err := pg.DropDatabase(ctx, "dsn_provider_db"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Restart(ctx); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("Restart on dsn provider: %v; want not supported", err)
+	}
+	info, err := pg.Info(ctx)
+	if err != nil || info.Provider != ProviderDSN || info.Settings["fsync"] == "" {
+		t.Errorf("Info: %+v, %v", info, err)
+	}
+	if err := pg.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Stop leaves a given server alone.
+	mustExec(t, shared.AdminDSN(), "SELECT 1")
+
+	if _, err := StartPostgres(ctx, PostgresOptions{Provider: ProviderDSN, DSN: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1"}); err == nil {
+		t.Error("dsn provider accepted a server that does not answer")
+	}
+}
+
+// TestLocalStartFailureSaysWhy: a setting the server rejects must come back
+// with the server's own words, and leave nothing behind.
+func TestLocalStartFailureSaysWhy(t *testing.T) {
+	t.Parallel()
+	_, err := StartPostgres(context.Background(), PostgresOptions{Provider: ProviderLocal, Settings: map[string]string{"shared_buffers": "lots"}})
+	if err == nil || !strings.Contains(err.Error(), "shared_buffers") {
+		t.Fatalf("StartPostgres with shared_buffers=lots: %v; want an error quoting the server log", err)
+	}
+}
+
+// TestAutoWithoutDockerFallsBackToLocal points DOCKER_HOST at a socket that
+// does not exist. The time bound is not a speed target: it asserts that the
+// decision does not hang (a Docker client waiting for an engine that never
+// answers), with a generous margin over the 1.5 s it is designed for.
+func TestAutoWithoutDockerFallsBackToLocal(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	const decisionBound = 5 * time.Second
+	start := time.Now()
+	err := DockerAvailable(context.Background())
+	if took := time.Since(start); took > decisionBound {
+		t.Errorf("DockerAvailable took %v; want under %v (it must not hang)", took, decisionBound)
+	}
+	if err == nil || !strings.Contains(err.Error(), "no-docker.sock") {
+		t.Fatalf("DockerAvailable = %v; want an error naming the socket", err)
+	}
+
+	var logs []string
+	pg, err := StartPostgres(context.Background(), PostgresOptions{Logf: func(f string, a ...any) {
+		logs = append(logs, f)
+		t.Logf(f, a...)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop(context.Background())
+	if pg.Provider() != ProviderLocal {
+		t.Errorf("auto chose %q; want local", pg.Provider())
+	}
+	if len(logs) == 0 || !strings.Contains(logs[0], "provider local") {
+		t.Errorf("auto did not log its choice first: %q", logs)
+	}
+}
+
+func TestMissingServerBinaries(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv("PATH", empty)
+	saved := pgBinGlob
+	pgBinGlob = filepath.Join(empty, "*", "bin")
+	t.Cleanup(func() { pgBinGlob = saved })
+	_, err := StartPostgres(context.Background(), PostgresOptions{Provider: ProviderLocal})
+	if err == nil {
+		t.Fatal("StartPostgres found server binaries in an empty PATH")
+	}
+	for _, want := range []string{"initdb", "postgres", pgBinGlob, "apt-get install postgresql", "Docker", EnvDatabaseURL} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}

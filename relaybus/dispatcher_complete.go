@@ -1,0 +1,149 @@
+package relaybus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/berkcansavur/relaybus/relaybus/batch"
+)
+
+// Completing successes: in batches (DeliveryCompleteMany, grouped by
+// relaybus/batch) or one at a time, after Config.BeforeComplete has seen
+// them.
+
+// completionsInFlight is how many completion batches are written at once:
+// one, as a single completer would. While it is written the next batch
+// fills, so batches grow with the store's latency.
+const completionsInFlight = 1
+
+// newCompleter returns the batcher that groups successes into
+// DeliveryCompleteMany calls, or nil when completion batching is Disabled.
+// A batch is written when CompletionBatchWindow has passed since its first
+// success joined it, or as soon as it holds CompletionBatchMax.
+func (d *dispatcher[TTx]) newCompleter() (*batch.Batcher[*job, struct{}], error) {
+	if d.cfg.CompletionBatchWindow == Disabled {
+		return nil, nil
+	}
+	b, err := batch.New(batch.Config[*job]{
+		MaxSize:     d.cfg.CompletionBatchMax,
+		Linger:      d.cfg.CompletionBatchWindow,
+		MaxInFlight: completionsInFlight,
+		MaxQueued:   d.cfg.CompletionBatchMax,
+		WhenFull:    batch.Block,
+	}, d.completeBatch)
+	if err != nil {
+		return nil, fmt.Errorf("relaybus: completion batching: %w", err)
+	}
+	return b, nil
+}
+
+// complete completes a delivery whose plain handler succeeded. With
+// batching it hands the job to the completer and returns: the job's
+// outcome is accounted by completeBatch. The hand-off waits while the
+// completer's queue is full, keeping the handler's slot, which holds back
+// claims.
+func (d *dispatcher[TTx]) complete(j *job) {
+	if d.completer == nil {
+		d.completeOne(j)
+		return
+	}
+	if err := d.completer.Enqueue(d.writeCtx, j); err != nil {
+		// Only after the completer closed, which the shutdown does once
+		// every job has ended: a bug, reported like a failed write.
+		d.done(j, "complete", false, err, nil)
+	}
+}
+
+// completeBatch is the completer's batch function: BeforeComplete, then
+// one DeliveryCompleteMany call for the batch, then the outcome of every
+// job (nobody waits for the batcher's results).
+func (d *dispatcher[TTx]) completeBatch(_ context.Context, js []*job) (_ []struct{}, err error) {
+	var oks []bool // one per job once the write succeeded
+	defer func() {
+		if p := recover(); p != nil {
+			// Every job must still get its outcome, or its lease would be
+			// held and renewed for ever.
+			err = fmt.Errorf("relaybus: completing a batch panicked: %v", p)
+		}
+		if errors.Is(err, errNotRecorded) {
+			for _, j := range js {
+				d.release(j)
+			}
+			return
+		}
+		for i, j := range js {
+			d.done(j, "complete", err == nil && oks[i], err, &d.stats.completed)
+		}
+	}()
+	if err := d.beforeComplete(js); err != nil {
+		return nil, err
+	}
+	leases := make([]Lease, len(js))
+	for i, j := range js {
+		leases[i] = j.d.Lease()
+	}
+	now := d.cfg.Now()
+	deadline := js[0].deadline
+	for _, j := range js[1:] {
+		if j.deadline.Before(deadline) {
+			deadline = j.deadline
+		}
+	}
+	err = d.write(deadline, func(c context.Context) (e error) {
+		oks, e = d.store.DeliveryCompleteMany(c, &DeliveryCompleteManyParams{Leases: leases, Now: now})
+		return e
+	})
+	if err == nil && len(oks) != len(js) {
+		err = fmt.Errorf("relaybus: store returned %d results for %d completions", len(oks), len(js))
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Zero-size results: they cost no memory, and the batcher checks
+	// their count.
+	return make([]struct{}, len(js)), nil
+}
+
+// completeOne completes one delivery alone (completion batching disabled).
+func (d *dispatcher[TTx]) completeOne(j *job) {
+	if err := d.beforeComplete([]*job{j}); err != nil {
+		d.release(j)
+		return
+	}
+	d.finalWrite(j, "complete", &d.stats.completed, func(c context.Context, l Lease, now time.Time) (bool, error) {
+		return d.store.DeliveryComplete(c, &DeliveryCompleteParams{Lease: l, Now: now})
+	})
+}
+
+// errNotRecorded marks a completion that Config.BeforeComplete refused:
+// its deliveries were handled but not recorded, so they are released to
+// run again.
+var errNotRecorded = errors.New("relaybus: BeforeComplete failed")
+
+// beforeComplete calls Config.BeforeComplete with the deliveries of js. Its
+// error (or panic) is logged once for the batch and returned wrapping
+// errNotRecorded; the callers release the deliveries.
+func (d *dispatcher[TTx]) beforeComplete(js []*job) error {
+	if d.cfg.BeforeComplete == nil {
+		return nil
+	}
+	ds := make([]*Delivery, len(js))
+	for i, j := range js {
+		ds[i] = j.d
+	}
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("relaybus: BeforeComplete panicked: %v", p)
+			}
+		}()
+		return d.cfg.BeforeComplete(d.writeCtx, ds)
+	}()
+	if err == nil {
+		return nil
+	}
+	d.log.Error("relaybus: BeforeComplete failed; releasing", "deliveries", len(js), "error", err)
+	return fmt.Errorf("%w: %w", errNotRecorded, err)
+}

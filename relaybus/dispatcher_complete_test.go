@@ -1,0 +1,218 @@
+package relaybus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCompletionBatching(t *testing.T) {
+	t.Parallel()
+	t.Run("window groups completions", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.Concurrency = 50
+		cfg.BatchSize = 50
+		cfg.CompletionBatchWindow = 50 * time.Millisecond
+		tb := setup(t, cfg)
+		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
+		publishN(t, tb.bus, "t", 40, nil)
+		stop := tb.start(t)
+		waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 40 })
+		stop() // counters are final once the dispatcher has stopped
+		tb.spy.with(func(s *spyStore[*fakeTx]) {
+			total := 0
+			for _, n := range s.completeMany {
+				total += n
+			}
+			require.Equal(t, 40, total)
+			// One claim of 40, handlers that return at once, and a 50ms
+			// window: far fewer calls than deliveries.
+			require.LessOrEqual(t, len(s.completeMany), 4, "calls: %v", s.completeMany)
+			require.Zero(t, s.completeCalls)
+		})
+	})
+	t.Run("max sends a full batch at once", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.Concurrency = 50
+		cfg.BatchSize = 50
+		cfg.CompletionBatchWindow = MaxCompletionBatchWindow // the test would take seconds if max did not flush
+		cfg.CompletionBatchMax = 5
+		tb := setup(t, cfg)
+		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
+		publishN(t, tb.bus, "t", 20, nil)
+		stop := tb.start(t)
+		start := time.Now()
+		waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 20 })
+		stop() // counters are final once the dispatcher has stopped
+		require.Less(t, time.Since(start), MaxCompletionBatchWindow)
+		tb.spy.with(func(s *spyStore[*fakeTx]) {
+			require.Equal(t, []int{5, 5, 5, 5}, s.completeMany)
+		})
+	})
+	t.Run("disabled completes each alone", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.CompletionBatchWindow = Disabled
+		tb := setup(t, cfg)
+		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
+		publishN(t, tb.bus, "t", 10, nil)
+		stop := tb.start(t)
+		waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 10 })
+		stop() // counters are final once the dispatcher has stopped
+		tb.spy.with(func(s *spyStore[*fakeTx]) {
+			require.Equal(t, 10, s.completeCalls)
+			require.Empty(t, s.completeMany)
+		})
+		require.Equal(t, int64(10), tb.bus.DispatcherStats().Completed)
+	})
+}
+
+func TestBeforeComplete(t *testing.T) {
+	t.Parallel()
+	t.Run("called before the completion with the batch", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		var tb *bundle
+		var recorded atomic.Int64
+		cfg.BeforeComplete = func(_ context.Context, ds []*Delivery) error {
+			for _, d := range ds {
+				// Not completed yet when the record is written.
+				for _, sd := range tb.store.snapshot() {
+					if sd.ID == d.ID && sd.Status != StatusProcessing {
+						return fmt.Errorf("delivery %s is %s before BeforeComplete", d.ID, sd.Status)
+					}
+				}
+			}
+			recorded.Add(int64(len(ds)))
+			return nil
+		}
+		tb = setup(t, cfg)
+		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
+		publishN(t, tb.bus, "t", 10, nil)
+		stop := tb.start(t)
+		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 10 })
+		stop() // counters are final once the dispatcher has stopped
+		require.Equal(t, int64(10), recorded.Load())
+		require.Zero(t, tb.bus.DispatcherStats().Released)
+	})
+	t.Run("an error releases the batch", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		var failures atomic.Int64
+		failures.Store(2)
+		cfg.BeforeComplete = func(context.Context, []*Delivery) error {
+			if failures.Add(-1) >= 0 {
+				return errors.New("disk full")
+			}
+			return nil
+		}
+		tb := setup(t, cfg)
+		var calls atomic.Int64
+		require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error { calls.Add(1); return nil }, nil))
+		publishN(t, tb.bus, "t", 1, nil)
+		stop := tb.start(t)
+		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
+		stop() // counters are final once the dispatcher has stopped
+		require.Equal(t, int64(3), calls.Load(), "run again after each failed record")
+		st := tb.bus.DispatcherStats()
+		require.Equal(t, int64(2), st.Released)
+		require.Equal(t, 1, tb.store.snapshot()[0].Attempts, "released attempts are not spent")
+	})
+}
+
+// TestCompletionErrors: a completion that fails is retried with backoff
+// until its lease would expire, and never past it. 0.1.0 gave up after
+// three tries (about 60ms), shorter than a database restart, so finished
+// work ran again.
+func TestCompletionErrors(t *testing.T) {
+	t.Parallel()
+	t.Run("an outage shorter than the lease: completed once", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, testConfig()) // a 5s lease
+		const outage = 300 * time.Millisecond
+		var firstFailure atomic.Int64
+		tb.spy.completeMHook = func(int) error {
+			firstFailure.CompareAndSwap(0, time.Now().UnixNano())
+			if time.Since(time.Unix(0, firstFailure.Load())) < outage {
+				return errors.New("connection refused: the database restarts")
+			}
+			return nil
+		}
+		var calls atomic.Int64
+		require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error { calls.Add(1); return nil }, nil))
+		publishN(t, tb.bus, "t", 1, nil)
+		stop := tb.start(t)
+		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
+		stop() // counters are final once the dispatcher has stopped
+		require.Equal(t, int64(1), calls.Load(), "the finished handler ran again")
+		st := tb.bus.DispatcherStats()
+		require.Equal(t, int64(1), st.Completed)
+		require.Zero(t, st.LeasesLost+st.Released)
+		tb.spy.with(func(s *spyStore[*fakeTx]) {
+			require.Greater(t, len(s.completeMany), 3, "no more tries than 0.1.0 made")
+		})
+	})
+	t.Run("given up when the lease would expire, never past it", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.LeaseDuration = time.Second
+		tb := setup(t, cfg)
+		tb.spy.completeMHook = func(int) error { return errors.New("down") }
+		// Renewals fail too: the lease's expiry stays where the claim put
+		// it, so the test knows the deadline.
+		b, err := New[*fakeTx](&failingExtend{Store: tb.spy}, cfg)
+		require.NoError(t, err)
+		tb.bus = b
+		expiries := make(chan time.Time, 2)
+		require.NoError(t, b.Handle("t", "h", func(_ context.Context, d *Delivery) error {
+			select {
+			case expiries <- d.LeaseExpiresAt:
+			default:
+			}
+			return nil
+		}, nil))
+		publishN(t, b, "t", 1, nil)
+		stop := tb.start(t)
+		first := <-expiries
+		// After the lease expired the delivery is claimed again (by this
+		// bus, the only one): at-least-once, nothing lost.
+		second := <-expiries
+		stop()
+		require.False(t, second.Before(first), "claimed again before the first lease expired")
+		tb.spy.with(func(s *spyStore[*fakeTx]) {
+			token := s.completeMCalls[0].leases[0].Token
+			tries := 0
+			for _, c := range s.completeMCalls {
+				if c.leases[0].Token != token {
+					continue
+				}
+				tries++
+				require.True(t, c.at.Before(first), "a try at %v, after the lease expired at %v", c.at, first)
+			}
+			require.Greater(t, tries, 3, "no more tries than 0.1.0 made")
+		})
+	})
+	t.Run("an invalid completion is not retried", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, testConfig())
+		tb.spy.completeMHook = func(int) error { return Invalidf("the store refuses these leases") }
+		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
+		publishN(t, tb.bus, "t", 1, nil)
+		stop := tb.start(t)
+		waitFor(t, "the completion refused", func() bool {
+			var n int
+			tb.spy.with(func(s *spyStore[*fakeTx]) { n = len(s.completeMany) })
+			return n > 0
+		})
+		stop()
+		tb.spy.with(func(s *spyStore[*fakeTx]) { require.Len(t, s.completeMany, 1) })
+		require.Zero(t, tb.bus.DispatcherStats().Completed)
+	})
+}

@@ -1,0 +1,169 @@
+package relaybus
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// runLog records which handlers run at once, and every time a suspect
+// shared the dispatcher with another handler.
+type runLog struct {
+	mu       sync.Mutex
+	running  map[string]bool // event ID -> suspect
+	overlaps []string
+	started  chan string
+	gates    map[string]chan struct{} // a handler waits for its gate, if any
+}
+
+func newRunLog(gated ...string) *runLog {
+	l := &runLog{running: map[string]bool{}, started: make(chan string, 100), gates: map[string]chan struct{}{}}
+	for _, id := range gated {
+		l.gates[id] = make(chan struct{})
+	}
+	return l
+}
+
+func (l *runLog) handler(ctx context.Context, d *Delivery) error {
+	l.mu.Lock()
+	for other, suspect := range l.running {
+		if suspect || d.Suspect {
+			l.overlaps = append(l.overlaps, fmt.Sprintf("%s (suspect %v) beside %s (suspect %v)", d.EventID, d.Suspect, other, suspect))
+		}
+	}
+	l.running[d.EventID] = d.Suspect
+	l.mu.Unlock()
+	l.started <- d.EventID
+	var err error
+	if g := l.gates[d.EventID]; g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	l.mu.Lock()
+	delete(l.running, d.EventID)
+	l.mu.Unlock()
+	return err
+}
+
+// none checks that no handler starts for a while: what the dispatcher
+// must not do is start one, so a short wait can only miss it, never
+// report it wrongly.
+func (l *runLog) none(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case id := <-l.started:
+		t.Fatalf("%s started, but %s", id, why)
+	case <-time.After(30 * time.Millisecond):
+	}
+}
+
+func (l *runLog) noOverlaps(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Empty(t, l.overlaps)
+}
+
+func (tb *bundle) markSuspect(eventIDs ...string) {
+	tb.store.mu.Lock()
+	defer tb.store.mu.Unlock()
+	for _, id := range eventIDs {
+		tb.store.suspectEvents[id] = true
+	}
+}
+
+// TestSuspectRunsAlone: a claimed suspect waits until nothing else runs
+// (and every completion is written), runs with nothing beside it, and only
+// then does the dispatcher claim again.
+func TestSuspectRunsAlone(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Concurrency = 4
+	cfg.BatchSize = 4
+	tb := setup(t, cfg)
+	tb.markSuspect("s")
+	log := newRunLog("a1", "a2", "s")
+	require.NoError(t, tb.bus.Handle("t", "h", log.handler, nil))
+	ctx := context.Background()
+	require.NoError(t, tb.bus.Publish(ctx, &Event{ID: "a1", Type: "t"}, &Event{ID: "a2", Type: "t"}))
+	stop := tb.start(t)
+	require.ElementsMatch(t, []string{"a1", "a2"}, []string{<-log.started, <-log.started})
+
+	// The suspect is the oldest due delivery, so the next claim returns it
+	// alone; b1 stays for later.
+	require.NoError(t, tb.bus.Publish(ctx, &Event{ID: "s", Type: "t"}, &Event{ID: "b1", Type: "t"}))
+	waitFor(t, "the suspect claimed", func() bool {
+		for _, d := range tb.store.snapshot() {
+			if d.EventID == "s" {
+				return d.Status == StatusProcessing
+			}
+		}
+		return false
+	})
+	log.none(t, "a1 and a2 still run")
+	close(log.gates["a1"])
+	close(log.gates["a2"])
+	require.Equal(t, "s", <-log.started)
+	require.Equal(t, 2, tb.countStatus(StatusCompleted), "the suspect started before the others' completions were written")
+	log.none(t, "the suspect runs")
+	close(log.gates["s"])
+	require.Equal(t, "b1", <-log.started)
+	waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 4 })
+	stop()
+	log.noOverlaps(t)
+}
+
+// TestSeveralSuspectsInOneClaim: a store that returns suspects together
+// (or with other deliveries) still gets each suspect run alone: the first
+// waits for the others, every further one is released unstarted, without
+// spending an attempt, and runs alone when it is claimed again.
+func TestSeveralSuspectsInOneClaim(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Concurrency = 4
+	cfg.BatchSize = 4
+	tb := setup(t, cfg)
+	tb.markSuspect("s1", "s2")
+	tb.store.mixSuspects = true
+	log := newRunLog()
+	require.NoError(t, tb.bus.Handle("t", "h", log.handler, nil))
+	require.NoError(t, tb.bus.Publish(context.Background(),
+		&Event{ID: "s1", Type: "t"}, &Event{ID: "s2", Type: "t"}, &Event{ID: "n1", Type: "t"}))
+	stop := tb.start(t)
+	waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 3 })
+	stop()
+	log.noOverlaps(t)
+	require.GreaterOrEqual(t, tb.bus.DispatcherStats().Released, int64(1))
+	for _, d := range tb.store.snapshot() {
+		require.Equal(t, 1, d.Attempts, "%s: a release spent an attempt", d.EventID)
+	}
+}
+
+// TestShutdownReleasesAWaitingSuspect: a suspect still waiting for the
+// others when the shutdown comes is given back unstarted.
+func TestShutdownReleasesAWaitingSuspect(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, testConfig())
+	tb.markSuspect("s")
+	log := newRunLog("a1") // returns only when the shutdown cancels it
+	require.NoError(t, tb.bus.Handle("t", "h", log.handler, nil))
+	require.NoError(t, tb.bus.Publish(context.Background(), &Event{ID: "a1", Type: "t"}))
+	stop := tb.start(t)
+	require.Equal(t, "a1", <-log.started)
+	require.NoError(t, tb.bus.Publish(context.Background(), &Event{ID: "s", Type: "t"}))
+	waitFor(t, "the suspect claimed", func() bool { return tb.countStatus(StatusProcessing) == 2 })
+	stop()
+	for _, d := range tb.store.snapshot() {
+		require.Equal(t, StatusPending, d.Status, d.EventID)
+		require.Zero(t, d.Attempts, "%s: a release spent an attempt", d.EventID)
+	}
+	log.none(t, "the suspect was released unstarted")
+	require.Equal(t, int64(2), tb.bus.DispatcherStats().Released)
+}

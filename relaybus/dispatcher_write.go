@@ -1,0 +1,145 @@
+package relaybus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// The final writes of a delivery (reschedule, bury, release; complete in
+// dispatcher_complete.go): fenced by the lease, retried until the lease
+// would expire, and accounted.
+
+// fail handles a failed attempt: released if the shutdown aborted it, else
+// buried (Permanent, or budget spent) or rescheduled with backoff.
+func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[TTx], err error) {
+	if ctx.Err() != nil && runCtx.Err() != nil && !IsPermanent(err) {
+		// Aborted by the shutdown: no attempt spent.
+		d.release(j)
+		return
+	}
+	d.stats.failed.Add(1)
+	budget := j.d.MaxAttempts
+	if budget <= 0 {
+		budget = h.maxAttempts
+	}
+	text := TruncateError(err.Error())
+	if IsPermanent(err) || j.d.Attempts >= budget {
+		buried := d.finalWrite(j, "bury", &d.stats.buried, func(c context.Context, l Lease, now time.Time) (bool, error) {
+			return d.store.DeliveryBury(c, &DeliveryBuryParams{Lease: l, Error: text, Now: now})
+		})
+		if buried {
+			d.logJob(slog.LevelWarn, "relaybus: delivery buried (dead letter)", j, err, "permanent", IsPermanent(err))
+		}
+		return
+	}
+	delay := d.retry.delay(j.d.Attempts)
+	rescheduled := d.finalWrite(j, "reschedule", &d.stats.rescheduled, func(c context.Context, l Lease, now time.Time) (bool, error) {
+		return d.store.DeliveryReschedule(c, &DeliveryRescheduleParams{Lease: l, Error: text, AvailableAt: now.Add(delay), Now: now})
+	})
+	if rescheduled {
+		d.logJob(slog.LevelWarn, "relaybus: delivery failed; rescheduled", j, err, "retry_in", delay)
+	}
+}
+
+// release gives a delivery back without spending an attempt. j is
+// finishing (see beginFinish).
+func (d *dispatcher[TTx]) release(j *job) {
+	d.finalWrite(j, "release", &d.stats.released, func(c context.Context, l Lease, now time.Time) (bool, error) {
+		return d.store.DeliveryRelease(c, &DeliveryReleaseParams{Lease: l, Now: now})
+	})
+}
+
+// finalWrite makes the final write of the finishing job j, one fenced
+// store call (fn) retried by write, accounts it (done), and reports
+// whether the store took it.
+func (d *dispatcher[TTx]) finalWrite(j *job, what string, counter *atomic.Int64, fn func(ctx context.Context, l Lease, now time.Time) (bool, error)) bool {
+	now := d.cfg.Now()
+	var ok bool
+	err := d.write(j.deadline, func(c context.Context) (e error) {
+		ok, e = fn(c, j.d.Lease(), now)
+		return e
+	})
+	d.done(j, what, ok, err, counter)
+	return err == nil && ok
+}
+
+// beginFinish marks j as finishing, unless its lease was lost (then nothing
+// more is written for it). A finishing lease is no longer renewed, so its
+// final write must be done by the time it expires: beginFinish sets that
+// deadline, on the real clock (timers run on real time, Config.Now may
+// not).
+func (d *dispatcher[TTx]) beginFinish(j *job) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j.lost {
+		return false
+	}
+	j.finishing = true
+	j.deadline = time.Now().Add(j.expiresAt.Sub(d.cfg.Now()))
+	return true
+}
+
+// write makes a final write until it succeeds or fails for good
+// (ErrInvalid), retrying with backoff while the lease it is made under
+// holds: a database restart takes seconds, and a completion given up
+// before the database is back makes finished work run again. The first try
+// is always made (a late write is fenced by the store) and bounded by
+// LeaseDuration; a retry is made only while it can start before deadline,
+// and is bounded by deadline. Past it another worker may hold the delivery:
+// the write is given up, the delivery runs again (at-least-once).
+func (d *dispatcher[TTx]) write(deadline time.Time, fn func(context.Context) error) error {
+	timeout := d.cfg.LeaseDuration
+	for try := 1; ; try++ {
+		c, cancel := context.WithTimeout(d.writeCtx, timeout)
+		err := fn(c)
+		cancel()
+		if err == nil || errors.Is(err, ErrInvalid) {
+			return err
+		}
+		wait := retryDelay(try, writeRetryDelayMin, writeRetryDelayMax, writeRetryJitter, rand.Float64())
+		if time.Until(deadline) <= wait {
+			return fmt.Errorf("relaybus: given up after %d tries, before the lease expires: %w", try, err)
+		}
+		time.Sleep(wait)
+		timeout = time.Until(deadline)
+	}
+}
+
+// done records the outcome of the final write of j and forgets its lease.
+func (d *dispatcher[TTx]) done(j *job, what string, ok bool, err error, counter *atomic.Int64) {
+	d.mu.Lock()
+	if d.held[j.d.ID] == j {
+		delete(d.held, j.d.ID)
+	}
+	d.mu.Unlock()
+	signal(d.freed) // a suspect may be waiting for the others to end
+	switch {
+	case err != nil:
+		d.logJob(slog.LevelError, "relaybus: "+what+" failed; the lease will expire and the delivery run again", j, err)
+	case !ok:
+		d.stats.leasesLost.Add(1)
+		d.logJob(slog.LevelWarn, "relaybus: lease lost before "+what, j, nil)
+	default:
+		if counter != nil {
+			counter.Add(1)
+		}
+		if j.d.Key != "" && (what == "complete" || what == "bury") {
+			// The key's next delivery may be due now: claim at once.
+			signal(d.keyFreed)
+		}
+	}
+}
+
+// signal wakes the one receiver of a channel of capacity 1 without
+// blocking; a token already there is enough.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
