@@ -14,7 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
@@ -41,10 +41,10 @@ type itEnv struct {
 func newITEnv(t *testing.T) *itEnv {
 	t.Helper()
 	t.Parallel()
-	uri := dbenv.TestMongoURI(t)
+	uri := dbtest.TestMongoURI(t)
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	require.NoError(t, err)
-	name, err := dbenv.MongoTestDatabaseName()
+	name, err := dbtest.MongoTestDatabaseName()
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
