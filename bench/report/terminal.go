@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/berkcansavur/relaybus/bench/compare"
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 )
@@ -71,14 +72,14 @@ func (g *group) termRows() [][]string {
 }
 
 // termComparison: base median, candidate median, ratio [CI], verdict (p).
-func termComparison(c *Comparison) []string {
+func termComparison(c *compare.Comparison) []string {
 	switch {
 	case c == nil:
 		return []string{"-", "-", "-", "not measured in this cell"}
-	case c.Verdict == VerdictNoValues:
+	case c.Verdict == compare.VerdictNoValues:
 		return []string{"-", "-", "-", "no valid samples"}
 	}
-	return []string{formatNumber(c.Base.Median), formatNumber(c.Candidate.Median), formatRatioCI(c), formatVerdict(c)}
+	return []string{compare.FormatNumber(c.Base.Median), compare.FormatNumber(c.Candidate.Median), compare.FormatRatioCI(c), compare.FormatVerdict(c)}
 }
 
 var termAlign = tw.CellAlignment{Global: tw.AlignLeft,
@@ -106,7 +107,7 @@ func writeTerminalTable(w io.Writer, g *group, confidence float64) error {
 }
 
 // termLegend explains the terminal table columns.
-func termLegend(a *Analysis) string {
+func termLegend(a *compare.Analysis) string {
 	s := fmt.Sprintf("Rows: cell (with VALID/INVALID window count) and metric; median base and median candidate; "+
 		"candidate/base ratio with its %.0f%% confidence interval (Hodges-Lehmann); verdict (better / worse when the "+
 		"two-sided Mann-Whitney U p < %.2g and the interval excludes 1; ~ otherwise) and p. "+

@@ -43,7 +43,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--nosuchflag"}, "flag provided but not defined"},
 		{[]string{"gate", "run.json"}, "usage: bench gate"},
 		{[]string{"report"}, "usage: bench report"},
-		{[]string{"report", "/nonexistent/run.json"}, "report: load run"},
+		{[]string{"report", "/nonexistent/run.json"}, "result: load run"},
 	} {
 		_, err := runCLI(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

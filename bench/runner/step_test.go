@@ -1,0 +1,164 @@
+package runner
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/result"
+	"github.com/berkcansavur/relaybus/bench/scenarios"
+)
+
+func testWorkload() protocol.Workload {
+	return protocol.Workload{EventType: "t", Handlers: []string{"a"}, Keys: "none", PayloadBytes: 8}
+}
+
+func dispatchTestCell(preload, dispatchers int) *scenarios.Cell {
+	return &scenarios.Cell{Scenario: scenarios.Dispatch, Name: "test dispatch", Workload: testWorkload(),
+		Preload: preload, PreloadPublishers: 1, PreloadBatch: 10, DispatcherProcs: dispatchers,
+		Dispatcher: protocol.Dispatcher{Concurrency: 1, Batch: 1}}
+}
+
+// measure runs one window of c on a fake cluster.
+func measure(t *testing.T, fc *fakeCluster, c *scenarios.Cell, tune func(*Step)) (*result.Sample, *Step) {
+	t.Helper()
+	step := &Step{Server: fc, Launch: fc.launch, Warmup: 20 * time.Millisecond, Window: 300 * time.Millisecond,
+		DrainTimeout: 10 * time.Second, StopTimeout: time.Second}
+	if tune != nil {
+		tune(step)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := Window{Cell: 0, Round: 1, Side: result.SideBase, Order: 1, Name: "rb_t_c01_r1_b", Dir: "cell01/r1-base"}
+	s := step.Measure(ctx, w, c, &Side{Name: result.SideBase, Bin: "fake"}, filepath.Join(t.TempDir(), w.Dir))
+	if len(fc.dbs) != 0 {
+		t.Errorf("window databases left behind: %v", fc.dbs)
+	}
+	return s, step
+}
+
+func TestMeasureDispatchWindow(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	s, _ := measure(t, fc, dispatchTestCell(2000, 1), nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	if s.Validation.Published != 2000 || s.Validation.HandledOK != 2000 {
+		t.Fatalf("validation %v", s.Validation)
+	}
+	rate := s.Metrics[result.MetricDeliveriesPerS]
+	// One fake dispatcher handles a delivery a millisecond at most.
+	if rate <= 0 || rate > 1100 {
+		t.Fatalf("deliveries/s = %v", rate)
+	}
+	if wal := s.Metrics[result.MetricWALBytesPerDelivery]; wal < 400 || wal > 600 {
+		t.Fatalf("WAL B/delivery = %v, want about 500 (the fake writes 500 per completion)", wal)
+	}
+	if _, ok := s.Metrics[result.MetricEventsPerS]; ok {
+		t.Fatal("a dispatch-only cell has no events/s")
+	}
+	if len(s.Series) == 0 {
+		t.Fatal("no series")
+	}
+}
+
+func TestMeasurePublishOnlyWindow(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	c := &scenarios.Cell{Scenario: scenarios.Publish, Name: "test publish", Workload: testWorkload(),
+		PublisherProcs: 2, Publisher: protocol.Publisher{Publishers: 1, Batch: 1}}
+	s, _ := measure(t, fc, c, nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	if s.Metrics[result.MetricEventsPerS] <= 0 {
+		t.Fatalf("events/s %v", s.Metrics)
+	}
+	if _, ok := s.Metrics[result.MetricDeliveriesPerS]; ok {
+		t.Fatal("a publish-only cell has no deliveries/s: the drain is not measured")
+	}
+	// Everything published in and after the window was drained and handled.
+	if s.Validation.HandledOK != s.Validation.Expected || s.Validation.Expected == 0 {
+		t.Fatalf("validation %v", s.Validation)
+	}
+}
+
+func TestMeasureKillFault(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	c := dispatchTestCell(3000, 2)
+	c.Scenario, c.KillDispatcherAt, c.AllowRedelivery = scenarios.Faults, 0.3, true
+	s, _ := measure(t, fc, c, nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	if _, ok := s.Metrics[result.MetricRedeliveries]; !ok {
+		t.Fatalf("fault cell without a redeliveries metric: %v", s.Metrics)
+	}
+}
+
+func TestMeasureWorkerThatExits(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.misbehave["disp-0"] = "exit"
+	s, _ := measure(t, fc, dispatchTestCell(500, 1), nil)
+	if s.IsValid() || !strings.Contains(s.Error, "dispatcher") || !strings.Contains(s.Error, "lost its connection") {
+		t.Fatalf("a dispatcher that died mid-window must make the window INVALID: %q", s.Error)
+	}
+}
+
+func TestMeasureDrainTimeout(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	for _, n := range []string{"disp-0", "drain-0", "drain-1"} {
+		fc.misbehave[n] = "idle"
+	}
+	s, _ := measure(t, fc, dispatchTestCell(50, 1), func(s *Step) { s.DrainTimeout = 300 * time.Millisecond })
+	if s.IsValid() || !strings.Contains(s.Error, "not drained") {
+		t.Fatalf("an undrained window must be INVALID: %q", s.Error)
+	}
+}
+
+func TestMeasureDuplicatesAreInvalid(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.misbehave["disp-0"] = "twice"
+	s, _ := measure(t, fc, dispatchTestCell(200, 1), nil)
+	if s.Error != "" || s.Validation == nil || s.Validation.Valid || s.Validation.Duplicates == 0 {
+		t.Fatalf("duplicates must make the window INVALID: %q %v", s.Error, s.Validation)
+	}
+}
+
+func TestRunnerRunsThePlan(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*dispatchTestCell(300, 1)}}
+	step := &Step{Server: fc, Launch: fc.launch, Warmup: 0, Window: 100 * time.Millisecond, DrainTimeout: 10 * time.Second}
+	r, err := New(m, &Side{Name: result.SideBase, Bin: "b"}, &Side{Name: result.SideCandidate, Bin: "c"}, step, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Cells) != 1 || len(run.Cells[0].Samples) != 4 {
+		t.Fatalf("run %+v", run)
+	}
+	var order []string
+	for i, s := range run.Cells[0].Samples {
+		if s.Order != i+1 || !s.IsValid() {
+			t.Errorf("sample %d: order %d valid %v (%q)", i, s.Order, s.IsValid(), s.Error)
+		}
+		order = append(order, s.Side[:1])
+	}
+	if strings.Join(order, "") != "bccb" {
+		t.Fatalf("order %v", order)
+	}
+}
