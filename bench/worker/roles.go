@@ -14,6 +14,7 @@ import (
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/record"
+	"github.com/berkcansavur/relaybus/bench/stats"
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
@@ -312,11 +313,8 @@ func summarize(ms []float64) *protocol.PublishSummary {
 	}
 	sorted := slices.Clone(ms)
 	slices.Sort(sorted)
-	q := func(p float64) float64 {
-		i := int(p*float64(len(sorted))+0.5) - 1 // nearest rank
-		return sorted[min(max(i, 0), len(sorted)-1)]
-	}
-	s.P50Ms, s.P95Ms, s.P99Ms, s.MaxMs = q(0.50), q(0.95), q(0.99), sorted[len(sorted)-1]
+	s.P50Ms, s.P95Ms, s.P99Ms = stats.Quantile(sorted, 0.50), stats.Quantile(sorted, 0.95), stats.Quantile(sorted, 0.99)
+	s.MaxMs = sorted[len(sorted)-1]
 	return s
 }
 
