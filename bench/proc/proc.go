@@ -53,7 +53,10 @@ type Proc struct {
 	readyCh chan struct{} // closed when ready arrives
 	exited  chan struct{} // closed when stdout is drained and the process is reaped
 	waitErr error
-	killed  bool
+	// killed: Kill was called (a planned kill: a fault); stopKilled: the
+	// worker ignored SIGTERM past Stop's timeout and was killed.
+	killed, stopKilled bool
+	stopTimeout        time.Duration
 }
 
 // live holds every started process so KillAll can stop them when the
@@ -264,6 +267,8 @@ func (p *Proc) Name() string { return p.name }
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
 
 // Stop asks the worker to finish (SIGTERM) and kills it after timeout.
+// A worker killed that way did not stop as protocol 1 requires: Wait
+// then returns an error.
 func (p *Proc) Stop(timeout time.Duration) {
 	select {
 	case <-p.exited:
@@ -276,12 +281,16 @@ func (p *Proc) Stop(timeout time.Duration) {
 	select {
 	case <-p.exited:
 	case <-t.C:
-		p.Kill()
+		p.mu.Lock()
+		p.stopKilled, p.stopTimeout = true, timeout
+		p.mu.Unlock()
+		p.kill()
 	}
 }
 
 // Kill sends SIGKILL to the worker's process group (a worker has no
-// children of its own today, but the group makes sure).
+// children of its own today, but the group makes sure): a planned kill,
+// after which Wait reports no error.
 func (p *Proc) Kill() {
 	select {
 	case <-p.exited:
@@ -291,14 +300,25 @@ func (p *Proc) Kill() {
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
+	p.kill()
+}
+
+func (p *Proc) kill() {
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	_ = p.cmd.Process.Kill()
 }
 
+// Killed reports whether Kill was called before the worker exited.
+func (p *Proc) Killed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killed
+}
+
 // Wait waits for the process to exit and returns its done line. A worker
 // that exits without done, or with a done that carries an error, or with
-// a non-zero status is an error; a killed worker returns its done (nil
-// if none) and no error.
+// a non-zero status, or that Stop had to kill, is an error; a worker
+// killed by Kill returns its done (nil if none) and no error.
 func (p *Proc) Wait(ctx context.Context) (*protocol.Message, error) {
 	select {
 	case <-p.exited:
@@ -307,6 +327,9 @@ func (p *Proc) Wait(ctx context.Context) (*protocol.Message, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stopKilled && !p.killed {
+		return p.done, fmt.Errorf("proc: worker %s ignored SIGTERM for %s and was killed (%s)", p.name, p.stopTimeout, p.exitReasonLocked())
+	}
 	if p.killed {
 		return p.done, nil
 	}

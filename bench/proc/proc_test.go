@@ -150,8 +150,30 @@ func TestProcStopKillsStubbornWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Stop(200 * time.Millisecond)
-	if _, err := p.Wait(ctx); err != nil {
-		t.Fatalf("a killed worker is not an error: %v", err)
+	// A worker that ignores SIGTERM broke protocol 1: an error, unlike a
+	// planned kill.
+	if _, err := p.Wait(ctx); err == nil || !strings.Contains(err.Error(), "ignored SIGTERM for 200ms") {
+		t.Fatalf("Wait after a forced stop: %v", err)
+	}
+	if p.Killed() {
+		t.Fatal("a forced stop is not a planned kill")
+	}
+}
+
+func TestProcPlannedKillIsNotAnError(t *testing.T) {
+	bin := fakeBin(t, "v010")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := Start(bin, protocol.Config{Protocol: 1, Role: protocol.RoleDispatcher, Name: "d"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	if done, err := p.Wait(ctx); err != nil || done != nil || !p.Killed() {
+		t.Fatalf("planned kill: done %+v, err %v, killed %v", done, err, p.Killed())
 	}
 }
 

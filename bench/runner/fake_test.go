@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +25,10 @@ type fakeCluster struct {
 	restarts int
 	// misbehave names a worker ("disp-0") and what it does wrong:
 	// "exit" (fails mid-window), "stubborn" (ignores Stop), "idle"
-	// (never handles anything), "twice" (handles every delivery twice).
+	// (never handles anything), "twice" (handles every delivery twice),
+	// "hang" (a setup that never ends), "errors" (a publisher whose calls
+	// fail now and then), "cut" (a dispatcher that leaves a partial
+	// record line behind).
 	misbehave map[string]string
 	// handleEvery is the pause of a fake dispatcher between deliveries.
 	handleEvery time.Duration
@@ -115,11 +119,12 @@ type fakeWorker struct {
 	ready, stop, kill, exited chan struct{}
 	stopOnce, killOnce        sync.Once
 
-	mu       sync.Mutex
-	done     *protocol.Message
-	err      error
-	killed   bool
-	counters protocol.Counters
+	mu         sync.Mutex
+	done       *protocol.Message
+	err        error
+	killed     bool
+	stopKilled bool
+	counters   protocol.Counters
 }
 
 func (w *fakeWorker) Name() string { return w.name }
@@ -143,6 +148,9 @@ func (w *fakeWorker) Wait(ctx context.Context) (*protocol.Message, error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.stopKilled {
+		return w.done, fmt.Errorf("fake: worker %s ignored SIGTERM and was killed", w.name)
+	}
 	if w.killed {
 		return w.done, nil
 	}
@@ -154,7 +162,11 @@ func (w *fakeWorker) Stop(timeout time.Duration) {
 	select {
 	case <-w.exited:
 	case <-time.After(timeout):
-		w.Kill()
+		w.mu.Lock()
+		w.stopKilled = true
+		w.mu.Unlock()
+		w.killOnce.Do(func() { close(w.kill) })
+		<-w.exited
 	}
 }
 
@@ -214,6 +226,9 @@ func (w *fakeWorker) run() {
 	var done = &protocol.Message{Type: protocol.TypeDone}
 	switch w.cfg.Role {
 	case protocol.RoleSetup:
+		if w.behaviour == "hang" {
+			<-w.kill
+		}
 	case protocol.RolePreload, protocol.RolePublisher:
 		err = w.publish(rec)
 	case protocol.RoleDispatcher:
@@ -255,6 +270,9 @@ func (w *fakeWorker) publish(rec *record.Writer) error {
 		}
 		w.mu.Lock()
 		w.counters.Published++
+		if w.behaviour == "errors" && i%50 == 0 {
+			w.counters.PublishErrors++
+		}
 		w.mu.Unlock()
 		if w.cfg.Role == protocol.RolePublisher {
 			time.Sleep(time.Millisecond)
@@ -264,6 +282,17 @@ func (w *fakeWorker) publish(rec *record.Writer) error {
 }
 
 func (w *fakeWorker) dispatch(rec *record.Writer) error {
+	if w.behaviour == "cut" {
+		// The last line of the file is cut short, as if the process died
+		// mid-write.
+		defer func() {
+			f, err := os.OpenFile(w.cfg.RecordPath, os.O_WRONLY|os.O_APPEND, 0)
+			if err == nil {
+				f.WriteString("H\tpartial")
+				f.Close()
+			}
+		}()
+	}
 	start := time.Now()
 	maxAttempts := max(w.cfg.Workload.MaxAttempts, 1)
 	for !w.stopped() {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/berkcansavur/relaybus/bench/validate"
 )
 
 // settleAfterRestart lets the connection errors of a database restart
@@ -27,15 +29,20 @@ func (w *windowRun) duringWindow(ctx context.Context, t0 time.Time) (float64, er
 		now := time.Now()
 		if !killed && now.After(killAt) {
 			killed = true
-			w.step.logf("  fault: SIGKILL %s", w.disps[0].Name())
-			w.disps[0].Kill()
+			victim := w.disps[0]
+			w.step.logf("  fault: SIGKILL %s", victim.Name())
+			at := time.Now().UnixNano()
+			victim.Kill()
+			w.faults = append(w.faults, validate.Fault{Kind: validate.FaultKill, Process: victim.Name(), StartNs: at, EndNs: at})
 		}
 		if !restarted && now.After(restartAt) {
 			restarted = true
 			w.step.logf("  fault: restarting the database server")
+			start := time.Now().UnixNano()
 			if err := w.step.Server.Restart(ctx); err != nil {
 				return 0, fmt.Errorf("fault: restart: %w", err)
 			}
+			w.faults = append(w.faults, validate.Fault{Kind: validate.FaultRestart, StartNs: start, EndNs: time.Now().UnixNano()})
 			if err := sleepCtx(ctx, settleAfterRestart); err != nil {
 				return 0, err
 			}
@@ -58,8 +65,7 @@ func (w *windowRun) duringWindow(ctx context.Context, t0 time.Time) (float64, er
 }
 
 // replaceExited restarts workers that a database restart made exit (a
-// worker may choose to fail rather than reconnect); a replaced publisher
-// gets a new id prefix so its ids never collide with the old one's.
+// worker may choose to fail rather than reconnect).
 func (w *windowRun) replaceExited() error {
 	for i, p := range w.disps {
 		if i == 0 && w.c.KillDispatcherAt > 0 {
@@ -77,7 +83,7 @@ func (w *windowRun) replaceExited() error {
 	for i, p := range w.pubs {
 		if exited(p) {
 			w.restarts++
-			np, err := w.startPublisher(i, fmt.Sprintf("%s-pub%d-re%d-", w.name, i, w.restarts))
+			np, err := w.startPublisher(i, fmt.Sprintf("pub-%d-re%d", i, w.restarts), fmt.Sprintf("%s-pub%d-re%d-", w.name, i, w.restarts))
 			if err != nil {
 				return err
 			}

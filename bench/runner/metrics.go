@@ -2,8 +2,6 @@ package runner
 
 import (
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
@@ -40,7 +38,7 @@ type windowResult struct {
 // windowMetrics computes the metrics that come from the records:
 // throughput counts the ok handles (or commits) stamped inside the
 // window.
-func windowMetrics(in *validate.Input, win span, c *scenarios.Cell, pubDone []*protocol.Message, backlogMax float64) windowResult {
+func windowMetrics(files []validate.File, win span, c *scenarios.Cell, pubDone []*protocol.Message, backlogMax float64) windowResult {
 	res := windowResult{metrics: map[string]float64{}}
 	secs := win.seconds()
 	// Whole seconds; the last bucket also takes the window's fraction of
@@ -48,10 +46,10 @@ func windowMetrics(in *validate.Input, win span, c *scenarios.Cell, pubDone []*p
 	buckets := max(1, int(secs))
 	bucket := func(ns int64) int { return min(buckets-1, int((ns-win.start)/int64(time.Second))) }
 
-	commit := make(map[string]int64, len(in.Published))
+	commit := map[string]int64{}
 	events := 0.0
 	eventSeries := make([]float64, buckets)
-	for _, p := range in.Published {
+	for _, p := range published(files) {
 		commit[p.EventID] = p.CommitNs
 		if !p.Uncertain && win.contains(p.CommitNs) {
 			events++
@@ -63,7 +61,7 @@ func windowMetrics(in *validate.Input, win span, c *scenarios.Cell, pubDone []*p
 	deliverySeries := make([]float64, buckets)
 	type pair struct{ event, handler string }
 	first := map[pair]int64{}
-	for _, h := range in.Handled {
+	for _, h := range handledRecords(files) {
 		if !h.OK {
 			continue
 		}
@@ -136,23 +134,20 @@ func subsample(sorted []float64, n int) []float64 {
 	return out
 }
 
-// poisonEvents lists the published events the workload planted as
-// poison: ids of the form prefix+index where the index is poison.
-func poisonEvents(published []record.Published, prefixes []string, every int) map[string]bool {
-	if every <= 0 {
-		return nil
+// published lists the publish records of every file.
+func published(files []validate.File) []record.Published {
+	var out []record.Published
+	for _, f := range files {
+		out = append(out, f.Published...)
 	}
-	out := map[string]bool{}
-	for _, p := range published {
-		for _, prefix := range prefixes {
-			rest, ok := strings.CutPrefix(p.EventID, prefix)
-			if !ok {
-				continue
-			}
-			if idx, err := strconv.ParseInt(rest, 10, 64); err == nil && protocol.IsPoison(idx, every) {
-				out[p.EventID] = true
-			}
-		}
+	return out
+}
+
+// handledRecords lists the handle records of every file.
+func handledRecords(files []validate.File) []record.Handled {
+	var out []record.Handled
+	for _, f := range files {
+		out = append(out, f.Handled...)
 	}
 	return out
 }

@@ -19,16 +19,16 @@ const sec = int64(time.Second)
 func TestWindowMetricsCountsOnlyInsideTheWindow(t *testing.T) {
 	t.Parallel()
 	win := span{10 * sec, 12 * sec}
-	in := &validate.Input{Handlers: []string{"a"}}
+	files := []validate.File{{Name: "pub-0"}, {Name: "disp-0"}}
 	for i, ns := range []int64{9 * sec, 10 * sec, 11 * sec, 12*sec - 1, 12 * sec} {
 		id := string(rune('a' + i))
-		in.Published = append(in.Published, record.Published{EventID: id, CommitNs: ns})
-		in.Handled = append(in.Handled, record.Handled{EventID: id, Handler: "a", OK: true, HandleNs: ns + int64(time.Millisecond)})
+		files[0].Published = append(files[0].Published, record.Published{EventID: id, CommitNs: ns})
+		files[1].Handled = append(files[1].Handled, record.Handled{EventID: id, Handler: "a", OK: true, HandleNs: ns + int64(time.Millisecond)})
 	}
 	// A failed handle is not a delivery.
-	in.Handled = append(in.Handled, record.Handled{EventID: "b", Handler: "a", OK: false, HandleNs: 11 * sec})
+	files[1].Handled = append(files[1].Handled, record.Handled{EventID: "b", Handler: "a", OK: false, HandleNs: 11 * sec})
 	c := &scenarios.Cell{Workload: protocol.Workload{Handlers: []string{"a"}}, PublisherProcs: 1, DispatcherProcs: 1}
-	r := windowMetrics(in, win, c, nil, 7)
+	r := windowMetrics(files, win, c, nil, 7)
 	// Handles at 10s+1ms, 11s+1ms in; 12s-1ns+1ms and 12s+1ms out.
 	if got := r.metrics[result.MetricDeliveriesPerS]; got != 1 {
 		t.Errorf("deliveries/s = %v, want 2 / 2 s = 1", got)
@@ -46,26 +46,5 @@ func TestWindowMetricsCountsOnlyInsideTheWindow(t *testing.T) {
 	}
 	if r.metrics[result.MetricBacklogMax] != 7 || r.units != 2 {
 		t.Errorf("backlog %v units %v", r.metrics[result.MetricBacklogMax], r.units)
-	}
-}
-
-func TestPoisonEvents(t *testing.T) {
-	t.Parallel()
-	var pub []record.Published
-	for _, id := range []string{"w-pre-0", "w-pre-1", "w-pre-3", "w-pub0-3", "w-pub0-x3", "other-3", "w-pre-"} {
-		pub = append(pub, record.Published{EventID: id})
-	}
-	got := poisonEvents(pub, []string{"w-pre-", "w-pub0-"}, 2)
-	want := map[string]bool{"w-pre-1": true, "w-pre-3": true, "w-pub0-3": true}
-	if len(got) != len(want) {
-		t.Fatalf("poison %v, want %v", got, want)
-	}
-	for id := range want {
-		if !got[id] {
-			t.Fatalf("poison %v, want %v", got, want)
-		}
-	}
-	if poisonEvents(pub, []string{"w-pre-"}, 0) != nil {
-		t.Fatal("no poison planted, some found")
 	}
 }

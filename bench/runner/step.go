@@ -6,13 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/berkcansavur/relaybus/bench/pgmetrics"
 	"github.com/berkcansavur/relaybus/bench/protocol"
-	"github.com/berkcansavur/relaybus/bench/record"
 	"github.com/berkcansavur/relaybus/bench/result"
 	"github.com/berkcansavur/relaybus/bench/scenarios"
 	"github.com/berkcansavur/relaybus/bench/validate"
@@ -127,17 +125,21 @@ type windowRun struct {
 
 	dbCreated   bool
 	pubs, disps []Worker
-	recordFiles []string
-	prefixes    []string // event id prefixes (for poison lookup)
-	restarts    int
+	// allPubs: every publisher started, replaced ones included (their
+	// publish errors count).
+	allPubs  []Worker
+	prefixes []string // event id prefixes (for poison lookup)
+	restarts int
+	// faults the window injected, with their times.
+	faults []validate.Fault
 }
 
 func (w *windowRun) config(role, name string, pool int) protocol.Config {
 	cfg := protocol.Config{Protocol: 1, Role: role, Name: name,
 		Store: protocol.Store{Kind: "postgres", DSN: w.dsn, PoolSize: pool}, Workload: w.c.Workload}
 	if role != protocol.RoleSetup && role != protocol.RoleInspect {
-		cfg.RecordPath = filepath.Join(w.dir, name+".rec")
-		w.recordFiles = append(w.recordFiles, cfg.RecordPath)
+		// validate.ReadDir names a file's process after the file.
+		cfg.RecordPath = filepath.Join(w.dir, name+validate.RecordFileExt)
 	}
 	return cfg
 }
@@ -146,33 +148,47 @@ func (w *windowRun) start(cfg protocol.Config) (Worker, error) {
 	return w.step.Launch(w.side.Bin, cfg, filepath.Join(w.dir, cfg.Name+".log"))
 }
 
-// runOnce runs a role to its end (setup, preload, inspect).
+// runOnce runs a role to its end (setup, preload, inspect). A role
+// that outlives SetupTimeout is killed, and that is an error.
 func (w *windowRun) runOnce(ctx context.Context, cfg protocol.Config) (*protocol.Message, error) {
-	ctx, cancel := context.WithTimeout(ctx, orDefault(w.step.SetupTimeout, DefaultSetupTimeout))
+	timeout := orDefault(w.step.SetupTimeout, DefaultSetupTimeout)
+	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	p, err := w.start(cfg)
 	if err != nil {
 		return nil, err
 	}
-	go func() {
-		<-ctx.Done()
-		p.Kill()
-	}()
-	if m, err := p.WaitReady(ctx); err == nil {
+	if m, err := p.WaitReady(tctx); err == nil {
 		w.sample.Ignored = append(w.sample.Ignored, m.Ignored...)
+	}
+	select {
+	case <-p.Exited():
+	case <-tctx.Done():
+		p.Kill()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("runner: %s (role %s) did not finish within %s and was killed", cfg.Name, cfg.Role, timeout)
 	}
 	return p.Wait(ctx)
 }
 
-func (w *windowRun) startPublisher(idx int, prefix string) (Worker, error) {
+// startPublisher starts publisher idx as process name, with its own id
+// prefix: a replacement gets a new one, so its ids never collide with
+// its predecessor's.
+func (w *windowRun) startPublisher(idx int, name, prefix string) (Worker, error) {
 	c := w.c
-	cfg := w.config(protocol.RolePublisher, fmt.Sprintf("pub-%d%s", idx, strings.TrimPrefix(prefix, w.name+"-pub")), c.PublisherPool)
+	cfg := w.config(protocol.RolePublisher, name, c.PublisherPool)
 	cfg.Workload.IDPrefix = prefix
 	cfg.Publisher = c.Publisher
 	cfg.Publisher.StartIndex = int64(idx)
 	cfg.Publisher.Stride = int64(c.PublisherProcs)
 	w.prefixes = append(w.prefixes, prefix)
-	return w.start(cfg)
+	p, err := w.start(cfg)
+	if err == nil {
+		w.allPubs = append(w.allPubs, p)
+	}
+	return p, err
 }
 
 func (w *windowRun) startDispatcher(name string, d protocol.Dispatcher, pool int) (Worker, error) {
@@ -226,7 +242,7 @@ func (w *windowRun) run(ctx context.Context) error {
 		w.disps = append(w.disps, p)
 	}
 	for i := 0; i < c.PublisherProcs; i++ {
-		p, err := w.startPublisher(i, fmt.Sprintf("%s-pub%d-", w.name, i))
+		p, err := w.startPublisher(i, fmt.Sprintf("pub-%d", i), fmt.Sprintf("%s-pub%d-", w.name, i))
 		if err != nil {
 			return err
 		}
@@ -293,26 +309,31 @@ func (w *windowRun) run(ctx context.Context) error {
 		}
 	}
 
-	// Records and validation.
-	var in validate.Input
-	in.Handlers = c.Workload.Handlers
-	for _, path := range w.recordFiles {
-		f, err := record.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		in.Published = append(in.Published, f.Published...)
-		in.Handled = append(in.Handled, f.Handled...)
+	// The manifest first, then the records read back the way
+	// `bench validate DIR` reads them, so a kept window folder re-checks
+	// to the same verdict.
+	lease := int64(c.Dispatcher.LeaseMs)
+	if lease == 0 {
+		lease = scenarios.DefaultLeaseMs
 	}
-	in.Final = validate.Final{Pending: final.Pending, Processing: final.Processing, Dead: final.Dead,
-		DeadLettersTruncated: final.DeadLettersTruncated}
+	manifest := &validate.Manifest{Handlers: c.Workload.Handlers, PoisonEvery: c.Workload.PoisonEvery, PoisonPrefixes: w.prefixes,
+		MaxAttempts: c.Workload.MaxAttempts, AllowRedelivery: c.AllowRedelivery, AllowPublishErrors: c.AllowRedelivery,
+		LeaseMs: lease, Faults: w.faults, Window: &validate.Span{StartNs: t0.UnixNano(), EndNs: t1.UnixNano()},
+		PublishErrors: w.publishErrors(), Final: validate.Final{Pending: final.Pending, Processing: final.Processing,
+			Dead: final.Dead, DeadLettersTruncated: final.DeadLettersTruncated}}
 	for _, d := range final.DeadLetters {
-		in.Final.DeadLetters = append(in.Final.DeadLetters, validate.DeadLetter{EventID: d.EventID, Handler: d.Handler})
+		manifest.Final.DeadLetters = append(manifest.Final.DeadLetters, validate.DeadLetter{EventID: d.EventID, Handler: d.Handler, Attempts: d.Attempts})
 	}
-	in.Expect = validate.Expect{PoisonEventIDs: poisonEvents(in.Published, w.prefixes, c.Workload.PoisonEvery), AllowRedelivery: c.AllowRedelivery}
-	w.sample.Validation = validate.Validate(&in)
+	if err := validate.WriteManifest(w.dir, manifest); err != nil {
+		return err
+	}
+	manifest, files, _, err := validate.ReadDir(w.dir)
+	if err != nil {
+		return err
+	}
+	w.sample.Validation = validate.Validate(manifest.Input(files))
 
-	wm := windowMetrics(&in, span{t0.UnixNano(), t1.UnixNano()}, c, pubDone, backlogMax)
+	wm := windowMetrics(files, span{t0.UnixNano(), t1.UnixNano()}, c, pubDone, backlogMax)
 	for k, v := range wm.metrics {
 		w.sample.Metrics[k] = v
 	}
@@ -327,6 +348,18 @@ func (w *windowRun) run(ctx context.Context) error {
 		s.warnf("%s (%s): the preloaded events ran out in the last tenth of the window or earlier; deliveries/s understates the rate (raise the preload)", c.Name, w.side.Name)
 	}
 	return nil
+}
+
+// publishErrors sums the failed publish calls of every publisher of the
+// window, replaced ones included.
+func (w *windowRun) publishErrors() int64 {
+	var n int64
+	for _, p := range w.allPubs {
+		if k := p.Counters(); k != nil {
+			n += k.PublishErrors
+		}
+	}
+	return n
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

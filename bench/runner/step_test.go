@@ -10,6 +10,7 @@ import (
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/result"
 	"github.com/berkcansavur/relaybus/bench/scenarios"
+	"github.com/berkcansavur/relaybus/bench/validate"
 )
 
 func testWorkload() protocol.Workload {
@@ -160,5 +161,78 @@ func TestRunnerRunsThePlan(t *testing.T) {
 	}
 	if strings.Join(order, "") != "bccb" {
 		t.Fatalf("order %v", order)
+	}
+}
+
+// Issue 11, points 3 and 6: what makes a window INVALID besides its
+// deliveries.
+func TestMeasureInvalidWindows(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		misbehave map[string]string
+		cell      func() *scenarios.Cell
+		tune      func(*Step)
+		wantErr   string // in Sample.Error
+		wantValid string // in the validation's String
+	}{
+		{name: "a dispatcher that ignores SIGTERM", misbehave: map[string]string{"disp-0": "stubborn"},
+			tune: func(s *Step) { s.StopTimeout = 100 * time.Millisecond }, wantErr: "ignored SIGTERM"},
+		{name: "a setup that never ends", misbehave: map[string]string{"setup": "hang"},
+			tune: func(s *Step) { s.SetupTimeout = 200 * time.Millisecond }, wantErr: "setup: runner: setup (role setup) did not finish within 200ms"},
+		{name: "a truncated record of a live dispatcher", misbehave: map[string]string{"disp-0": "cut"},
+			wantValid: "truncated record files 1"},
+		{name: "an idle window", misbehave: map[string]string{"disp-0": "idle"},
+			wantValid: "idle window"},
+		{name: "publish errors outside fault cells", misbehave: map[string]string{"pub-0": "errors"},
+			cell: func() *scenarios.Cell {
+				return &scenarios.Cell{Scenario: scenarios.Publish, Name: "test publish", Workload: testWorkload(),
+					PublisherProcs: 1, Publisher: protocol.Publisher{Publishers: 1, Batch: 1}}
+			}, wantValid: "publish errors"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fc := newFakeCluster()
+			fc.misbehave = tc.misbehave
+			c := dispatchTestCell(300, 1)
+			if tc.cell != nil {
+				c = tc.cell()
+			}
+			s, _ := measure(t, fc, c, tc.tune)
+			if s.IsValid() {
+				t.Fatalf("VALID: %v", s.Validation)
+			}
+			if tc.wantErr != "" && !strings.Contains(s.Error, tc.wantErr) {
+				t.Fatalf("error %q, want %q", s.Error, tc.wantErr)
+			}
+			if tc.wantValid != "" && (s.Validation == nil || !strings.Contains(s.Validation.String(), tc.wantValid)) {
+				t.Fatalf("validation %v (error %q), want %q", s.Validation, s.Error, tc.wantValid)
+			}
+		})
+	}
+}
+
+// The window folder holds what `bench validate DIR` needs, and it gives
+// the same verdict.
+func TestMeasureWritesAValidatableFolder(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	c := dispatchTestCell(1000, 2)
+	c.Scenario, c.KillDispatcherAt, c.AllowRedelivery = scenarios.Faults, 0.3, true
+	step := &Step{Server: fc, Launch: fc.launch, Window: 300 * time.Millisecond, DrainTimeout: 10 * time.Second}
+	dir := filepath.Join(t.TempDir(), "w")
+	w := Window{Round: 1, Side: result.SideBase, Order: 1, Name: "rb_t_c01_r1_b"}
+	s := step.Measure(context.Background(), w, c, &Side{Name: result.SideBase}, dir)
+	m, files, found, err := validate.ReadDir(dir)
+	if err != nil || !found {
+		t.Fatalf("ReadDir: %v (manifest found %v)", err, found)
+	}
+	if len(m.Faults) != 1 || m.Faults[0].Kind != validate.FaultKill || m.Faults[0].Process != "disp-0" || m.Window == nil {
+		t.Fatalf("manifest %+v", m)
+	}
+	again := validate.Validate(m.Input(files))
+	if again.String() != s.Validation.String() || !again.Valid {
+		t.Fatalf("re-validated %s, the window said %s", again, s.Validation)
 	}
 }

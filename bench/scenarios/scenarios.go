@@ -25,13 +25,16 @@ var Names = map[int]string{Publish: "publish", Dispatch: "dispatch", Keyed: "key
 
 // Limits checked by Validate.
 const (
-	MaxProcs       = 64
-	MaxPreload     = 10_000_000
-	MaxRounds      = 100
-	MaxWindow      = time.Hour
-	MinWindow      = time.Second
-	MaxCells       = 1000
-	defaultLeaseMs = 30_000
+	MaxProcs   = 64
+	MaxPreload = 10_000_000
+	MaxRounds  = 100
+	MaxWindow  = time.Hour
+	MinWindow  = time.Second
+	MaxCells   = 1000
+	// DefaultLeaseMs is the library's lease (relaybus.DefaultLeaseDuration) for
+	// cells that leave LeaseMs 0: it bounds how long after a fault a
+	// delivery in flight may run again.
+	DefaultLeaseMs = 30_000
 )
 
 // Cell is one configuration of one scenario: one table row.
