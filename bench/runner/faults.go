@@ -31,8 +31,11 @@ func (w *windowRun) duringWindow(ctx context.Context, t0 time.Time) (float64, er
 			killed = true
 			victim := w.disps[0]
 			w.step.logf("  fault: SIGKILL %s", victim.Name())
-			at := time.Now().UnixNano()
 			victim.Kill()
+			// Stamped after kill(2) returned: the process runs no more
+			// code after that, so a handle it started later would be
+			// impossible (the validator flags one).
+			at := time.Now().UnixNano()
 			w.faults = append(w.faults, validate.Fault{Kind: validate.FaultKill, Process: victim.Name(), StartNs: at, EndNs: at})
 		}
 		if !restarted && now.After(restartAt) {

@@ -181,7 +181,12 @@ func (c *checker) readHandles(n int) {
 			if !h.OK {
 				c.r.Failures++
 			}
+			at, killed := c.killedAt[c.in.Files[fi].Name]
 			switch {
+			case killed && h.HandleNs > at:
+				c.r.Unexpected++
+				c.ex("unexpected: %s handled event %s (handler %s) after the fault plan killed it", c.in.Files[fi].Name, h.EventID, h.Handler)
+				continue
 			case hd.handler < 0:
 				c.r.Unexpected++
 				c.ex("unexpected: event %s handled by unknown handler %q (ok %v)", h.EventID, h.Handler, h.OK)

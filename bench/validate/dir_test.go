@@ -38,9 +38,10 @@ func TestReadDirV010Records(t *testing.T) {
 	if !r.Valid || r.Redeliveries != 1 || r.DeadExpected != 1 || r.CommitOrderSkipped != 3 || len(r.Notes) != 1 {
 		t.Fatalf("%s %q %q", r, r.Examples, r.Notes)
 	}
-	// The same records with disp-1 as the killed one: disp-0's cut line
-	// is then a lost record, and its repeat is unexplained.
-	writeFile(t, dir, ManifestFile, strings.Replace(string(mustRead(t, filepath.Join(dir, ManifestFile))), `"process": "disp-0"`, `"process": "disp-1"`, 1))
+	// The same records with no fault: disp-0's cut line is then a lost
+	// record, and the repeat is unexplained.
+	writeFile(t, dir, ManifestFile, strings.Replace(string(mustRead(t, filepath.Join(dir, ManifestFile))),
+		`"faults": [{"kind": "kill", "process": "disp-0", "start_ns": 2500, "end_ns": 2500}],`, "", 1))
 	m, files, _, err = ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,8 @@ type Result struct {
 	// failure that vanished), also a loss.
 	Lost, LostPoison int64
 	// Unexpected: handles, ok or failed, of an event never published or
-	// of a handler the workload does not have.
+	// of a handler the workload does not have, or by a process after the
+	// fault plan killed it.
 	Unexpected int64
 	// Duplicates: repeats (handles of a pair after an ok handle of it)
 	// that no fault explains; Redeliveries: repeats a fault explains

@@ -71,9 +71,23 @@ func handled(in *Input, id, h string) *record.Handled {
 	panic("no handle " + id + "/" + h)
 }
 
+// killAt makes in a fault cell in which proc was killed at ns: what
+// proc handled later is handled by the other dispatcher instead.
 func killAt(in *Input, proc string, ns int64) {
 	in.Expect.AllowRedelivery = true
 	in.Expect.Faults = append(in.Expect.Faults, Fault{Kind: FaultKill, Process: proc, StartNs: ns, EndNs: ns})
+	survivor := "disp-0"
+	if proc == survivor {
+		survivor = "disp-1"
+	}
+	f, s := file(in, proc), file(in, survivor)
+	late := func(h record.Handled) bool { return h.HandleNs > ns }
+	for _, h := range f.Handled {
+		if late(h) {
+			s.Handled = append(s.Handled, h)
+		}
+	}
+	f.Handled = slices.DeleteFunc(f.Handled, late)
 }
 
 // counts names every count of a result; a case lists the ones it expects
@@ -115,7 +129,6 @@ var mutations = []struct {
 		handled(in, "e2", "a").HandleNs = 1
 	}, want: map[string]int64{"order": 1}, example: `handled sequence 1 (event e0) after sequence 2 (event e2)`},
 	{name: "every delivery handled twice in a fault cell", edit: func(in *Input) {
-		killAt(in, "disp-1", handleStart+3*step) // disp-1 dies after e3
 		for fi := range in.Files {
 			f := &in.Files[fi]
 			for _, h := range slices.Clone(f.Handled) {
@@ -123,13 +136,16 @@ var mutations = []struct {
 				f.Handled = append(f.Handled, h)
 			}
 		}
+		killAt(in, "disp-1", handleStart+3*step+step/2) // disp-1 dies after e3
 	},
 		// Explained: the repeats of disp-1's handles before its kill (e1,
 		// e3 x 2 handlers); every other repeat is a duplicate. (Each
 		// repeat follows its first handle at once, so order holds.)
 		want: map[string]int64{"redeliveries": 4, "duplicates": 12}, example: "that no fault explains"},
 	{name: "stale lease: an old sequence again after later ones", edit: func(in *Input) {
-		killAt(in, "disp-1", 0) // a fault cell, but this process was not killed
+		// A fault cell, whose fault hit a process that is not this one.
+		in.Expect.AllowRedelivery = true
+		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
 		again := *handled(in, "e0", "a")
 		again.HandleNs = handleStart + 10*step
 		f := file(in, "disp-1")
@@ -255,6 +271,10 @@ var mutations = []struct {
 		f := file(in, "disp-0")
 		f.Handled = append(f.Handled, record.Handled{EventID: "ghost", Handler: "a", Attempt: 1, HandleNs: 1})
 	}, want: map[string]int64{"unexpected": 1, "failures": 1}, example: "ghost"},
+	{name: "a handle by the killed process after its kill", edit: func(in *Input) {
+		in.Expect.AllowRedelivery = true
+		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-1", StartNs: handleStart + 4*step, EndNs: handleStart + 4*step}}
+	}, want: map[string]int64{"unexpected": 4, "handled": 12, "lost": 4}, example: "after the fault plan killed it"},
 	{name: "an ok handle by an unknown handler", edit: func(in *Input) {
 		f := file(in, "disp-0")
 		f.Handled = append(f.Handled, record.Handled{EventID: "e0", Handler: "nobody", Attempt: 1, HandleNs: 1, OK: true})
@@ -262,7 +282,7 @@ var mutations = []struct {
 	{name: "a truncated record file of a live process", edit: func(in *Input) { file(in, "disp-0").TruncatedTail = true },
 		want: map[string]int64{"truncated": 1}, example: "disp-0"},
 	{name: "a truncated record file of the killed process", edit: func(in *Input) {
-		killAt(in, "disp-0", handleStart+100*step)
+		killAt(in, "disp-0", handleStart+100*step) // after its last handle
 		file(in, "disp-0").TruncatedTail = true
 	}, valid: true},
 	{name: "left pending", edit: func(in *Input) { in.Final.Pending, in.Final.Processing = 2, 1 },

@@ -41,6 +41,7 @@ type options struct {
 	gate            []compare.GateRule
 	plantDelay      time.Duration
 	allowFsyncOff   bool
+	keepRecords     bool
 	repo            string
 }
 
@@ -78,6 +79,7 @@ func parseCompare(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&gate, "gate", "", "fail when a metric regresses significantly past a threshold: METRIC:PCT[,...]")
 	fs.DurationVar(&o.plantDelay, "plant-candidate-delay", 0, "self-test: add this cost to every candidate delivery")
 	fs.BoolVar(&o.allowFsyncOff, "allow-fsync-off", false, "run even when the server has fsync=off")
+	fs.BoolVar(&o.keepRecords, "keep-records", false, "keep every window's record files, logs and manifest in the results folder (records/), for bench validate")
 	fs.StringVar(&o.repo, "repo", ".", "git repository to resolve refs in")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -267,6 +269,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dir := result.Dir(o.out, run)
 	if err := result.Write(dir, run); err != nil {
 		return err
+	}
+	if o.keepRecords {
+		if err := keepRecords(filepath.Join(tmp, "run"), filepath.Join(dir, "records")); err != nil {
+			return fmt.Errorf("bench: keeping the records: %w", err)
+		}
 	}
 	analysis := compare.Analyze(run, compare.DefaultSettings())
 	if err := report.WriteFiles(dir, analysis); err != nil {

@@ -6,6 +6,7 @@
 //	go run ./cmd/bench --base main --candidate WORKTREE --smoke --gate deliveries_per_s:5
 //	bench report results/<run>/run.json
 //	bench gate --rules deliveries_per_s:5 results/<run>/run.json
+//	bench validate results/<run>/records   (with --keep-records)
 //	bench worker   (protocol 1 entry point; the harness starts it)
 //	bench version
 //
@@ -63,6 +64,7 @@ const usage = `usage:
   bench --base REF --candidate REF [--quick|--full|--smoke] [flags]
   bench report RUN.json
   bench gate --rules METRIC:PCT[,...] RUN.json
+  bench validate [flags] DIR
   bench version
   bench worker  (started by the harness)
 
@@ -85,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runReport(args[1:], stdout)
 		case "gate":
 			return runGate(args[1:], stdout)
+		case "validate":
+			return runValidate(args[1:], stdout, stderr)
 		case "help", "-h", "--help":
 			fmt.Fprintln(stdout, usage)
 			return nil
