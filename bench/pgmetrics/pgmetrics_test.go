@@ -27,6 +27,7 @@ func TestPGWindowMetrics(t *testing.T) {
 		result.MetricDeletesPerDelivery:    1,
 		result.MetricHOTPctLanes:           90,
 		result.MetricDeadTuplesAfter:       480,
+		result.MetricDeadTuplesPerDelivery: 0.96,
 		result.MetricStmtsPerDelivery:      0.2,
 	}
 	for k, v := range want {

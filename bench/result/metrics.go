@@ -26,6 +26,7 @@ const (
 	MetricUpdatesPerDelivery      = "updates_per_delivery"
 	MetricDeletesPerDelivery      = "deletes_per_delivery"
 	MetricDeadTuplesAfter         = "dead_tuples_after"
+	MetricDeadTuplesPerDelivery   = "dead_tuples_per_delivery"
 	MetricStmtsPerDelivery        = "stmts_per_delivery"
 	MetricPublishP50Ms            = "publish_p50_ms"
 	MetricPublishP99Ms            = "publish_p99_ms"
@@ -56,6 +57,7 @@ var Metrics = []MetricInfo{
 	{MetricHOTPctLanes, "hot-pct-lanes", "HOT upd % lanes", true},
 	{MetricUpdatesPerDelivery, "updates/delivery", "updates/delivery", false},
 	{MetricDeletesPerDelivery, "deletes/delivery", "deletes/delivery", false},
+	{MetricDeadTuplesPerDelivery, "dead-tuples/delivery", "dead tuples/delivery", false},
 	{MetricDeadTuplesAfter, "dead-tuples-after", "dead tuples after", false},
 	{MetricStmtsPerDelivery, "stmts/delivery", "stmts/delivery", false},
 	{MetricPublishP50Ms, "publish-p50-ms", "publish p50 ms", false},

@@ -87,6 +87,8 @@ func (c *fakeCluster) Restart(context.Context) error {
 
 func (c *fakeCluster) Prepare(context.Context, string) error { return nil }
 
+func (c *fakeCluster) Settle(context.Context, string) error { return nil }
+
 func (c *fakeCluster) Snapshot(_ context.Context, dsn string, _ bool) (*pgmetrics.Snapshot, error) {
 	db := c.db(dsn)
 	if db == nil {

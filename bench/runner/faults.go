@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/berkcansavur/relaybus/bench/validate"
@@ -13,17 +12,17 @@ import (
 // reach the workers before the step looks for the ones that exited.
 const settleAfterRestart = time.Second
 
-// duringWindow waits out the window, applies the cell's fault plan and
-// samples the backlog (deliveries published but not yet completed or
-// buried).
-func (w *windowRun) duringWindow(ctx context.Context, t0 time.Time) (float64, error) {
+// faultPoll is how often the window checks its fault plan's clock.
+const faultPoll = 10 * time.Millisecond
+
+// duringWindow waits out the window and applies the cell's fault plan.
+func (w *windowRun) duringWindow(ctx context.Context, t0 time.Time) error {
 	c, window := w.c, w.step.Window
 	end := t0.Add(window)
 	killAt := t0.Add(time.Duration(c.KillDispatcherAt * float64(window)))
 	restartAt := t0.Add(time.Duration(c.RestartDBAt * float64(window)))
 	killed, restarted := c.KillDispatcherAt == 0, c.RestartDBAt == 0
-	backlogMax := 0.0
-	tick := time.NewTicker(backlogSample)
+	tick := time.NewTicker(faultPoll)
 	defer tick.Stop()
 	for {
 		now := time.Now()
@@ -43,25 +42,22 @@ func (w *windowRun) duringWindow(ctx context.Context, t0 time.Time) (float64, er
 			w.step.logf("  fault: restarting the database server")
 			start := time.Now().UnixNano()
 			if err := w.step.Server.Restart(ctx); err != nil {
-				return 0, fmt.Errorf("fault: restart: %w", err)
+				return fmt.Errorf("fault: restart: %w", err)
 			}
 			w.faults = append(w.faults, validate.Fault{Kind: validate.FaultRestart, StartNs: start, EndNs: time.Now().UnixNano()})
 			if err := sleepCtx(ctx, settleAfterRestart); err != nil {
-				return 0, err
+				return err
 			}
 			if err := w.replaceExited(); err != nil {
-				return 0, err
+				return err
 			}
 		}
-		if b := w.backlog(); b > backlogMax {
-			backlogMax = b
-		}
 		if !now.Before(end) {
-			return backlogMax, nil
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return ctx.Err()
 		case <-tick.C:
 		}
 	}
@@ -94,22 +90,4 @@ func (w *windowRun) replaceExited() error {
 		}
 	}
 	return nil
-}
-
-// backlog is the deliveries published and not yet completed or buried,
-// from the workers' latest counters.
-func (w *windowRun) backlog() float64 {
-	published := float64(w.c.Preload)
-	for _, p := range w.pubs {
-		if k := p.Counters(); k != nil {
-			published += float64(k.Published)
-		}
-	}
-	done := 0.0
-	for _, p := range w.disps {
-		if k := p.Counters(); k != nil {
-			done += float64(k.Completed + k.Buried)
-		}
-	}
-	return math.Max(0, published*float64(len(w.c.Workload.Handlers))-done)
 }

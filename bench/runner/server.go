@@ -22,6 +22,9 @@ type Server interface {
 	Restart(ctx context.Context) error
 	// Prepare readies a new window database before its setup role runs.
 	Prepare(ctx context.Context, dsn string) error
+	// Settle runs after the setup and preload roles, before the window's
+	// workers start: VACUUM ANALYZE.
+	Settle(ctx context.Context, dsn string) error
 	// Snapshot reads the counters of a window database; checkpoint asks
 	// for a CHECKPOINT first, so every window starts with the same
 	// full-page-image debt.
@@ -65,6 +68,11 @@ func (s *PGServer) Prepare(ctx context.Context, dsn string) error {
 		_, err := pgmetrics.EnsurePgStatStatements(ctx, conn)
 		return err
 	})
+}
+
+// Settle vacuums and analyzes the window database.
+func (s *PGServer) Settle(ctx context.Context, dsn string) error {
+	return withConn(ctx, dsn, func(conn *pgx.Conn) error { return pgmetrics.VacuumAnalyze(ctx, conn) })
 }
 
 // Snapshot implements Server.

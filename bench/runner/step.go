@@ -31,8 +31,6 @@ const (
 	// drainPoll is how often the drain asks the store (role inspect)
 	// whether anything is left.
 	drainPoll = 500 * time.Millisecond
-	// backlogSample is how often the backlog is sampled in a window.
-	backlogSample = 200 * time.Millisecond
 	// drainDispatchers are started after each window to drain it.
 	drainDispatchers = 2
 	// drainPool is the connection pool of each drain dispatcher.
@@ -70,6 +68,17 @@ func (s *Step) warnf(format string, args ...any) {
 	s.warnings = append(s.warnings, msg)
 	s.mu.Unlock()
 	s.logf("warning: %s", msg)
+}
+
+// warnOnce warns with a message the first time only.
+func (s *Step) warnOnce(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	seen := slices.Contains(s.warnings, msg)
+	s.mu.Unlock()
+	if !seen {
+		s.warnf("%s", msg)
+	}
 }
 
 // Warnings returns the problems that did not stop a window, in order.
@@ -232,6 +241,9 @@ func (w *windowRun) run(ctx context.Context) error {
 			return fmt.Errorf("preload: %w", err)
 		}
 	}
+	if err := s.Server.Settle(ctx, dsn); err != nil {
+		return err
+	}
 	// Start the window's processes and wait until all are ready, so the
 	// clock starts with everyone connected.
 	for i := 0; i < c.DispatcherProcs; i++ {
@@ -267,8 +279,7 @@ func (w *windowRun) run(ctx context.Context) error {
 		return err
 	}
 	t0 := time.Now()
-	backlogMax, err := w.duringWindow(ctx, t0)
-	if err != nil {
+	if err := w.duringWindow(ctx, t0); err != nil {
 		return err
 	}
 	t1 := time.Now()
@@ -278,14 +289,11 @@ func (w *windowRun) run(ctx context.Context) error {
 	}
 
 	// Stop the publishers, then drain.
-	var pubDone []*protocol.Message
 	for _, p := range w.pubs {
 		p.Stop(w.stopTimeout())
-		m, err := p.Wait(ctx)
-		if err != nil {
+		if _, err := p.Wait(ctx); err != nil {
 			return fmt.Errorf("publisher: %w", err)
 		}
-		pubDone = append(pubDone, m)
 	}
 	// Drain with extra fast dispatchers: the window's own may be slow by
 	// design (a 1 s poll), and waiting for them would make the run take
@@ -331,9 +339,10 @@ func (w *windowRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.sample.Validation = validate.Validate(manifest.Input(files))
+	in := manifest.Input(files)
+	w.sample.Validation = validate.Validate(in)
 
-	wm := windowMetrics(files, span{t0.UnixNano(), t1.UnixNano()}, c, pubDone, backlogMax)
+	wm := windowMetrics(in, span{t0.UnixNano(), t1.UnixNano()}, c)
 	for k, v := range wm.metrics {
 		w.sample.Metrics[k] = v
 	}
@@ -344,8 +353,13 @@ func (w *windowRun) run(ctx context.Context) error {
 	if c.AllowRedelivery {
 		w.sample.Metrics[result.MetricRedeliveries] = float64(w.sample.Validation.Redeliveries)
 	}
-	if wm.ranOutEarly {
-		s.warnf("%s (%s): the preloaded events ran out in the last tenth of the window or earlier; deliveries/s understates the rate (raise the preload)", c.Name, w.side.Name)
+	if wm.noCallStarts {
+		s.warnOnce("%s: publish latency is not measured: its publisher records carry no call start (a worker older than the field)", w.side.Name)
+	}
+	if wm.ranOut {
+		// A window that ran dry measured an idle store for part of its
+		// length: its rate is not comparable, so it is not averaged in.
+		return fmt.Errorf("runner: the preload ran out before the window ended (every preloaded delivery was handled inside it): raise the cell's preload")
 	}
 	return nil
 }

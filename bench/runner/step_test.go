@@ -114,6 +114,14 @@ func TestMeasureWorkerThatExits(t *testing.T) {
 	}
 }
 
+func TestMeasurePreloadRanOut(t *testing.T) {
+	t.Parallel()
+	s, _ := measure(t, newFakeCluster(), dispatchTestCell(50, 1), nil)
+	if s.IsValid() || !strings.Contains(s.Error, "the preload ran out") {
+		t.Fatalf("a window that ran dry must be INVALID: %q", s.Error)
+	}
+}
+
 func TestMeasureDrainTimeout(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCluster()
@@ -130,7 +138,7 @@ func TestMeasureDuplicatesAreInvalid(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCluster()
 	fc.misbehave["disp-0"] = "twice"
-	s, _ := measure(t, fc, dispatchTestCell(200, 1), nil)
+	s, _ := measure(t, fc, dispatchTestCell(3000, 1), nil)
 	if s.Error != "" || s.Validation == nil || s.Validation.Valid || s.Validation.Duplicates == 0 {
 		t.Fatalf("duplicates must make the window INVALID: %q %v", s.Error, s.Validation)
 	}
@@ -139,7 +147,7 @@ func TestMeasureDuplicatesAreInvalid(t *testing.T) {
 func TestRunnerRunsThePlan(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCluster()
-	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*dispatchTestCell(300, 1)}}
+	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*dispatchTestCell(3000, 1)}}
 	step := &Step{Server: fc, Launch: fc.launch, Warmup: 0, Window: 100 * time.Millisecond, DrainTimeout: 10 * time.Second}
 	r, err := New(m, &Side{Name: result.SideBase, Bin: "b"}, &Side{Name: result.SideCandidate, Bin: "c"}, step, t.TempDir(), nil)
 	if err != nil {
@@ -194,7 +202,7 @@ func TestMeasureInvalidWindows(t *testing.T) {
 			t.Parallel()
 			fc := newFakeCluster()
 			fc.misbehave = tc.misbehave
-			c := dispatchTestCell(300, 1)
+			c := dispatchTestCell(3000, 1)
 			if tc.cell != nil {
 				c = tc.cell()
 			}
