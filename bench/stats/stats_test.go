@@ -35,12 +35,17 @@ func TestMannWhitneyKnownValues(t *testing.T) {
 		{"4v4 interleaved", []float64{1, 4, 5, 8}, []float64{2, 3, 6, 7}, 1, 1e-12},
 		// Unequal sizes, separated: 2 / C(7, 3) = 2/35.
 		{"3v4 separated", seq(0, 3), seq(10, 4), 2.0 / 35, 1e-12},
-		// Ties: normal approximation, by hand. a = {1,2,2,3},
-		// b = {2,3,4,5}: U_a = 0 + 0.5 + 0.5 + 1.5 = 2.5, mu = 8; tie
-		// groups 2 (t=3) and 3 (t=2) give sum(t^3-t) = 30;
-		// sigma^2 = 16/12 * (9 - 30/56) = 11.2857; z = (5.5 - 0.5) /
-		// 3.3594 = 1.4884; p = erfc(z / sqrt 2) = 0.13666.
-		{"4v4 ties", []float64{1, 2, 2, 3}, []float64{2, 3, 4, 5}, 0.13666, 5e-5},
+		// Ties, exact. a = {1,2,2,3}, b = {2,3,4,5}: U_a = 2.5 against
+		// a mean of 8. Of the 70 splits of the pooled values, 7 give
+		// U <= 2.5 and 7 give U >= 13.5 (enumerated by hand in Python
+		// and by enumerateP below): p = 14/70. (The normal approximation
+		// said 0.137.)
+		{"4v4 ties", []float64{1, 2, 2, 3}, []float64{2, 3, 4, 5}, 14.0 / 70, 1e-12},
+		// Separated but tied within each side (issue 11's golden file
+		// showed p = 0.013 from the normal approximation): no split is
+		// more extreme than this one and its mirror, p = 2/70.
+		{"4v4 separated with ties", []float64{1, 1, 2, 3}, []float64{5, 6, 6, 7}, 2.0 / 70, 1e-12},
+		{"4v4 separated, all tied within", []float64{1, 1, 1, 1}, []float64{2, 2, 2, 2}, 2.0 / 70, 1e-12},
 		// Large samples, no ties: normal approximation. 25 v 25
 		// separated: z = (312.5 - 0.5) / sqrt(25*25*51/12) = 6.053,
 		// p = 1.42e-9.
@@ -53,6 +58,54 @@ func TestMannWhitneyKnownValues(t *testing.T) {
 			t.Errorf("%s: p = %.6g, want %.6g", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestExactMatchesEnumeration checks the exact p-value against brute
+// force over every split of the pooled values, on small samples with
+// many ties (values drawn from 0..3).
+func TestExactMatchesEnumeration(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(11, 13))
+	for trial := range 300 {
+		m, n := 1+rng.IntN(5), 1+rng.IntN(5)
+		a, b := make([]float64, m), make([]float64, n)
+		for i := range a {
+			a[i] = float64(rng.IntN(4))
+		}
+		for i := range b {
+			b[i] = float64(rng.IntN(4))
+		}
+		if got, want := MannWhitneyP(a, b), enumerateP(a, b); math.Abs(got-want) > 1e-12 {
+			t.Fatalf("trial %d: a=%v b=%v: p = %v, enumeration %v", trial, a, b, got, want)
+		}
+	}
+}
+
+// enumerateP: the share of all splits of the pooled values into m and n
+// whose U is at least as far from mn/2 as a's.
+func enumerateP(a, b []float64) float64 {
+	all := append(append([]float64(nil), a...), b...)
+	m, N := len(a), len(all)
+	dev := math.Abs(uStatistic(a, b) - float64(m*(N-m))/2)
+	extreme, total := 0, 0
+	for mask := 0; mask < 1<<N; mask++ {
+		if popcount(mask) != m {
+			continue
+		}
+		var x, y []float64
+		for i, v := range all {
+			if mask&(1<<i) != 0 {
+				x = append(x, v)
+			} else {
+				y = append(y, v)
+			}
+		}
+		total++
+		if math.Abs(uStatistic(x, y)-float64(m*(N-m))/2) >= dev-1e-9 {
+			extreme++
+		}
+	}
+	return float64(extreme) / float64(total)
 }
 
 // TestUCountsMatchEnumeration checks the DP against brute force: every
