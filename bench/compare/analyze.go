@@ -24,6 +24,7 @@ func analyze(run *result.Run, s Settings) *Analysis {
 		return a
 	}
 	a.Warnings = append(a.Warnings, run.Warnings...)
+	a.Warnings = append(a.Warnings, validationNotes(run)...)
 	unknown := map[string]bool{}
 	for _, c := range run.Cells {
 		for _, smp := range c.Samples {
@@ -40,6 +41,30 @@ func analyze(run *result.Run, s Settings) *Analysis {
 		}
 	}
 	return a
+}
+
+// validationNotes says, once per side, what the validator could not
+// check (for example the commit order of a worker that records no call
+// starts), with how many windows it concerns.
+func validationNotes(run *result.Run) []string {
+	var out []string
+	for _, side := range []string{result.SideBase, result.SideCandidate} {
+		first, n := "", 0
+		for _, c := range run.Cells {
+			for _, s := range c.Samples {
+				if s.Side == side && s.Validation != nil && len(s.Validation.Notes) > 0 {
+					if n == 0 {
+						first = s.Validation.Notes[0]
+					}
+					n++
+				}
+			}
+		}
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s: %d window(s) not fully checked, e.g. %s", side, n, first))
+		}
+	}
+	return out
 }
 
 func invalidReason(s *result.Sample) string {
@@ -73,32 +98,28 @@ func values(c *result.Cell, side, metric string) []float64 {
 func compare(c *result.Cell, m result.MetricInfo, s Settings) *Comparison {
 	b, k := values(c, result.SideBase, m.Name), values(c, result.SideCandidate, m.Name)
 	cmp := &Comparison{Cell: c, Metric: m, Base: summarize(b), Candidate: summarize(k),
-		Ratio: math.NaN(), RatioLow: math.NaN(), RatioHigh: math.NaN(), P: math.NaN()}
+		Ratio: math.NaN(), RatioLow: math.NaN(), RatioHigh: math.NaN(),
+		Diff: math.NaN(), DiffLow: math.NaN(), DiffHigh: math.NaN(), P: math.NaN()}
 	if len(b) == 0 || len(k) == 0 {
 		cmp.Verdict = VerdictNoValues
 		cmp.Note = fmt.Sprintf("no valid samples (base %d, candidate %d)", len(b), len(k))
 		return cmp
 	}
-	if cmp.Base.Median != 0 {
-		cmp.Ratio = cmp.Candidate.Median / cmp.Base.Median
-	}
 	cmp.P = stats.MannWhitneyP(k, b)
 
-	// The shift interval: on logs when every value is positive (a ratio
-	// model, right for rates and sizes), else on raw values.
-	positive := slices.Min(b) > 0 && slices.Min(k) > 0
+	// The shift interval: on logs for a ratio (rates and sizes, every
+	// value positive), else on raw values for a difference.
+	cmp.Difference = m.Additive || slices.Min(b) <= 0 || slices.Min(k) <= 0
 	var lo, hi float64
 	var finite bool
-	if positive {
-		lb, lk := logs(b), logs(k)
-		lo, hi, finite = stats.ShiftInterval(lb, lk, s.Confidence)
-		cmp.RatioLow, cmp.RatioHigh = math.Exp(lo), math.Exp(hi)
-	} else {
+	if cmp.Difference {
+		cmp.Diff = cmp.Candidate.Median - cmp.Base.Median
 		lo, hi, finite = stats.ShiftInterval(b, k, s.Confidence)
-		if cmp.Base.Median > 0 {
-			cmp.RatioLow = (cmp.Base.Median + lo) / cmp.Base.Median
-			cmp.RatioHigh = (cmp.Base.Median + hi) / cmp.Base.Median
-		}
+		cmp.DiffLow, cmp.DiffHigh = lo, hi
+	} else {
+		cmp.Ratio = cmp.Candidate.Median / cmp.Base.Median
+		lo, hi, finite = stats.ShiftInterval(logs(b), logs(k), s.Confidence)
+		cmp.RatioLow, cmp.RatioHigh = math.Exp(lo), math.Exp(hi)
 	}
 
 	if minP := stats.MinPossibleP(len(b), len(k)); minP >= s.Alpha {
@@ -110,7 +131,7 @@ func compare(c *result.Cell, m result.MetricInfo, s Settings) *Comparison {
 		cmp.Note = fmt.Sprintf("n=%d+%d too few for a %.0f%% interval", len(b), len(k), 100*s.Confidence)
 	}
 	// The interval of the shift excludes 0 exactly when the ratio's
-	// interval excludes 1; using the shift also works for a zero base.
+	// interval excludes 1.
 	excludes := finite && (lo > 0 || hi < 0)
 	if cmp.P < s.Alpha && excludes {
 		up := lo > 0

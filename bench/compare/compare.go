@@ -5,7 +5,11 @@
 // decides; bench/report renders.
 package compare
 
-import "github.com/berkcansavur/relaybus/bench/result"
+import (
+	"math"
+
+	"github.com/berkcansavur/relaybus/bench/result"
+)
 
 // Settings of the analysis.
 //
@@ -53,19 +57,49 @@ type Comparison struct {
 	Metric    result.MetricInfo
 	Base      Summary
 	Candidate Summary
-	// Ratio is candidate median / base median; RatioLow and RatioHigh
-	// bound its confidence interval (the Hodges-Lehmann interval of the
-	// log ratio; for metrics with zero or negative values, the interval
-	// of the difference divided by the base median). NaN when undefined
-	// (a zero base median); -Inf/+Inf when the samples are too few for a
-	// finite interval.
+	// Difference: the change is reported as candidate - base (Diff, with
+	// the Hodges-Lehmann interval of the shift, DiffLow and DiffHigh)
+	// instead of a ratio, because the metric can be 0 (Additive) or a
+	// side has a value <= 0: a ratio's interval would then cross below
+	// 0 or be undefined. Otherwise Ratio is candidate median / base
+	// median and RatioLow and RatioHigh bound it (the Hodges-Lehmann
+	// interval of the log ratio). Unused fields are NaN; -Inf/+Inf bound
+	// an interval the samples are too few to close.
+	Difference                 bool
 	Ratio, RatioLow, RatioHigh float64
+	Diff, DiffLow, DiffHigh    float64
 	// P is the two-sided Mann-Whitney U p-value (NaN when not computed).
 	// Verdict is one of the Verdict* constants; Note says why when the
 	// comparison is incomplete (e.g. "CI unbounded at n=3").
 	P       float64
 	Verdict string
 	Note    string
+}
+
+// RegressionPct is how much worse the candidate is, in percent of the
+// base median (negative: better): from the ratio, or for a difference
+// from Diff over the base median (+Inf when the base median is 0 and the
+// candidate is worse). NaN when there is nothing to compare.
+func (c *Comparison) RegressionPct() float64 {
+	if c.Difference {
+		worse := c.Diff
+		if c.Metric.HigherIsBetter {
+			worse = -worse
+		}
+		switch {
+		case math.IsNaN(worse):
+			return math.NaN()
+		case c.Base.Median == 0 && worse > 0:
+			return math.Inf(1)
+		case c.Base.Median == 0:
+			return 0
+		}
+		return 100 * worse / math.Abs(c.Base.Median)
+	}
+	if c.Metric.HigherIsBetter {
+		return (1 - c.Ratio) * 100
+	}
+	return (c.Ratio - 1) * 100
 }
 
 // InvalidSample is a sample left out of the statistics, listed.

@@ -53,9 +53,20 @@ func FormatRatio(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-// FormatRatioCI: "0.73x [0.61, 0.88]"; the interval is left out when it
-// is unbounded (too few samples), because then it says nothing.
-func FormatRatioCI(c *Comparison) string {
+// FormatChange: "0.73x [0.61, 0.88]" for a ratio, "+12 [-3, +30]" for
+// a difference; the interval is left out when it is unbounded (too few
+// samples), because then it says nothing.
+func FormatChange(c *Comparison) string {
+	if c.Difference {
+		if math.IsNaN(c.Diff) {
+			return "-"
+		}
+		s := formatSigned(c.Diff)
+		if !math.IsNaN(c.DiffLow) && !math.IsInf(c.DiffLow, 0) && !math.IsInf(c.DiffHigh, 0) {
+			s += " [" + formatSigned(c.DiffLow) + ", " + formatSigned(c.DiffHigh) + "]"
+		}
+		return s
+	}
 	if math.IsNaN(c.Ratio) {
 		return "-"
 	}
@@ -64,6 +75,17 @@ func FormatRatioCI(c *Comparison) string {
 		s += " [" + FormatRatio(c.RatioLow) + ", " + FormatRatio(c.RatioHigh) + "]"
 	}
 	return s
+}
+
+// formatSigned is FormatNumber with a sign: "+12", "-0.50", "0".
+func formatSigned(v float64) string {
+	if v > 0 {
+		return "+" + FormatNumber(v)
+	}
+	if v == 0 {
+		return "0"
+	}
+	return FormatNumber(v)
 }
 
 // FormatVerdict: "worse (p=0.029)".
@@ -84,8 +106,8 @@ func FormatComparison(c *Comparison) string {
 		return "no valid samples"
 	}
 	s := FormatNumber(c.Base.Median) + " -> " + FormatNumber(c.Candidate.Median)
-	if !math.IsNaN(c.Ratio) {
-		s += " " + FormatRatioCI(c)
+	if ch := FormatChange(c); ch != "-" {
+		s += " " + ch
 	}
 	return s + " " + FormatVerdict(c)
 }

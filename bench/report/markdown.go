@@ -183,6 +183,21 @@ func writeMarkdownTable(w io.Writer, g *group) error {
 }
 
 func writeTables(w io.Writer, a *compare.Analysis, markdown bool) error {
+	if lines := validityLines(a); len(lines) > 0 {
+		if markdown {
+			fmt.Fprintf(w, "### Validity\n\n")
+		} else {
+			fmt.Fprintf(w, "validity:\n")
+		}
+		for _, l := range lines {
+			if markdown {
+				fmt.Fprintf(w, "- %s\n", l)
+			} else {
+				fmt.Fprintf(w, "  %s\n", termProse(l))
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	for _, g := range groups(a) {
 		if markdown {
 			fmt.Fprintf(w, "### %s\n\n", g.title())
@@ -227,11 +242,55 @@ func writeTables(w io.Writer, a *compare.Analysis, markdown bool) error {
 	return nil
 }
 
+// validityLines lead the report when a window is INVALID: the base's
+// first (an INVALID base is why a cell has no comparison, and v0.1.0 is
+// INVALID by design where handlers take time), then the candidate's,
+// which fail the run. Each line is one cell and side.
+func validityLines(a *compare.Analysis) []string {
+	if len(a.Invalid) == 0 {
+		return nil
+	}
+	var out []string
+	for _, side := range []string{result.SideBase, result.SideCandidate} {
+		type key struct{ cell *result.Cell }
+		counts := map[key]int{}
+		var order []key
+		first := map[key]string{}
+		for _, inv := range a.Invalid {
+			if inv.Sample.Side != side {
+				continue
+			}
+			k := key{inv.Cell}
+			if counts[k] == 0 {
+				order = append(order, k)
+				first[k] = inv.Reason
+			}
+			counts[k]++
+		}
+		for _, k := range order {
+			windows := 0
+			for _, s := range k.cell.Samples {
+				if s.Side == side {
+					windows++
+				}
+			}
+			consequence := "the run fails"
+			if side == result.SideBase {
+				consequence = "not held against the candidate"
+			}
+			out = append(out, fmt.Sprintf("%s INVALID in %d of %d windows of %s %s (%s; %s), e.g. %s",
+				side, counts[k], windows, k.cell.Scenario, k.cell.Name, k.cell.Store, consequence, first[k]))
+		}
+	}
+	return out
+}
+
 // legend explains the cells of every table.
 func legend(a *compare.Analysis) string {
-	return fmt.Sprintf("Cells: median base -> median candidate, candidate/base ratio with its %.0f%% confidence interval "+
-		"(Hodges-Lehmann), verdict (better / worse when the two-sided Mann-Whitney U p < %.2g and the interval excludes 1; "+
-		"~ otherwise) and p. Only VALID windows are in the statistics.",
+	return fmt.Sprintf("Cells: median base -> median candidate, the change with its %.0f%% confidence interval "+
+		"(Hodges-Lehmann): a candidate/base ratio (0.73x), or for metrics that can be 0 the difference candidate - base (+12), "+
+		"and the verdict (better / worse when the two-sided Mann-Whitney U p < %.2g, exact for small samples, and the "+
+		"interval excludes no change; ~ otherwise) with p. Only VALID windows are in the statistics.",
 		100*a.Settings.Confidence, a.Settings.Alpha)
 }
 

@@ -11,6 +11,10 @@ type MetricInfo struct {
 	// Title is the column title in tables.
 	Title          string
 	HigherIsBetter bool
+	// Additive: the metric can be 0 (a count of rare things, a share),
+	// so a ratio of medians means nothing near 0 and its interval can
+	// cross below 0. Comparisons report the difference instead.
+	Additive bool
 }
 
 // Metric names (keys of Sample.Metrics).
@@ -46,33 +50,33 @@ const (
 
 // Metrics is the registry, in table column order.
 var Metrics = []MetricInfo{
-	{MetricDeliveriesPerS, "deliveries/s", "deliveries/s", true},
-	{MetricEventsPerS, "events/s", "events/s", true},
-	{MetricAchievedPerS, "achieved/s", "achieved/s", true},
-	{MetricWALBytesPerDelivery, "wal-B/delivery", "WAL B/delivery", false},
-	{MetricWALBytesPerEvent, "wal-B/event", "WAL B/event", false},
-	{MetricWALRecordsPerDelivery, "wal-records/delivery", "WAL records/delivery", false},
-	{MetricWALFPIPerDelivery, "wal-fpi/delivery", "WAL FPI/delivery", false},
-	{MetricHOTPctDeliveries, "hot-pct-deliveries", "HOT upd % deliveries", true},
-	{MetricHOTPctLanes, "hot-pct-lanes", "HOT upd % lanes", true},
-	{MetricUpdatesPerDelivery, "updates/delivery", "updates/delivery", false},
-	{MetricDeletesPerDelivery, "deletes/delivery", "deletes/delivery", false},
-	{MetricDeadTuplesPerDelivery, "dead-tuples/delivery", "dead tuples/delivery", false},
-	{MetricDeadTuplesAfter, "dead-tuples-after", "dead tuples after", false},
-	{MetricStmtsPerDelivery, "stmts/delivery", "stmts/delivery", false},
-	{MetricPublishP50Ms, "publish-p50-ms", "publish p50 ms", false},
-	{MetricPublishP99Ms, "publish-p99-ms", "publish p99 ms", false},
-	{MetricE2EP50Ms, "e2e-p50-ms", "e2e p50 ms", false},
-	{MetricE2EP95Ms, "e2e-p95-ms", "e2e p95 ms", false},
-	{MetricE2EP99Ms, "e2e-p99-ms", "e2e p99 ms", false},
-	{MetricBacklogMax, "backlog-max", "backlog max", false},
-	{MetricRedeliveries, "redeliveries", "redeliveries", false},
-	{MetricOplogBytesPerDelivery, "oplog-B/delivery", "oplog B/delivery", false},
-	{MetricOplogBytesPerEvent, "oplog-B/event", "oplog B/event", false},
-	{MetricOplogEntriesPerDelivery, "oplog-entries/delivery", "oplog entries/delivery", false},
-	{MetricJournalBytesPerDelivery, "journal-B/delivery", "journal B/delivery", false},
-	{MetricOpsPerDelivery, "ops/delivery", "ops/delivery", false},
-	{MetricMongoUpdatesPerDelivery, "mongo-updates/delivery", "updates/delivery (mongo)", false},
+	{MetricDeliveriesPerS, "deliveries/s", "deliveries/s", true, false},
+	{MetricEventsPerS, "events/s", "events/s", true, false},
+	{MetricAchievedPerS, "achieved/s", "achieved/s", true, false},
+	{MetricWALBytesPerDelivery, "wal-B/delivery", "WAL B/delivery", false, false},
+	{MetricWALBytesPerEvent, "wal-B/event", "WAL B/event", false, false},
+	{MetricWALRecordsPerDelivery, "wal-records/delivery", "WAL records/delivery", false, false},
+	{MetricWALFPIPerDelivery, "wal-fpi/delivery", "WAL FPI/delivery", false, true},
+	{MetricHOTPctDeliveries, "hot-pct-deliveries", "HOT upd % deliveries", true, true},
+	{MetricHOTPctLanes, "hot-pct-lanes", "HOT upd % lanes", true, true},
+	{MetricUpdatesPerDelivery, "updates/delivery", "updates/delivery", false, true},
+	{MetricDeletesPerDelivery, "deletes/delivery", "deletes/delivery", false, true},
+	{MetricDeadTuplesPerDelivery, "dead-tuples/delivery", "dead tuples/delivery", false, true},
+	{MetricDeadTuplesAfter, "dead-tuples-after", "dead tuples after", false, true},
+	{MetricStmtsPerDelivery, "stmts/delivery", "stmts/delivery", false, false},
+	{MetricPublishP50Ms, "publish-p50-ms", "publish p50 ms", false, false},
+	{MetricPublishP99Ms, "publish-p99-ms", "publish p99 ms", false, false},
+	{MetricE2EP50Ms, "e2e-p50-ms", "e2e p50 ms", false, false},
+	{MetricE2EP95Ms, "e2e-p95-ms", "e2e p95 ms", false, false},
+	{MetricE2EP99Ms, "e2e-p99-ms", "e2e p99 ms", false, false},
+	{MetricBacklogMax, "backlog-max", "backlog max", false, true},
+	{MetricRedeliveries, "redeliveries", "redeliveries", false, true},
+	{MetricOplogBytesPerDelivery, "oplog-B/delivery", "oplog B/delivery", false, false},
+	{MetricOplogBytesPerEvent, "oplog-B/event", "oplog B/event", false, false},
+	{MetricOplogEntriesPerDelivery, "oplog-entries/delivery", "oplog entries/delivery", false, false},
+	{MetricJournalBytesPerDelivery, "journal-B/delivery", "journal B/delivery", false, false},
+	{MetricOpsPerDelivery, "ops/delivery", "ops/delivery", false, false},
+	{MetricMongoUpdatesPerDelivery, "mongo-updates/delivery", "updates/delivery (mongo)", false, true},
 }
 
 // MetricByName finds a metric in the registry.

@@ -76,7 +76,7 @@ func parseCompare(args []string, stderr io.Writer) (*options, error) {
 	fs.String("mongo-uri", os.Getenv("RELAYBUS_TEST_MONGO_URI"), "MongoDB replica set URI (unused until the MongoDB runner exists)")
 	fs.StringVar(&o.out, "out", "results", "results directory")
 	fs.StringVar(&o.cacheDir, "cache-dir", "", "build cache (default $XDG_CACHE_HOME/relaybus-bench)")
-	fs.StringVar(&gate, "gate", "", "fail when a metric regresses significantly past a threshold: METRIC:PCT[,...]")
+	fs.StringVar(&gate, "gate", "", "fail when a metric regresses significantly past a threshold: METRIC[@SCENARIO]:PCT[,...] (Holm-corrected over the comparisons the rules cover)")
 	fs.DurationVar(&o.plantDelay, "plant-candidate-delay", 0, "self-test: add this cost to every candidate delivery")
 	fs.BoolVar(&o.allowFsyncOff, "allow-fsync-off", false, "run even when the server has fsync=off")
 	fs.BoolVar(&o.keepRecords, "keep-records", false, "keep every window's record files, logs and manifest in the results folder (records/), for bench validate")
@@ -286,28 +286,45 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if runErr != nil {
 		return runErr
 	}
-	return verdict(run, analysis, o.gate, stdout)
+	return verdict(analysis, o.gate, stdout)
 }
 
-// verdict fails the run when any sample is INVALID or the gate fails.
-func verdict(run *result.Run, a *compare.Analysis, rules []compare.GateRule, stdout io.Writer) error {
+// verdict decides the exit status, which is about the candidate: an
+// INVALID candidate window or a failed gate fails the command. INVALID
+// base windows are listed first, since they explain what could not be
+// compared, but do not fail it (v0.1.0 is INVALID by design in the
+// handler-work cells).
+func verdict(a *compare.Analysis, rules []compare.GateRule, stdout io.Writer) error {
+	var failed []string
 	invalid := 0
-	for _, c := range run.Cells {
-		for _, s := range c.Samples {
-			if !s.IsValid() {
+	for _, side := range []string{result.SideBase, result.SideCandidate} {
+		for _, inv := range a.Invalid {
+			if inv.Sample.Side != side {
+				continue
+			}
+			fmt.Fprintf(stdout, "INVALID %s: %s / %s, round %d: %s\n", side, inv.Cell.Scenario, inv.Cell.Name, inv.Sample.Round, inv.Reason)
+			if side == result.SideCandidate {
 				invalid++
-				fmt.Fprintf(stdout, "INVALID: %s / %s, round %d %s\n", c.Scenario, c.Name, s.Round, s.Side)
 			}
 		}
 	}
-	var failed []string
 	if invalid > 0 {
-		failed = append(failed, fmt.Sprintf("%d INVALID run(s)", invalid))
+		failed = append(failed, fmt.Sprintf("%d INVALID candidate run(s)", invalid))
 	}
 	if len(rules) > 0 {
-		for _, v := range compare.Gate(a, rules) {
+		g := compare.Gate(a, rules)
+		for _, n := range g.Notes {
+			fmt.Fprintf(stdout, "gate note: %s\n", n)
+		}
+		for _, v := range g.Violations {
+			if v.Metric == "validity" {
+				continue // listed above
+			}
 			fmt.Fprintf(stdout, "GATE FAILED: %s\n", v.Message)
 			failed = append(failed, "gate: "+v.Message)
+		}
+		if !g.Failed() {
+			fmt.Fprintf(stdout, "gate passed: %d rule(s), Holm's correction over %d comparison(s)\n", len(rules), g.Family)
 		}
 	}
 	if len(failed) > 0 {

@@ -7,6 +7,7 @@
 //	bench report results/<run>/run.json
 //	bench gate --rules deliveries_per_s:5 results/<run>/run.json
 //	bench validate results/<run>/records   (with --keep-records)
+//	bench selftest results/<run>/run.json  (an A/A run's error rates)
 //	bench worker   (protocol 1 entry point; the harness starts it)
 //	bench version
 //
@@ -63,8 +64,9 @@ func (e exitError) Error() string { return "exit " + strconv.Itoa(int(e)) }
 const usage = `usage:
   bench --base REF --candidate REF [--quick|--full|--smoke] [flags]
   bench report RUN.json
-  bench gate --rules METRIC:PCT[,...] RUN.json
+  bench gate --rules METRIC[@SCENARIO]:PCT[,...] RUN.json
   bench validate [flags] DIR
+  bench selftest RUN.json   (error rates of an A/A run)
   bench version
   bench worker  (started by the harness)
 
@@ -89,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runGate(args[1:], stdout)
 		case "validate":
 			return runValidate(args[1:], stdout, stderr)
+		case "selftest":
+			return runSelfTest(args[1:], stdout)
 		case "help", "-h", "--help":
 			fmt.Fprintln(stdout, usage)
 			return nil
