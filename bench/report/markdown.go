@@ -315,7 +315,11 @@ func WriteMarkdown(w io.Writer, a *compare.Analysis) error {
 			fmt.Fprintf(w, "- machine: %s\n", joinMap(r.Machine))
 		}
 		for _, d := range r.Databases {
-			fmt.Fprintf(w, "- database: %s %s (%s)", d.Kind, d.Version, d.Provider)
+			fmt.Fprintf(w, "- database: %s %s (%s", d.Kind, d.Version, d.Provider)
+			if d.DataDirFS != "" {
+				fmt.Fprintf(w, ", data directory on %s", d.DataDirFS)
+			}
+			fmt.Fprintf(w, ")")
 			if len(d.Settings) > 0 {
 				fmt.Fprintf(w, ": %s", joinMap(d.Settings))
 			}

@@ -49,6 +49,10 @@ type DatabaseInfo struct {
 	Provider string // "testcontainers", "local", "dsn"
 	Version  string
 	Settings map[string]string // e.g. fsync, shared_buffers
+	// DataDirFS is the file system type of the server's data directory
+	// ("ext4", "tmpfs", ...), or why it is not known: on tmpfs fsync
+	// costs nothing, so commit and WAL figures are not a disk's.
+	DataDirFS string `json:",omitempty"`
 }
 
 // Run is everything one harness run measured; run.json is this, encoded

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -221,6 +222,8 @@ func (w *windowRun) stopAll() {
 
 func (w *windowRun) run(ctx context.Context) error {
 	s, c := w.step, w.c
+	phases := newPhases()
+	defer func() { s.logf("  phases: %s", phases) }()
 	dsn, err := s.Server.CreateDatabase(ctx, w.name)
 	if err != nil {
 		return err
@@ -232,6 +235,7 @@ func (w *windowRun) run(ctx context.Context) error {
 	if _, err := w.runOnce(ctx, w.config(protocol.RoleSetup, "setup", 2)); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}
+	phases.mark("setup")
 	if c.Preload > 0 {
 		cfg := w.config(protocol.RolePreload, "preload", c.PreloadPublishers+2)
 		cfg.Workload.IDPrefix = w.name + "-pre-"
@@ -241,9 +245,11 @@ func (w *windowRun) run(ctx context.Context) error {
 			return fmt.Errorf("preload: %w", err)
 		}
 	}
+	phases.mark("preload")
 	if err := s.Server.Settle(ctx, dsn); err != nil {
 		return err
 	}
+	phases.mark("vacuum")
 	// Start the window's processes and wait until all are ready, so the
 	// clock starts with everyone connected.
 	for i := 0; i < c.DispatcherProcs; i++ {
@@ -271,6 +277,7 @@ func (w *windowRun) run(ctx context.Context) error {
 	}
 	cancel()
 
+	phases.mark("start")
 	if err := sleepCtx(ctx, s.Warmup); err != nil {
 		return err
 	}
@@ -279,9 +286,11 @@ func (w *windowRun) run(ctx context.Context) error {
 		return err
 	}
 	t0 := time.Now()
+	phases.mark("warm-up")
 	if err := w.duringWindow(ctx, t0); err != nil {
 		return err
 	}
+	phases.mark("window")
 	t1 := time.Now()
 	after, err := s.Server.Snapshot(ctx, dsn, false)
 	if err != nil {
@@ -310,6 +319,7 @@ func (w *windowRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	phases.mark("drain")
 	for _, p := range w.disps {
 		p.Stop(w.stopTimeout())
 		if _, err := p.Wait(ctx); err != nil {
@@ -341,6 +351,7 @@ func (w *windowRun) run(ctx context.Context) error {
 	}
 	in := manifest.Input(files)
 	w.sample.Validation = validate.Validate(in)
+	phases.mark("validate")
 
 	wm := windowMetrics(in, span{t0.UnixNano(), t1.UnixNano()}, c)
 	for k, v := range wm.metrics {
@@ -374,6 +385,34 @@ func (w *windowRun) publishErrors() int64 {
 		}
 	}
 	return n
+}
+
+// phases times the steps of a window, for the progress log: where a
+// run's wall time goes.
+type phases struct {
+	last  time.Time
+	names []string
+	took  []time.Duration
+}
+
+func newPhases() *phases { return &phases{last: time.Now()} }
+
+func (p *phases) mark(name string) {
+	now := time.Now()
+	p.names = append(p.names, name)
+	p.took = append(p.took, now.Sub(p.last))
+	p.last = now
+}
+
+func (p *phases) String() string {
+	var b strings.Builder
+	for i, n := range p.names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %.1fs", n, p.took[i].Seconds())
+	}
+	return b.String()
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

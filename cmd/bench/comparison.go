@@ -23,6 +23,7 @@ import (
 	"github.com/berkcansavur/relaybus/bench/runner"
 	"github.com/berkcansavur/relaybus/bench/scenarios"
 	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/jackc/pgx/v5"
 )
 
 // maxPlantDelay bounds --plant-candidate-delay.
@@ -244,7 +245,12 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := pgmetrics.CheckFsync(info.Settings, o.allowFsyncOff); err != nil {
 		return err
 	}
-	logf("PostgreSQL %s (%s), fsync=%s", info.Version, info.Provider, info.Settings["fsync"])
+	dataFS := dataDirFS(ctx, pg)
+	logf("PostgreSQL %s (%s), fsync=%s, data directory on %s", info.Version, info.Provider, info.Settings["fsync"], dataFS)
+	if dataFS == "tmpfs" {
+		warnings = append(warnings, "the server's data directory is on tmpfs: fsync writes to memory, so commit and WAL costs are not a disk's")
+		logf("warning: %s", warnings[len(warnings)-1])
+	}
 	if !info.PgStatStatementsLoaded {
 		warnings = append(warnings, "pg_stat_statements is not loaded by the server: stmts_per_delivery is not measured")
 		logf("warning: %s", warnings[len(warnings)-1])
@@ -260,7 +266,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	run, runErr := r.Run(ctx)
 	run.Base, run.Candidate = sides[0].hello, sides[1].hello
 	run.Machine = machine()
-	run.Databases = []result.DatabaseInfo{{Kind: "postgres", Provider: string(info.Provider), Version: info.Version, Settings: info.Settings}}
+	run.Databases = []result.DatabaseInfo{{Kind: "postgres", Provider: string(info.Provider), Version: info.Version,
+		Settings: info.Settings, DataDirFS: dataFS}}
 	run.Warnings = append(warnings, run.Warnings...)
 	if o.plantDelay > 0 {
 		run.Warnings = append(run.Warnings, fmt.Sprintf("self-test: candidate dispatchers carry a planted delay of %s per delivery", o.plantDelay))
@@ -331,6 +338,29 @@ func verdict(a *compare.Analysis, rules []compare.GateRule, stdout io.Writer) er
 		return fmt.Errorf("bench: %s: %w", strings.Join(failed, "; "), exitError(1))
 	}
 	return nil
+}
+
+// dataDirFS is the file system type of the server's data directory when
+// the harness started the server on this machine, else why it is not
+// known.
+func dataDirFS(ctx context.Context, pg *dbenv.Postgres) string {
+	if pg.Provider() != dbenv.ProviderLocal {
+		return "unknown (the server's files are not on this machine)"
+	}
+	conn, err := pgx.Connect(ctx, pg.AdminDSN())
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	dir, err := pgmetrics.DataDirectory(ctx, conn)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	fs, err := pgmetrics.FileSystemType(dir)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return fs
 }
 
 // machine describes the machine for run.json: never a hostname or a
