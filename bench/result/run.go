@@ -97,6 +97,10 @@ type Sample struct {
 	Validation *validate.Result
 	// Ignored lists the options this side's workers ignored.
 	Ignored []string
+	// PhaseSeconds is how long each step of the window took (setup,
+	// preload, vacuum, start, warm-up, window, drain, validate): where a
+	// mode's wall time goes.
+	PhaseSeconds map[string]float64 `json:",omitempty"`
 	// Error says why a window failed to run; such a sample counts as
 	// INVALID.
 	Error string

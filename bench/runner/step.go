@@ -30,8 +30,8 @@ const (
 	// DefaultSetupTimeout bounds the setup, preload and inspect roles.
 	DefaultSetupTimeout = 10 * time.Minute
 	// drainPoll is how often the drain asks the store (role inspect)
-	// whether anything is left.
-	drainPoll = 500 * time.Millisecond
+	// whether anything is left; each ask starts a worker process.
+	drainPoll = 200 * time.Millisecond
 	// drainDispatchers are started after each window to drain it.
 	drainDispatchers = 2
 	// drainPool is the connection pool of each drain dispatcher.
@@ -208,6 +208,16 @@ func (w *windowRun) startDispatcher(name string, d protocol.Dispatcher, pool int
 	return w.start(cfg)
 }
 
+// startDrainDispatcher starts a dispatcher that only drains: fast
+// settings, and handlers without the workload's cost (planted failures
+// still fail, so poison is still dead-lettered).
+func (w *windowRun) startDrainDispatcher(name string) (Worker, error) {
+	cfg := w.config(protocol.RoleDispatcher, name, drainPool)
+	cfg.Dispatcher = scenarios.DrainDispatcher
+	cfg.Workload.HandlerCostUs = 0
+	return w.start(cfg)
+}
+
 func (w *windowRun) stopTimeout() time.Duration {
 	return orDefault(w.step.StopTimeout, DefaultStopTimeout)
 }
@@ -223,7 +233,10 @@ func (w *windowRun) stopAll() {
 func (w *windowRun) run(ctx context.Context) error {
 	s, c := w.step, w.c
 	phases := newPhases()
-	defer func() { s.logf("  phases: %s", phases) }()
+	defer func() {
+		s.logf("  phases: %s", phases)
+		w.sample.PhaseSeconds = phases.seconds()
+	}()
 	dsn, err := s.Server.CreateDatabase(ctx, w.name)
 	if err != nil {
 		return err
@@ -309,7 +322,7 @@ func (w *windowRun) run(ctx context.Context) error {
 	// minutes per window. Publish-only cells have no other dispatcher.
 	// The drain is not measured; it only lets the run validate.
 	for i := 0; i < drainDispatchers; i++ {
-		p, err := w.startDispatcher(fmt.Sprintf("drain-%d", i), scenarios.DrainDispatcher, drainPool)
+		p, err := w.startDrainDispatcher(fmt.Sprintf("drain-%d", i))
 		if err != nil {
 			return err
 		}
@@ -320,8 +333,10 @@ func (w *windowRun) run(ctx context.Context) error {
 		return err
 	}
 	phases.mark("drain")
+	// Stop every dispatcher at once: each finishes its handlers and
+	// hands back its leases, and one after the other that took seconds.
+	w.stopAll()
 	for _, p := range w.disps {
-		p.Stop(w.stopTimeout())
 		if _, err := p.Wait(ctx); err != nil {
 			return fmt.Errorf("dispatcher: %w", err)
 		}
@@ -402,6 +417,14 @@ func (p *phases) mark(name string) {
 	p.names = append(p.names, name)
 	p.took = append(p.took, now.Sub(p.last))
 	p.last = now
+}
+
+func (p *phases) seconds() map[string]float64 {
+	m := make(map[string]float64, len(p.names))
+	for i, n := range p.names {
+		m[n] = p.took[i].Seconds()
+	}
+	return m
 }
 
 func (p *phases) String() string {
