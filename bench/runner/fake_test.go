@@ -32,6 +32,15 @@ type fakeCluster struct {
 	misbehave map[string]string
 	// handleEvery is the pause of a fake dispatcher between deliveries.
 	handleEvery time.Duration
+	// events logs "create <db>", "begin <db>" (the window's first
+	// snapshot) and "end <db>" (its last), in order.
+	events []string
+}
+
+func (c *fakeCluster) log(event string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events = append(c.events, event)
 }
 
 func newFakeCluster() *fakeCluster {
@@ -68,6 +77,7 @@ func (c *fakeCluster) CreateDatabase(_ context.Context, name string) (string, er
 		return "", fmt.Errorf("fake: database %s exists", name)
 	}
 	c.dbs[name] = &fakeDB{attempts: map[string]int{}}
+	c.events = append(c.events, "create "+name)
 	return "fake://" + name, nil
 }
 
@@ -89,7 +99,12 @@ func (c *fakeCluster) Prepare(context.Context, string) error { return nil }
 
 func (c *fakeCluster) Settle(context.Context, string) error { return nil }
 
-func (c *fakeCluster) Snapshot(_ context.Context, dsn string, _ bool) (*pgmetrics.Snapshot, error) {
+func (c *fakeCluster) Snapshot(_ context.Context, dsn string, checkpoint bool) (*pgmetrics.Snapshot, error) {
+	if checkpoint {
+		c.log("begin " + strings.TrimPrefix(dsn, "fake://"))
+	} else {
+		c.log("end " + strings.TrimPrefix(dsn, "fake://"))
+	}
 	db := c.db(dsn)
 	if db == nil {
 		return nil, errors.New("fake: no database")

@@ -74,7 +74,16 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 		c := &r.matrix.Cells[i]
 		run.Cells = append(run.Cells, &result.Cell{Scenario: scenarios.Names[c.Scenario], Store: "postgres", Name: c.Name, Config: c.Config()})
 	}
+	// Window i+1 is prepared (database, setup, preload, vacuum) while
+	// window i drains and validates: the measured part of every window
+	// still runs alone, after the previous window's workers have stopped
+	// and its database is gone.
+	prepare := func(i int) *Prepared {
+		w := r.windows[i]
+		return r.step.Prepare(ctx, w, &r.matrix.Cells[w.Cell], r.sides[w.Side], filepath.Join(r.runDir, w.Dir))
+	}
 	var err error
+	next := prepare(0)
 	for i, w := range r.windows {
 		if err = ctx.Err(); err != nil {
 			break
@@ -82,7 +91,25 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 		c := &r.matrix.Cells[w.Cell]
 		r.logf("cell %d/%d [%s] %s: round %d/%d, %s (%s left)", w.Cell+1, len(r.matrix.Cells), scenarios.Names[c.Scenario], c.Name,
 			w.Round, r.matrix.Rounds, w.Side, r.eta(i))
-		s := r.step.Measure(ctx, w, c, r.sides[w.Side], filepath.Join(r.runDir, w.Dir))
+		cur := next
+		var prepared chan struct{}
+		windowDone := func() {
+			if i+1 < len(r.windows) {
+				prepared = make(chan struct{})
+				go func() {
+					defer close(prepared)
+					next = prepare(i + 1)
+				}()
+			}
+		}
+		s := r.step.Measure(ctx, cur, windowDone)
+		switch {
+		case prepared != nil:
+			<-prepared
+		case i+1 < len(r.windows):
+			// The window failed before its end: prepare the next now.
+			next = prepare(i + 1)
+		}
 		run.Cells[w.Cell].Samples = append(run.Cells[w.Cell].Samples, s)
 		switch {
 		case s.Error != "":
@@ -92,6 +119,11 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 		default:
 			r.logf("  %s", headline(s))
 		}
+	}
+	if err != nil && next != nil && next.run.dbCreated {
+		// Cancelled with a window prepared: measuring it drops its
+		// database and records nothing.
+		r.step.Measure(context.WithoutCancel(ctx), &Prepared{run: next.run, err: err}, nil)
 	}
 	run.Finished = time.Now()
 	run.Warnings = r.step.Warnings()

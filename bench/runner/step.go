@@ -96,25 +96,50 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// Measure runs window w of cell c for side in dir. Every failure becomes
+// Prepared is a window whose database is ready: created, set up by
+// the side's own setup role, preloaded by its preload role, and
+// vacuumed. Preparing the next window while the current one drains is
+// what keeps a mode's wall time down; nothing measured runs then.
+type Prepared struct {
+	run *windowRun
+	err error
+}
+
+// Prepare readies window w of cell c for side, in dir. Its failure is
+// kept and becomes the window's Error when it is measured.
+func (s *Step) Prepare(ctx context.Context, w Window, c *scenarios.Cell, side *Side, dir string) *Prepared {
+	smp := &result.Sample{Side: side.Name, Round: w.Round, Order: w.Order, Metrics: map[string]float64{}}
+	wr := &windowRun{step: s, c: c, side: side, sample: smp, name: w.Name, dir: dir, phases: newPhases()}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return &Prepared{run: wr, err: fmt.Errorf("runner: %w", err)}
+	}
+	return &Prepared{run: wr, err: wr.prepare(ctx)}
+}
+
+// Measure runs a prepared window: its workers, warm-up, window and fault
+// plan, drain, records, validation and metrics, then drops its database.
+// windowDone, if not nil, is called once the measured window has ended
+// (the drain follows), so the caller may prepare the next window; it is
+// not called when the window fails before its end. Every failure becomes
 // the sample's Error (an INVALID sample), never a silently dropped
 // window.
-func (s *Step) Measure(ctx context.Context, w Window, c *scenarios.Cell, side *Side, dir string) *result.Sample {
-	smp := &result.Sample{Side: side.Name, Round: w.Round, Order: w.Order, Metrics: map[string]float64{}}
-	wr := &windowRun{step: s, c: c, side: side, sample: smp, name: w.Name, dir: dir}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		smp.Error = fmt.Sprintf("runner: %v", err)
-		return smp
+func (s *Step) Measure(ctx context.Context, p *Prepared, windowDone func()) *result.Sample {
+	wr := p.run
+	err := p.err
+	if err == nil {
+		err = wr.measure(ctx, windowDone)
 	}
-	err := wr.run(ctx)
 	wr.stopAll()
 	if wr.dbCreated {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
-		if derr := s.Server.DropDatabase(dctx, w.Name); derr != nil {
-			s.warnf("dropping %s: %v", w.Name, derr)
+		if derr := s.Server.DropDatabase(dctx, wr.name); derr != nil {
+			s.warnf("dropping %s: %v", wr.name, derr)
 		}
 		cancel()
 	}
+	s.logf("  phases: %s", wr.phases)
+	smp := wr.sample
+	smp.PhaseSeconds = wr.phases.seconds()
 	if err != nil {
 		smp.Error = err.Error()
 	}
@@ -142,6 +167,7 @@ type windowRun struct {
 	restarts int
 	// faults the window injected, with their times.
 	faults []validate.Fault
+	phases *phases
 }
 
 func (w *windowRun) config(role, name string, pool int) protocol.Config {
@@ -230,13 +256,9 @@ func (w *windowRun) stopAll() {
 	wg.Wait()
 }
 
-func (w *windowRun) run(ctx context.Context) error {
-	s, c := w.step, w.c
-	phases := newPhases()
-	defer func() {
-		s.logf("  phases: %s", phases)
-		w.sample.PhaseSeconds = phases.seconds()
-	}()
+// prepare creates, sets up, preloads and vacuums the window database.
+func (w *windowRun) prepare(ctx context.Context) error {
+	s, c, phases := w.step, w.c, w.phases
 	dsn, err := s.Server.CreateDatabase(ctx, w.name)
 	if err != nil {
 		return err
@@ -263,6 +285,13 @@ func (w *windowRun) run(ctx context.Context) error {
 		return err
 	}
 	phases.mark("vacuum")
+	return nil
+}
+
+// measure runs the prepared window.
+func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
+	s, c, phases, dsn := w.step, w.c, w.phases, w.dsn
+	phases.restart()
 	// Start the window's processes and wait until all are ready, so the
 	// clock starts with everyone connected.
 	for i := 0; i < c.DispatcherProcs; i++ {
@@ -303,11 +332,16 @@ func (w *windowRun) run(ctx context.Context) error {
 	if err := w.duringWindow(ctx, t0); err != nil {
 		return err
 	}
-	phases.mark("window")
 	t1 := time.Now()
 	after, err := s.Server.Snapshot(ctx, dsn, false)
 	if err != nil {
 		return err
+	}
+	phases.mark("window")
+	// The measured part is over; what follows (stopping, draining,
+	// validating) may share the machine with the next window's setup.
+	if windowDone != nil {
+		windowDone()
 	}
 
 	// Stop the publishers, then drain.
@@ -411,6 +445,10 @@ type phases struct {
 }
 
 func newPhases() *phases { return &phases{last: time.Now()} }
+
+// restart starts the next phase's clock now: the time between two
+// phases (a prepared window waiting for its turn) belongs to neither.
+func (p *phases) restart() { p.last = time.Now() }
 
 func (p *phases) mark(name string) {
 	now := time.Now()

@@ -34,7 +34,8 @@ func measure(t *testing.T, fc *fakeCluster, c *scenarios.Cell, tune func(*Step))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w := Window{Cell: 0, Round: 1, Side: result.SideBase, Order: 1, Name: "rb_t_c01_r1_b", Dir: "cell01/r1-base"}
-	s := step.Measure(ctx, w, c, &Side{Name: result.SideBase, Bin: "fake"}, filepath.Join(t.TempDir(), w.Dir))
+	p := step.Prepare(ctx, w, c, &Side{Name: result.SideBase, Bin: "fake"}, filepath.Join(t.TempDir(), w.Dir))
+	s := step.Measure(ctx, p, nil)
 	if len(fc.dbs) != 0 {
 		t.Errorf("window databases left behind: %v", fc.dbs)
 	}
@@ -170,6 +171,28 @@ func TestRunnerRunsThePlan(t *testing.T) {
 	if strings.Join(order, "") != "bccb" {
 		t.Fatalf("order %v", order)
 	}
+	// Each window after the first was prepared after the previous one's
+	// measured window had ended, and no database was created while a
+	// window was measured.
+	measuring := ""
+	var created []string
+	for _, e := range fc.events {
+		kind, db, _ := strings.Cut(e, " ")
+		switch kind {
+		case "create":
+			if measuring != "" {
+				t.Fatalf("%s created while %s was measured: %q", db, measuring, fc.events)
+			}
+			created = append(created, db)
+		case "begin":
+			measuring = db
+		case "end":
+			measuring = ""
+		}
+	}
+	if len(created) != 4 {
+		t.Fatalf("created %v", created)
+	}
 }
 
 // Issue 11, points 3 and 6: what makes a window INVALID besides its
@@ -231,7 +254,7 @@ func TestMeasureWritesAValidatableFolder(t *testing.T) {
 	step := &Step{Server: fc, Launch: fc.launch, Window: 300 * time.Millisecond, DrainTimeout: 10 * time.Second}
 	dir := filepath.Join(t.TempDir(), "w")
 	w := Window{Round: 1, Side: result.SideBase, Order: 1, Name: "rb_t_c01_r1_b"}
-	s := step.Measure(context.Background(), w, c, &Side{Name: result.SideBase}, dir)
+	s := step.Measure(context.Background(), step.Prepare(context.Background(), w, c, &Side{Name: result.SideBase}, dir), nil)
 	m, files, found, err := validate.ReadDir(dir)
 	if err != nil || !found {
 		t.Fatalf("ReadDir: %v (manifest found %v)", err, found)
