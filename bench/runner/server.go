@@ -23,7 +23,8 @@ type Server interface {
 	// Prepare readies a new window database before its setup role runs.
 	Prepare(ctx context.Context, dsn string) error
 	// Settle runs after the setup and preload roles, before the window's
-	// workers start: VACUUM ANALYZE.
+	// workers start: VACUUM ANALYZE, then a CHECKPOINT that flushes the
+	// preload, so the one before the window is short.
 	Settle(ctx context.Context, dsn string) error
 	// Snapshot reads the counters of a window database; checkpoint asks
 	// for a CHECKPOINT first, so every window starts with the same
@@ -70,9 +71,16 @@ func (s *PGServer) Prepare(ctx context.Context, dsn string) error {
 	})
 }
 
-// Settle vacuums and analyzes the window database.
+// Settle vacuums and analyzes the window database and checkpoints: the
+// preload's dirty pages are written here, while the previous window
+// drains, instead of by the checkpoint that starts the measured window.
 func (s *PGServer) Settle(ctx context.Context, dsn string) error {
-	return withConn(ctx, dsn, func(conn *pgx.Conn) error { return pgmetrics.VacuumAnalyze(ctx, conn) })
+	return withConn(ctx, dsn, func(conn *pgx.Conn) error {
+		if err := pgmetrics.VacuumAnalyze(ctx, conn); err != nil {
+			return err
+		}
+		return pgmetrics.Checkpoint(ctx, conn)
+	})
 }
 
 // Snapshot implements Server.
