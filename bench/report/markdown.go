@@ -183,63 +183,54 @@ func writeMarkdownTable(w io.Writer, g *group) error {
 }
 
 func writeTables(w io.Writer, a *compare.Analysis, markdown bool) error {
-	if lines := validityLines(a); len(lines) > 0 {
-		if markdown {
-			fmt.Fprintf(w, "### Validity\n\n")
-		} else {
-			fmt.Fprintf(w, "validity:\n")
-		}
-		for _, l := range lines {
-			if markdown {
-				fmt.Fprintf(w, "- %s\n", l)
-			} else {
-				fmt.Fprintf(w, "  %s\n", termProse(l))
-			}
-		}
-		fmt.Fprintln(w)
-	}
+	writeSection(w, "Validity", validityLines(a), markdown)
 	for _, g := range groups(a) {
 		if markdown {
 			fmt.Fprintf(w, "### %s\n\n", g.title())
-		} else {
-			fmt.Fprintf(w, "%s\n", g.title())
-		}
-		if markdown {
 			if err := writeMarkdownTable(w, g); err != nil {
 				return err
 			}
-		} else if err := writeTerminalTable(w, g, a.Settings.Confidence); err != nil {
-			return err
+		} else {
+			fmt.Fprintf(w, "%s\n", g.title())
+			if err := writeTerminalTable(w, g, a.Settings.Confidence); err != nil {
+				return err
+			}
 		}
 		notes := g.notes(a)
 		if len(notes) > 0 {
 			fmt.Fprintln(w)
 		}
-		for _, n := range notes {
-			if markdown {
-				fmt.Fprintf(w, "- %s\n", n)
-			} else {
-				fmt.Fprintf(w, "  %s\n", termProse(n))
-			}
-		}
+		writeItems(w, notes, markdown)
 		fmt.Fprintln(w)
 	}
-	if len(a.Warnings) > 0 {
-		if markdown {
-			fmt.Fprintf(w, "### Warnings\n\n")
-		} else {
-			fmt.Fprintf(w, "warnings:\n")
-		}
-		for _, warn := range a.Warnings {
-			if markdown {
-				fmt.Fprintf(w, "- %s\n", warn)
-			} else {
-				fmt.Fprintf(w, "  %s\n", termProse(warn))
-			}
-		}
-		fmt.Fprintln(w)
-	}
+	writeSection(w, "Warnings", a.Warnings, markdown)
 	return nil
+}
+
+// writeSection writes a titled list, nothing when it is empty.
+func writeSection(w io.Writer, title string, items []string, markdown bool) {
+	if len(items) == 0 {
+		return
+	}
+	if markdown {
+		fmt.Fprintf(w, "### %s\n\n", title)
+	} else {
+		fmt.Fprintf(w, "%s:\n", strings.ToLower(title))
+	}
+	writeItems(w, items, markdown)
+	fmt.Fprintln(w)
+}
+
+// writeItems writes list items: markdown bullets, or indented and
+// wrapped prose in the terminal.
+func writeItems(w io.Writer, items []string, markdown bool) {
+	for _, it := range items {
+		if markdown {
+			fmt.Fprintf(w, "- %s\n", it)
+		} else {
+			fmt.Fprintf(w, "  %s\n", termProse(it))
+		}
+	}
 }
 
 // validityLines lead the report when a window is INVALID: the base's

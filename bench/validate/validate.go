@@ -44,6 +44,7 @@ package validate
 import (
 	"time"
 
+	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/record"
 )
 
@@ -73,24 +74,13 @@ type File struct {
 	TruncatedTail bool
 }
 
-// Final is the store's state after the drain.
-type Final struct {
-	Pending     int64        `json:"pending"`
-	Processing  int64        `json:"processing"`
-	Dead        int64        `json:"dead"`
-	DeadLetters []DeadLetter `json:"dead_letters,omitempty"`
-	// DeadLettersTruncated: the inspect role listed only some of the
-	// dead letters, so the dead-letter comparison is incomplete.
-	DeadLettersTruncated bool `json:"dead_letters_truncated,omitempty"`
-}
+// Final is the store's state after the drain, as role inspect reports
+// it (Completed is not checked: 0.2.0 deletes completed deliveries).
+type Final = protocol.Inspect
 
-// DeadLetter is one dead (event, handler) delivery.
-type DeadLetter struct {
-	EventID string `json:"event_id"`
-	Handler string `json:"handler"`
-	// Attempts the store counted for it.
-	Attempts int `json:"attempts"`
-}
+// DeadLetter is one dead (event, handler) delivery with the attempts the
+// store counted for it.
+type DeadLetter = protocol.DeadLetter
 
 // Fault kinds.
 const (

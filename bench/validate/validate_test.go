@@ -356,7 +356,7 @@ func TestPoison(t *testing.T) {
 				}
 			}
 		}
-		in.Final.DeadLetters = []DeadLetter{{"e1", "a", 2}, {"e1", "b", 2}, {"e3", "a", 2}, {"e3", "b", 2}, {"e3", "b", 2}}
+		in.Final.DeadLetters = []DeadLetter{{EventID: "e1", Handler: "a", Attempts: 2}, {EventID: "e1", Handler: "b", Attempts: 2}, {EventID: "e3", Handler: "a", Attempts: 2}, {EventID: "e3", Handler: "b", Attempts: 2}, {EventID: "e3", Handler: "b", Attempts: 2}}
 		in.Final.Dead = 4
 		return in
 	}
@@ -376,13 +376,13 @@ func TestPoison(t *testing.T) {
 			in.Final.Dead = 3
 		}, false, map[string]int64{"lostPoison": 1, "deadExpected": 3}},
 		{"dead unexpected", func(in *Input) {
-			in.Final.DeadLetters = append(in.Final.DeadLetters, DeadLetter{"e0", "a", 2}, DeadLetter{"ghost", "a", 2})
+			in.Final.DeadLetters = append(in.Final.DeadLetters, DeadLetter{EventID: "e0", Handler: "a", Attempts: 2}, DeadLetter{EventID: "ghost", Handler: "a", Attempts: 2})
 			in.Final.Dead = 6
 		}, false, map[string]int64{"deadUnexpected": 2}},
 		{"dead and not handled counts once", func(in *Input) {
 			d := file(in, "disp-0")
 			d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e0" && h.Handler == "a" })
-			in.Final.DeadLetters = append(in.Final.DeadLetters, DeadLetter{"e0", "a", 2})
+			in.Final.DeadLetters = append(in.Final.DeadLetters, DeadLetter{EventID: "e0", Handler: "a", Attempts: 2})
 			in.Final.Dead = 5
 		}, false, map[string]int64{"deadUnexpected": 1, "handled": 3}},
 		{"a side that ignores the budget", func(in *Input) {
