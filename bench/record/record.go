@@ -7,10 +7,16 @@
 //
 // Text lines, tab-separated, the first field says the kind:
 //
-//	P <event_id> <event_type> <key> <commit_unix_ns> <uncertain 0|1>
+//	P <event_id> <event_type> <key> <commit_unix_ns> <uncertain 0|1> [<call_start_unix_ns>]
 //	H <event_id> <handler> <key> <sequence> <attempt> <handle_start_unix_ns> <ok 1|0>
 //
-// An empty key means unkeyed. No field may contain a tab, a newline or a
+// An empty key means unkeyed. The last field of a P line is optional: a
+// v0.1.0 worker writes six fields, later workers add the start of the
+// publish call (its transaction's begin), so the harness can check
+// sequences against commit order and measure publish latency from the
+// records. A line without it reads as CallStartNs 0 ("not recorded"),
+// and the writer omits it when it is 0, so every accepted line
+// re-encodes to the same bytes. No field may contain a tab, a newline or a
 // carriage return; the writer rejects such values instead of escaping
 // them, so the file stays trivially parseable by cut and awk too.
 //
@@ -61,6 +67,10 @@ type Published struct {
 	Key       string // empty: unkeyed
 	// CommitNs is the wall clock (UnixNano) right after the commit returned.
 	CommitNs int64
+	// CallStartNs is the wall clock (UnixNano) when the publish call that
+	// committed the event started (before its transaction began); 0 when
+	// the worker did not record it (a v0.1.0 worker).
+	CallStartNs int64
 	// Uncertain: the commit's outcome is unknown (e.g. the connection was
 	// lost during commit); the validator accepts either outcome.
 	Uncertain bool
@@ -125,7 +135,10 @@ func (w *Writer) AddPublished(p Published) error {
 	if w.closed {
 		return errClosed
 	}
-	n := 4 + len(p.EventID) + len(p.EventType) + len(p.Key) + 20 + 3
+	if p.CallStartNs < 0 {
+		return fmt.Errorf("record: call start %d is negative", p.CallStartNs)
+	}
+	n := 5 + len(p.EventID) + len(p.EventType) + len(p.Key) + 2*20 + 3
 	if len(w.buf)+n > MaxBatchBytes {
 		return ErrBatchFull
 	}
@@ -250,6 +263,10 @@ func appendPublished(b []byte, p Published) []byte {
 	b = strconv.AppendInt(b, p.CommitNs, 10)
 	b = append(b, '\t')
 	b = appendBool(b, p.Uncertain)
+	if p.CallStartNs != 0 {
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, p.CallStartNs, 10)
+	}
 	return append(b, '\n')
 }
 
@@ -360,8 +377,8 @@ func parseLine(f *File, line string) error {
 	}
 	switch fields[0] {
 	case "P":
-		if n != 6 {
-			return fmt.Errorf("kind P line has %d fields, want 6", n)
+		if n != 6 && n != 7 {
+			return fmt.Errorf("kind P line has %d fields, want 6 or 7", n)
 		}
 		if fields[1] == "" {
 			return errors.New("empty event id")
@@ -374,8 +391,19 @@ func parseLine(f *File, line string) error {
 		if err != nil {
 			return err
 		}
+		var callStart int64
+		if n == 7 {
+			if callStart, err = parseInt("call_start_ns", fields[6]); err != nil {
+				return err
+			}
+			if callStart <= 0 {
+				// 0 is written as an absent field; a negative time is
+				// not one the writer produces.
+				return fmt.Errorf("non-canonical call_start_ns %q", fields[6])
+			}
+		}
 		f.Published = append(f.Published, Published{
-			EventID: fields[1], EventType: fields[2], Key: fields[3], CommitNs: commit, Uncertain: unc,
+			EventID: fields[1], EventType: fields[2], Key: fields[3], CommitNs: commit, Uncertain: unc, CallStartNs: callStart,
 		})
 	case "H":
 		if n != 8 {

@@ -17,6 +17,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	pubs := []Published{
 		{EventID: "e1", EventType: "order.created", Key: "k1", CommitNs: 1700000000000000001},
 		{EventID: "e2", EventType: "order.created", Key: "", CommitNs: 5, Uncertain: true},
+		{EventID: "e3", EventType: "order.created", Key: "k1", CommitNs: 90, CallStartNs: 80},
 	}
 	hs := []Handled{
 		{EventID: "e1", Handler: "h1", Key: "k1", Sequence: 1, Attempt: 1, HandleNs: 42, OK: true},
@@ -60,6 +61,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	}
 	want := "P\te1\torder.created\tk1\t1700000000000000001\t0\n" +
 		"P\te2\torder.created\t\t5\t1\n" +
+		"P\te3\torder.created\tk1\t90\t0\t80\n" +
 		"H\te1\th1\tk1\t1\t1\t42\t1\n" +
 		"H\te2\th2\t\t0\t3\t-7\t0\n"
 	if string(data) != want {
@@ -72,7 +74,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	if f.TruncatedTail {
 		t.Fatal("TruncatedTail on a complete file")
 	}
-	if len(f.Published) != 2 || f.Published[0] != pubs[0] || f.Published[1] != pubs[1] {
+	if len(f.Published) != 3 || f.Published[0] != pubs[0] || f.Published[1] != pubs[1] || f.Published[2] != pubs[2] {
 		t.Fatalf("published = %+v", f.Published)
 	}
 	if len(f.Handled) != 2 || f.Handled[0] != hs[0] || f.Handled[1] != hs[1] {
@@ -152,7 +154,11 @@ var parseCases = []struct {
 	{name: "unknown kind", in: "X\te\n", wantErr: "line 1: unknown kind"},
 	{name: "empty line", in: "P\te\tt\tk\t1\t0\n\n", wantErr: "line 2"},
 	{name: "P few fields", in: "P\te\tt\tk\t1\n", wantErr: "6"},
-	{name: "P many fields", in: "P\te\tt\tk\t1\t0\tx\n", wantErr: "6"},
+	{name: "P with call start (since v0.2)", in: "P\te\tt\tk\t9\t0\t7\n", nP: 1},
+	{name: "P bad call start", in: "P\te\tt\tk\t1\t0\tx\n", wantErr: "call_start_ns"},
+	{name: "P zero call start", in: "P\te\tt\tk\t1\t0\t0\n", wantErr: "non-canonical"},
+	{name: "P negative call start", in: "P\te\tt\tk\t1\t0\t-4\n", wantErr: "non-canonical"},
+	{name: "P many fields", in: "P\te\tt\tk\t1\t0\t3\tx\n", wantErr: "6 or 7"},
 	{name: "H few fields", in: "H\te\th\tk\t1\t1\t5\n", wantErr: "8"},
 	{name: "too many fields", in: "H\te\th\tk\t1\t1\t5\t1\tx\ty\n", wantErr: "too many"},
 	{name: "bad bool", in: "P\te\tt\tk\t1\t2\n", wantErr: "uncertain"},

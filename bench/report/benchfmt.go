@@ -7,7 +7,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
+
+	"github.com/berkcansavur/relaybus/bench/compare"
+	"github.com/berkcansavur/relaybus/bench/result"
 )
 
 // WriteBench writes every valid sample in the Go benchmark format
@@ -23,7 +25,7 @@ import (
 // metadata line per metric saying which direction is better. Written by
 // hand rather than with x/perf's writer: the format is a few lines of
 // text and this keeps x/perf out of go.mod; the golden test pins it.
-func WriteBench(w io.Writer, a *Analysis) error {
+func WriteBench(w io.Writer, a *compare.Analysis) error {
 	bw := bufio.NewWriter(w)
 	if a.Run != nil {
 		r := a.Run
@@ -51,8 +53,8 @@ func WriteBench(w io.Writer, a *Analysis) error {
 		fmt.Fprintln(bw)
 		units := map[string]bool{}
 		for _, c := range r.Cells {
-			for _, m := range cellMetrics(c) {
-				info, _ := MetricByName(m.Name)
+			for _, m := range c.MetricList() {
+				info, _ := result.MetricByName(m.Name)
 				if info.Name == "" {
 					info = m
 				}
@@ -68,13 +70,13 @@ func WriteBench(w io.Writer, a *Analysis) error {
 		}
 		fmt.Fprintln(bw)
 		for _, c := range r.Cells {
-			metrics := cellMetrics(c)
+			metrics := c.MetricList()
 			for _, s := range c.Samples {
 				if !s.IsValid() {
 					continue
 				}
-				name := "Benchmark" + capitalize(benchName(c.Scenario)) + "/store=" + benchName(c.Store) +
-					"/cell=" + benchName(c.Name) + "/side=" + s.Side
+				name := "Benchmark" + capitalize(result.Slug(c.Scenario)) + "/store=" + result.Slug(c.Store) +
+					"/cell=" + result.Slug(c.Name) + "/side=" + s.Side
 				var b strings.Builder
 				for _, m := range metrics {
 					v, ok := s.Metrics[m.Name]
@@ -96,26 +98,9 @@ func WriteBench(w io.Writer, a *Analysis) error {
 	return nil
 }
 
-// benchName makes a name part: letters, digits, '.', '_', '-' only,
-// other runs replaced by one '-'.
-func benchName(s string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range s {
-		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == '_') {
-			b.WriteRune(r)
-			dash = false
-		} else if !dash && b.Len() > 0 {
-			b.WriteByte('-')
-			dash = true
-		}
-	}
-	return strings.TrimRight(b.String(), "-")
-}
-
 // benchKey: a configuration key is lower case, no spaces.
 func benchKey(s string) string {
-	return strings.ToLower(strings.ReplaceAll(benchName(s), "-", "_"))
+	return strings.ToLower(strings.ReplaceAll(result.Slug(s), "-", "_"))
 }
 
 // benchUnit: units may not contain spaces.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/berkcansavur/relaybus/bench/compare"
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
 )
@@ -70,15 +71,15 @@ func (g *group) termRows() [][]string {
 	return rows
 }
 
-// termComparison: base median, candidate median, ratio [CI], verdict (p).
-func termComparison(c *Comparison) []string {
+// termComparison: base median, candidate median, change [CI], verdict (p).
+func termComparison(c *compare.Comparison) []string {
 	switch {
 	case c == nil:
 		return []string{"-", "-", "-", "not measured in this cell"}
-	case c.Verdict == VerdictNoValues:
+	case c.Verdict == compare.VerdictNoValues:
 		return []string{"-", "-", "-", "no valid samples"}
 	}
-	return []string{formatNumber(c.Base.Median), formatNumber(c.Candidate.Median), formatRatioCI(c), formatVerdict(c)}
+	return []string{compare.FormatNumber(c.Base.Median), compare.FormatNumber(c.Candidate.Median), compare.FormatChange(c), compare.FormatVerdict(c)}
 }
 
 var termAlign = tw.CellAlignment{Global: tw.AlignLeft,
@@ -93,7 +94,7 @@ func writeTerminalTable(w io.Writer, g *group, confidence float64) error {
 		tablewriter.WithHeaderAlignmentConfig(termAlign),
 		tablewriter.WithRowAlignmentConfig(termAlign),
 	)
-	t.Header([]string{g.scenario, "metric", "base", "candidate", fmt.Sprintf("ratio [%.0f%% CI]", 100*confidence), "verdict (p)"})
+	t.Header([]string{g.scenario, "metric", "base", "candidate", fmt.Sprintf("change [%.0f%% CI]", 100*confidence), "verdict (p)"})
 	for _, row := range g.termRows() {
 		if err := t.Append(row); err != nil {
 			return fmt.Errorf("report: table: %w", err)
@@ -106,10 +107,11 @@ func writeTerminalTable(w io.Writer, g *group, confidence float64) error {
 }
 
 // termLegend explains the terminal table columns.
-func termLegend(a *Analysis) string {
+func termLegend(a *compare.Analysis) string {
 	s := fmt.Sprintf("Rows: cell (with VALID/INVALID window count) and metric; median base and median candidate; "+
-		"candidate/base ratio with its %.0f%% confidence interval (Hodges-Lehmann); verdict (better / worse when the "+
-		"two-sided Mann-Whitney U p < %.2g and the interval excludes 1; ~ otherwise) and p. "+
+		"the change with its %.0f%% confidence interval (Hodges-Lehmann): a candidate/base ratio (0.73x), or for "+
+		"metrics that can be 0 the difference candidate - base (+12); verdict (better / worse when the two-sided "+
+		"Mann-Whitney U p < %.2g, exact for small samples, and the interval excludes no change; ~ otherwise) and p. "+
 		"Only VALID windows are in the statistics.", 100*a.Settings.Confidence, a.Settings.Alpha)
 	return strings.Join(wrapWords(s, termProseWidth), "\n")
 }

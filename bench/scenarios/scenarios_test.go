@@ -23,10 +23,41 @@ func TestMatricesValidate(t *testing.T) {
 			seen[key] = true
 		}
 	}
-	q := Quick()
-	for _, n := range []int{Publish, Dispatch, Keyed, Faults, Mixed} {
-		if !hasScenario(q, n) {
-			t.Errorf("quick lacks scenario %d", n)
+	for _, m := range []Matrix{Quick(), Full()} {
+		for _, n := range []int{Publish, Dispatch, Keyed, Faults, Mixed, Work} {
+			if !hasScenario(m, n) {
+				t.Errorf("%s lacks scenario %d", m.Mode, n)
+			}
+		}
+	}
+}
+
+// Handler-work cells inject no fault: every repeat is a duplicate there.
+func TestWorkCells(t *testing.T) {
+	for _, m := range []Matrix{Quick(), Full()} {
+		n := 0
+		for _, c := range m.Cells {
+			if c.Scenario != Work {
+				continue
+			}
+			n++
+			if c.AllowRedelivery || c.KillDispatcherAt != 0 || c.RestartDBAt != 0 || c.Workload.HandlerCostUs == 0 ||
+				c.DispatcherProcs != 3 || c.Dispatcher.LeaseMs != 2000 {
+				t.Errorf("%s: work cell %+v", m.Mode, c)
+			}
+		}
+		if n != 2 {
+			t.Errorf("%s: %d work cells, want 2 (5 ms and 20 ms handlers)", m.Mode, n)
+		}
+	}
+}
+
+func TestRoundsAreEven(t *testing.T) {
+	m := Quick()
+	for _, r := range []int{0, 1, 3, 5, MaxRounds + 2} {
+		m.Rounds = r
+		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "even") {
+			t.Errorf("rounds %d: %v", r, err)
 		}
 	}
 }

@@ -8,244 +8,447 @@ import (
 	"github.com/berkcansavur/relaybus/bench/record"
 )
 
-// event is what the published records say about one event.
+// event is what the published records and the handles say about one
+// event.
 type event struct {
-	id        string
-	key       string
-	certain   bool // at least one record whose commit returned for sure
-	poison    bool
-	countsIdx int // first of len(handlers) entries in okCounts
+	id  string
+	key string // the publisher's key
+	// keyID numbers the distinct keys (-1: unkeyed), so that sorting by
+	// key compares integers.
+	keyID int32
+	// certain: a record whose commit returned for sure, or an ok handle
+	// that proves the event exists.
+	certain bool
+	poison  bool
+	// seq is the sequence the handles report (0: none yet).
+	seq int64
+	// callStart and commit of the first certain record (0: no call start
+	// recorded).
+	callStart, commit int64
+	countsIdx         int // first of len(handlers) entries in okCounts
 }
 
-type pair struct {
-	eventID, handler string
+// handle is one handled record with what the checker learns about it.
+type handle struct {
+	rec     int32 // index in its file's Handled
+	file    int32
+	event   int32 // index in checker.events; -1: never published
+	handler int32 // index in checker.handlerNames; -1: unknown handler
+	// repeat: a handle of its pair after an ok handle of it; explained:
+	// a fault explains a repeat of this handle.
+	repeat, explained bool
 }
 
-// keyedHandle is one ok handle of a keyed delivery, compact for sorting.
-type keyedHandle struct {
-	handler  int32
-	key      string
-	handleNs int64
-	seq      int64
-	record   int32 // index in Input.Handled, for examples
+type checker struct {
+	in           *Input
+	r            *Result
+	handlerIdx   map[string]int32
+	handlerNames []string
+	eventIdx     map[string]int32
+	events       []event
+	handles      []handle
+	okCounts     []int32 // okCounts[event.countsIdx+handler]
+	killedAt     map[string]int64
+	dead         map[[2]string]bool
+	keyIDs       map[string]int32
 }
 
-func validate(in *Input) *Result {
-	r := &Result{}
-	ex := func(format string, args ...any) {
-		if len(r.Examples) < MaxExamples {
-			r.Examples = append(r.Examples, fmt.Sprintf(format, args...))
-		}
+func newChecker(in *Input) *checker {
+	return &checker{in: in, r: &Result{}}
+}
+
+func (c *checker) ex(format string, args ...any) {
+	if len(c.r.Examples) < MaxExamples {
+		c.r.Examples = append(c.r.Examples, fmt.Sprintf(format, args...))
 	}
+}
 
-	if len(in.Handled) > MaxRecords || len(in.Published) > MaxRecords {
+func (c *checker) note(format string, args ...any) {
+	if len(c.r.Notes) < MaxExamples {
+		c.r.Notes = append(c.r.Notes, fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *checker) check() *Result {
+	r, in := c.r, c.in
+	var nPub, nHandled int
+	for i := range in.Files {
+		nPub += len(in.Files[i].Published)
+		nHandled += len(in.Files[i].Handled)
+	}
+	if nPub > MaxRecords || nHandled > MaxRecords {
 		r.TooLarge = true
-		ex("too large: %d handled and %d published records, the limit is %d each", len(in.Handled), len(in.Published), MaxRecords)
+		c.ex("too large: %d handled and %d published records, the limit is %d each", nHandled, nPub, MaxRecords)
 		return r
 	}
-
-	handlerIdx := make(map[string]int32, len(in.Handlers))
+	c.handlerIdx = make(map[string]int32, len(in.Handlers))
 	for _, h := range in.Handlers {
-		if _, dup := handlerIdx[h]; !dup {
-			handlerIdx[h] = int32(len(handlerIdx))
+		if _, dup := c.handlerIdx[h]; !dup {
+			c.handlerIdx[h] = int32(len(c.handlerNames))
+			c.handlerNames = append(c.handlerNames, h)
 		}
 	}
-	nh := int32(len(handlerIdx))
-	handlerNames := make([]string, nh)
-	for h, i := range handlerIdx {
-		handlerNames[i] = h
+	c.killedAt = map[string]int64{}
+	for _, f := range in.Expect.Faults {
+		if f.Kind == FaultKill {
+			c.killedAt[f.Process] = f.StartNs
+		}
 	}
+	c.readEvents(nPub)
+	c.readHandles(nHandled)
+	c.pairs()
+	c.keysAndSequences()
+	c.deadLetters()
+	c.lost()
+	c.order()
+	c.commitOrder()
+	c.window()
 
-	// Events. A publish retried with the same id is one event; it is
-	// certain if any of its records is.
-	// The map holds indexes into eventList rather than pointers: one
-	// allocation for a million events instead of a million.
-	events := make(map[string]int32, len(in.Published))
-	eventList := make([]event, 0, len(in.Published))
-	for i := range in.Published {
-		p := &in.Published[i]
-		ei, ok := events[p.EventID]
-		if !ok {
-			ei = int32(len(eventList))
-			eventList = append(eventList, event{id: p.EventID, key: p.Key, poison: in.Expect.PoisonEventIDs[p.EventID], countsIdx: int(ei) * int(nh)})
-			events[p.EventID] = ei
-		}
-		if !p.Uncertain {
-			eventList[ei].certain = true
-		}
-	}
-	lookup := func(id string) *event {
-		if ei, ok := events[id]; ok {
-			return &eventList[ei]
-		}
-		return nil
-	}
-	r.Published = int64(len(eventList))
-	for i := range eventList {
-		e := &eventList[i]
-		if !e.certain {
-			r.Uncertain++
-		} else if !e.poison {
-			r.Expected += int64(nh)
-		}
-	}
-
-	// okCounts[e.countsIdx+h]: ok handles of (event, handler).
-	okCounts := make([]int32, len(eventList)*int(nh))
-	var keyed []keyedHandle
-	for i := range in.Handled {
-		h := &in.Handled[i]
-		if !h.OK {
-			r.Failures++
-			continue
-		}
-		hi, knownHandler := handlerIdx[h.Handler]
-		e := lookup(h.EventID)
-		switch {
-		case !knownHandler:
-			r.Unexpected++
-			ex("unexpected: event %s handled by unknown handler %q", h.EventID, h.Handler)
-			continue
-		case e == nil:
-			r.Unexpected++
-			ex("unexpected: event %s (handler %s) was never published", h.EventID, h.Handler)
-			continue
-		case e.poison:
-			r.PoisonHandled++
-			ex("poison handled: event %s handler %s succeeded (attempt %d), want dead-lettered", h.EventID, h.Handler, h.Attempt)
-			continue
-		}
-		c := &okCounts[e.countsIdx+int(hi)]
-		*c++
-		if *c > 1 {
-			if in.Expect.AllowRedelivery {
-				r.Redeliveries++
-			} else {
-				r.Duplicates++
-				ex("duplicate: event %s handler %s handled ok %d times", h.EventID, h.Handler, *c)
-			}
-		}
-		if h.Key != "" {
-			keyed = append(keyed, keyedHandle{handler: hi, key: h.Key, handleNs: h.HandleNs, seq: h.Sequence, record: int32(i)})
-		}
-	}
-
-	// Dead letters, deduplicated, checked in the store's order so the
-	// examples are deterministic.
-	dead := make(map[pair]bool, len(in.Final.DeadLetters))
-	for _, dl := range in.Final.DeadLetters {
-		d := pair{dl.EventID, dl.Handler}
-		if dead[d] {
-			continue
-		}
-		dead[d] = true
-		e := lookup(d.eventID)
-		_, knownHandler := handlerIdx[d.handler]
-		if e == nil || !knownHandler || !e.poison {
-			r.DeadUnexpected++
-			ex("dead unexpected: event %s handler %s is dead-lettered but was not planted as poison", d.eventID, d.handler)
-		}
-	}
-	if !in.Final.DeadLettersTruncated && in.Final.Dead > int64(len(dead)) {
-		extra := in.Final.Dead - int64(len(dead))
-		r.DeadUnexpected += extra
-		ex("dead unexpected: the store counts %d dead deliveries but lists %d", in.Final.Dead, len(dead))
-	}
-	if in.Final.DeadLettersTruncated {
-		r.DeadLettersUnverified = true
-		ex("dead letters truncated: the store listed only part of its %d dead deliveries", in.Final.Dead)
-	}
-
-	// Pairs: handled, lost, dead as planted.
-	for i := range eventList {
-		e := &eventList[i]
-		id := e.id
-		for hi := int32(0); hi < nh; hi++ {
-			n := okCounts[e.countsIdx+int(hi)]
-			if n > 0 {
-				r.HandledOK++
-				continue
-			}
-			isDead := dead[pair{id, handlerNames[hi]}]
-			switch {
-			case e.poison && isDead:
-				r.DeadExpected++
-			case e.poison && e.certain:
-				r.LostPoison++
-				ex("lost poison: event %s handler %s neither handled nor dead-lettered", id, handlerNames[hi])
-			case e.poison, !e.certain, isDead:
-				// An uncertain event may or may not exist; a dead
-				// non-poison pair is already counted as dead unexpected.
-			default:
-				r.Lost++
-				ex("lost: event %s handler %s was published but never handled ok", id, handlerNames[hi])
-			}
-		}
-	}
-
-	r.OrderViolations = orderViolations(keyed, in.Handled, in.Expect.AllowRedelivery, handlerNames, ex)
-
-	r.Pending = in.Final.Pending
-	r.Processing = in.Final.Processing
+	r.Pending, r.Processing = in.Final.Pending, in.Final.Processing
 	if r.Pending != 0 || r.Processing != 0 {
-		ex("left after drain: %d pending, %d processing", r.Pending, r.Processing)
+		c.ex("left after drain: %d pending, %d processing", r.Pending, r.Processing)
 	}
-
+	if in.PublishErrors > 0 && !in.Expect.AllowPublishErrors {
+		r.PublishErrors = in.PublishErrors
+		c.ex("publish errors: %d publish calls failed in a cell without faults", in.PublishErrors)
+	}
+	for _, f := range in.Files {
+		if _, killed := c.killedAt[f.Name]; f.TruncatedTail && !killed {
+			r.TruncatedFiles++
+			c.ex("truncated: the record file of %s ends in a partial line, and the fault plan did not kill it", f.Name)
+		}
+	}
 	r.Valid = true
-	for _, c := range r.violations() {
-		if c.v != 0 {
+	for _, v := range r.violations() {
+		if v.v != 0 {
 			r.Valid = false
 		}
 	}
 	return r
 }
 
-// orderViolations checks per (handler, key) that ok handles, in handle
-// order (ties by sequence), have strictly increasing sequences. With
-// redelivery allowed, a repeat of an already handled sequence is fine,
-// but a first handle of a sequence lower than one already handled is not.
-func orderViolations(keyed []keyedHandle, handled []record.Handled, allowRedelivery bool, handlerNames []string, ex func(string, ...any)) int64 {
-	slices.SortFunc(keyed, func(a, b keyedHandle) int {
-		return cmp.Or(cmp.Compare(a.handler, b.handler), cmp.Compare(a.key, b.key),
-			cmp.Compare(a.handleNs, b.handleNs), cmp.Compare(a.seq, b.seq))
-	})
-	var n int64
-	var seen map[int64]bool
-	for i := 0; i < len(keyed); {
-		j := i
-		for j < len(keyed) && keyed[j].handler == keyed[i].handler && keyed[j].key == keyed[i].key {
-			j++
-		}
-		group := keyed[i:j]
-		i = j
-		if allowRedelivery {
-			clear(seen)
-			if seen == nil {
-				seen = make(map[int64]bool)
-			}
-		}
-		maxSeq, maxEvent := int64(0), ""
-		for _, h := range group {
-			eventID := handled[h.record].EventID
-			if h.seq <= 0 {
-				n++
-				ex("order: event %s handler %s key %q has sequence %d, want > 0", eventID, handlerNames[h.handler], h.key, h.seq)
-				continue
-			}
-			if allowRedelivery {
-				if seen[h.seq] {
-					continue
+// readEvents collects the published events. A publish retried with the
+// same id is one event; it is certain if any of its records is.
+func (c *checker) readEvents(n int) {
+	c.eventIdx = make(map[string]int32, n)
+	c.events = make([]event, 0, n)
+	c.keyIDs = map[string]int32{}
+	nh := len(c.handlerNames)
+	for fi := range c.in.Files {
+		for _, p := range c.in.Files[fi].Published {
+			ei, ok := c.eventIdx[p.EventID]
+			if !ok {
+				ei = int32(len(c.events))
+				keyID := int32(-1)
+				if p.Key != "" {
+					id, ok := c.keyIDs[p.Key]
+					if !ok {
+						id = int32(len(c.keyIDs))
+						c.keyIDs[p.Key] = id
+					}
+					keyID = id
 				}
-				seen[h.seq] = true
+				c.events = append(c.events, event{id: p.EventID, key: p.Key, keyID: keyID, poison: c.in.Expect.PoisonEventIDs[p.EventID], countsIdx: int(ei) * nh})
+				c.eventIdx[p.EventID] = ei
 			}
-			if h.seq <= maxSeq {
-				n++
-				ex("order: handler %s key %q handled sequence %d (event %s) after sequence %d (event %s)",
-					handlerNames[h.handler], h.key, h.seq, eventID, maxSeq, maxEvent)
-				continue
+			e := &c.events[ei]
+			if p.Key != e.key {
+				c.r.KeyMismatches++
+				c.ex("key mismatch: event %s published with keys %q and %q", e.id, e.key, p.Key)
 			}
-			maxSeq, maxEvent = h.seq, eventID
+			if !p.Uncertain && !e.certain {
+				e.certain, e.callStart, e.commit = true, p.CallStartNs, p.CommitNs
+			}
 		}
 	}
-	return n
+	c.r.Published = int64(len(c.events))
+}
+
+// readHandles indexes every handle by its event and handler, counting
+// the ones that belong to no published event or known handler.
+func (c *checker) readHandles(n int) {
+	c.handles = make([]handle, 0, n)
+	for fi := range c.in.Files {
+		for ri := range c.in.Files[fi].Handled {
+			h := &c.in.Files[fi].Handled[ri]
+			hd := handle{rec: int32(ri), file: int32(fi), event: -1, handler: -1}
+			if ei, ok := c.eventIdx[h.EventID]; ok {
+				hd.event = ei
+			}
+			if hi, ok := c.handlerIdx[h.Handler]; ok {
+				hd.handler = hi
+			}
+			if !h.OK {
+				c.r.Failures++
+			}
+			at, killed := c.killedAt[c.in.Files[fi].Name]
+			switch {
+			case killed && h.HandleNs > at:
+				c.r.Unexpected++
+				c.ex("unexpected: %s handled event %s (handler %s) after the fault plan killed it", c.in.Files[fi].Name, h.EventID, h.Handler)
+				continue
+			case hd.handler < 0:
+				c.r.Unexpected++
+				c.ex("unexpected: event %s handled by unknown handler %q (ok %v)", h.EventID, h.Handler, h.OK)
+				continue
+			case hd.event < 0:
+				c.r.Unexpected++
+				c.ex("unexpected: event %s (handler %s) was never published (ok %v)", h.EventID, h.Handler, h.OK)
+				continue
+			case h.OK && c.events[hd.event].poison:
+				c.r.PoisonHandled++
+				c.ex("poison handled: event %s handler %s succeeded (attempt %d), want dead-lettered", h.EventID, h.Handler, h.Attempt)
+				continue
+			}
+			c.handles = append(c.handles, hd)
+		}
+	}
+}
+
+func (c *checker) rec(h *handle) *recordRef {
+	return &recordRef{c.in.Files[h.file].Name, &c.in.Files[h.file].Handled[h.rec]}
+}
+
+// explains reports whether a fault explains running h's delivery again:
+// h was by a process the fault plan killed, before the kill, or started
+// within a lease of a database restart.
+func (c *checker) explains(h *handle) bool {
+	if !c.in.Expect.AllowRedelivery {
+		return false
+	}
+	f := &c.in.Files[h.file]
+	ns := f.Handled[h.rec].HandleNs
+	if at, ok := c.killedAt[f.Name]; ok && ns <= at {
+		return true
+	}
+	lease := c.in.Expect.Lease.Nanoseconds()
+	for _, ft := range c.in.Expect.Faults {
+		if ft.Kind == FaultRestart && ns >= ft.StartNs-lease && ns <= ft.EndNs+lease {
+			return true
+		}
+	}
+	return false
+}
+
+// pairs walks each (event, handler)'s handles in handling order: it
+// counts ok handles, tells repeats from first handles, sorts repeats into
+// redeliveries and duplicates, and checks the attempt budget.
+func (c *checker) pairs() {
+	in, r := c.in, c.r
+	c.okCounts = make([]int32, len(c.events)*len(c.handlerNames))
+	order := make([]int32, len(c.handles))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	ns := func(i int32) int64 { h := &c.handles[i]; return in.Files[h.file].Handled[h.rec].HandleNs }
+	slices.SortFunc(order, func(a, b int32) int {
+		ha, hb := &c.handles[a], &c.handles[b]
+		return cmp.Or(cmp.Compare(ha.event, hb.event), cmp.Compare(ha.handler, hb.handler), cmp.Compare(ns(a), ns(b)),
+			cmp.Compare(ha.file, hb.file), cmp.Compare(ha.rec, hb.rec))
+	})
+	budget := in.Expect.MaxAttempts
+	for i := 0; i < len(order); {
+		j := i
+		first := &c.handles[order[i]]
+		for j < len(order) && c.handles[order[j]].event == first.event && c.handles[order[j]].handler == first.handler {
+			j++
+		}
+		var lastOK *handle
+		failed := 0
+		for _, k := range order[i:j] {
+			h := &c.handles[k]
+			rec := c.rec(h)
+			h.explained = c.explains(h)
+			if lastOK != nil {
+				h.repeat = true
+				if lastOK.explained {
+					r.Redeliveries++
+				} else {
+					r.Duplicates++
+					prev := c.rec(lastOK)
+					c.ex("duplicate: event %s handler %s ran again (%s, attempt %d, ok %v) after an ok handle by %s that no fault explains",
+						rec.h.EventID, rec.h.Handler, rec.proc, rec.h.Attempt, rec.h.OK, prev.proc)
+				}
+			}
+			if budget > 0 && rec.h.Attempt > budget {
+				r.OverBudget++
+				c.ex("over budget: event %s handler %s ran attempt %d, the budget is %d", rec.h.EventID, rec.h.Handler, rec.h.Attempt, budget)
+			}
+			if rec.h.OK {
+				c.okCounts[c.events[h.event].countsIdx+int(h.handler)]++
+				lastOK = h
+			} else {
+				failed++
+			}
+		}
+		if budget > 0 && failed > budget {
+			h := c.rec(first)
+			r.OverBudget++
+			c.ex("over budget: event %s handler %s failed %d times, the budget is %d attempts", h.h.EventID, h.h.Handler, failed, budget)
+		}
+		i = j
+	}
+	// An event recorded only as uncertain exists if any handler ran it ok.
+	for i := range c.events {
+		e := &c.events[i]
+		if e.certain {
+			continue
+		}
+		for hi := range c.handlerNames {
+			if c.okCounts[e.countsIdx+hi] > 0 {
+				e.certain = true
+				r.UncertainHandled++
+				break
+			}
+		}
+	}
+	for i := range c.events {
+		e := &c.events[i]
+		switch {
+		case !e.certain:
+			r.Uncertain++
+		case !e.poison:
+			r.Expected += int64(len(c.handlerNames))
+		}
+	}
+}
+
+// recordRef is a handle's record and the process that wrote it.
+type recordRef struct {
+	proc string
+	h    *record.Handled
+}
+
+// keysAndSequences checks every handle's key against the publisher's
+// and gives each keyed event one sequence, owned by it alone.
+func (c *checker) keysAndSequences() {
+	r := c.r
+	for i := range c.handles {
+		h := &c.handles[i]
+		e := &c.events[h.event]
+		rec := c.rec(h).h
+		if rec.Key != e.key {
+			r.KeyMismatches++
+			c.ex("key mismatch: event %s published with key %q, handler %s reports %q", e.id, e.key, rec.Handler, rec.Key)
+		}
+		if e.key == "" || rec.Sequence <= 0 {
+			continue // order() flags a keyed handle without a sequence
+		}
+		switch {
+		case e.seq == 0:
+			e.seq = rec.Sequence
+		case e.seq != rec.Sequence:
+			r.SequenceConflicts++
+			c.ex("sequence conflict: event %s handled with sequences %d and %d", e.id, e.seq, rec.Sequence)
+		}
+	}
+	type keySeq struct {
+		key string
+		seq int64
+	}
+	owner := make(map[keySeq]int32, len(c.events))
+	for i := range c.events {
+		e := &c.events[i]
+		if e.key == "" || e.seq == 0 {
+			continue
+		}
+		k := keySeq{e.key, e.seq}
+		if o, ok := owner[k]; ok {
+			r.SequenceConflicts++
+			c.ex("sequence conflict: events %s and %s both hold sequence %d of key %q", c.events[o].id, e.id, e.seq, e.key)
+			continue
+		}
+		owner[k] = int32(i)
+	}
+}
+
+// deadLetters compares the store's dead letters with the planted poison,
+// deduplicated and in the store's order so the examples are
+// deterministic, and checks their attempts against the budget.
+func (c *checker) deadLetters() {
+	in, r := c.in, c.r
+	dead := make(map[[2]string]bool, len(in.Final.DeadLetters))
+	for _, dl := range in.Final.DeadLetters {
+		d := [2]string{dl.EventID, dl.Handler}
+		if dead[d] {
+			continue
+		}
+		dead[d] = true
+		ei, known := c.eventIdx[dl.EventID]
+		_, knownHandler := c.handlerIdx[dl.Handler]
+		if !known || !knownHandler || !c.events[ei].poison {
+			r.DeadUnexpected++
+			c.ex("dead unexpected: event %s handler %s is dead-lettered but was not planted as poison", dl.EventID, dl.Handler)
+		}
+		if b := in.Expect.MaxAttempts; b > 0 && dl.Attempts != b {
+			r.OverBudget++
+			c.ex("over budget: dead letter %s handler %s has %d attempts, the budget is %d", dl.EventID, dl.Handler, dl.Attempts, b)
+		}
+	}
+	if !in.Final.DeadLettersTruncated && in.Final.Dead > int64(len(dead)) {
+		r.DeadUnexpected += in.Final.Dead - int64(len(dead))
+		c.ex("dead unexpected: the store counts %d dead deliveries but lists %d", in.Final.Dead, len(dead))
+	}
+	if in.Final.DeadLettersTruncated {
+		r.DeadLettersUnverified = true
+		c.ex("dead letters truncated: the store listed only part of its %d dead deliveries", in.Final.Dead)
+	}
+	c.dead = dead
+}
+
+// lost counts, per (event, handler), what was handled, lost or dead as
+// planted.
+func (c *checker) lost() {
+	r := c.r
+	for i := range c.events {
+		e := &c.events[i]
+		for hi, name := range c.handlerNames {
+			if c.okCounts[e.countsIdx+hi] > 0 {
+				r.HandledOK++
+				continue
+			}
+			isDead := c.dead[[2]string{e.id, name}]
+			switch {
+			case e.poison && isDead:
+				r.DeadExpected++
+			case e.poison && e.certain:
+				r.LostPoison++
+				c.ex("lost poison: event %s handler %s neither handled nor dead-lettered", e.id, name)
+			case e.poison, !e.certain, isDead:
+				// An uncertain event may or may not exist; a dead
+				// non-poison pair is already counted as dead unexpected.
+			default:
+				r.Lost++
+				c.ex("lost: event %s handler %s was published but never handled ok", e.id, name)
+			}
+		}
+	}
+}
+
+// window flags a run that published nothing, or whose measured window
+// saw no commit and no handle.
+func (c *checker) window() {
+	if c.r.Published == 0 {
+		c.r.Empty = true
+		c.ex("empty: no event was published")
+	}
+	w := c.in.Expect.Window
+	if w == nil {
+		return
+	}
+	inside := func(ns int64) bool { return ns >= w.StartNs && ns < w.EndNs }
+	for i := range c.events {
+		if e := &c.events[i]; e.commit != 0 && inside(e.commit) {
+			return
+		}
+	}
+	for _, f := range c.in.Files {
+		for _, h := range f.Handled {
+			if h.OK && inside(h.HandleNs) {
+				return
+			}
+		}
+	}
+	c.r.Idle = true
+	c.ex("idle: no event was committed and no delivery handled inside the measured window")
 }

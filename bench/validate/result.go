@@ -5,26 +5,108 @@ import (
 	"strings"
 )
 
+// Result is the verdict with its counts. Every count named in
+// violations makes the window INVALID when it is not zero.
+type Result struct {
+	Valid bool
+	// Published: distinct events published; Uncertain: of those, the ones
+	// whose commit outcome is unknown and that no handle proved
+	// committed; Expected: (event, handler) pairs that must be handled
+	// (certain, non-poison events x handlers).
+	Published, Uncertain, Expected int64
+	// UncertainHandled: events recorded only as uncertain that some
+	// handler handled ok, so they exist and every handler must handle
+	// them (they count in Expected).
+	UncertainHandled int64
+
+	// HandledOK: (event, handler) pairs with at least one ok handle.
+	HandledOK int64
+	// Lost: expected pairs with no ok handle that are not dead letters
+	// (a dead non-poison pair is counted once, as DeadUnexpected);
+	// LostPoison: certain poison pairs neither handled nor dead (a planted
+	// failure that vanished), also a loss.
+	Lost, LostPoison int64
+	// Unexpected: handles, ok or failed, of an event never published or
+	// of a handler the workload does not have, or by a process after the
+	// fault plan killed it.
+	Unexpected int64
+	// Duplicates: repeats (handles of a pair after an ok handle of it)
+	// that no fault explains; Redeliveries: repeats a fault explains
+	// (fault cells only).
+	Duplicates, Redeliveries int64
+	// OrderViolations: per (handler, key), first ok handles whose
+	// sequence does not increase in handling order, keyed ok handles with
+	// a sequence <= 0, repeats after a later sequence that no fault
+	// explains, replays out of order, and (outside fault cells) every
+	// keyed repeat.
+	OrderViolations int64
+	// KeyMismatches: handles whose key differs from the publisher's.
+	KeyMismatches int64
+	// SequenceConflicts: an event handled with two different sequences,
+	// or two events of one key with the same sequence.
+	SequenceConflicts int64
+	// CommitOrderViolations: two commits of one key, the first returned
+	// before the second started, whose sequences do not increase.
+	// CommitOrderChecked: keyed events the check covered (those with a
+	// recorded call start, a certain commit and a known sequence).
+	CommitOrderViolations, CommitOrderChecked int64
+	// CommitOrderSkipped: events left out of the commit-order check
+	// because their records carry no call start (a worker older than the
+	// field).
+	CommitOrderSkipped int64
+	// Pending, Processing: deliveries left after the drain.
+	Pending, Processing int64
+	// DeadExpected: dead poison pairs; DeadUnexpected: dead letters that
+	// are not poison pairs.
+	DeadExpected, DeadUnexpected int64
+	// PoisonHandled: ok handles of poison events.
+	PoisonHandled int64
+	// OverBudget: handles whose attempt number exceeds the budget, pairs
+	// failed more often than the budget allows, and dead letters whose
+	// attempts differ from the budget.
+	OverBudget int64
+	// PublishErrors: failed publish calls outside fault cells.
+	PublishErrors int64
+	// TruncatedFiles: record files cut short by a process that was not
+	// killed by the fault plan (a record was lost).
+	TruncatedFiles int64
+	// Empty: nothing was published; Idle: no commit and no ok handle
+	// fell inside the measured window.
+	Empty, Idle bool
+	// DeadLettersUnverified: the store listed only part of its dead
+	// letters, so they could not be checked.
+	DeadLettersUnverified bool
+	// TooLarge: the input exceeds MaxRecords and was not checked.
+	TooLarge bool
+	// Failures: failed handler calls; not a violation by itself.
+	Failures int64
+	// Examples: up to MaxExamples concrete violations, human-readable.
+	Examples []string
+	// Notes: what the check could not cover, not a violation (e.g. the
+	// commit-order check skipped for records without call starts).
+	Notes []string `json:",omitempty"`
+}
+
 // String is one line: "VALID (published 20000, handled 20000, ...)" or
-// "INVALID: lost 3, duplicates 1, ...".
+// "INVALID: lost 3, duplicates 1, ... (published ...)".
 func (r *Result) String() string {
 	var b strings.Builder
-	if r.Valid {
-		b.WriteString("VALID (")
+	counts := func() {
 		b.WriteString("published " + strconv.FormatInt(r.Published, 10))
 		b.WriteString(", expected " + strconv.FormatInt(r.Expected, 10))
 		b.WriteString(", handled " + strconv.FormatInt(r.HandledOK, 10))
-		for _, c := range []struct {
-			name string
-			v    int64
-		}{
-			{"uncertain", r.Uncertain}, {"redeliveries", r.Redeliveries},
-			{"dead expected", r.DeadExpected}, {"failures", r.Failures},
+		for _, c := range []namedCount{
+			{name: "uncertain", v: r.Uncertain}, {name: "uncertain handled", v: r.UncertainHandled},
+			{name: "redeliveries", v: r.Redeliveries}, {name: "dead expected", v: r.DeadExpected}, {name: "failures", v: r.Failures},
 		} {
 			if c.v != 0 {
 				b.WriteString(", " + c.name + " " + strconv.FormatInt(c.v, 10))
 			}
 		}
+	}
+	if r.Valid {
+		b.WriteString("VALID (")
+		counts()
 		b.WriteString(")")
 		return b.String()
 	}
@@ -32,35 +114,47 @@ func (r *Result) String() string {
 	sep := " "
 	for _, c := range r.violations() {
 		if c.v != 0 {
-			b.WriteString(sep + c.name + " " + strconv.FormatInt(c.v, 10))
+			b.WriteString(sep + c.name)
+			if !c.flag {
+				b.WriteString(" " + strconv.FormatInt(c.v, 10))
+			}
 			sep = ", "
 		}
 	}
-	b.WriteString(" (published " + strconv.FormatInt(r.Published, 10) +
-		", expected " + strconv.FormatInt(r.Expected, 10) +
-		", handled " + strconv.FormatInt(r.HandledOK, 10) + ")")
+	b.WriteString(" (")
+	counts()
+	b.WriteString(")")
 	return b.String()
 }
 
 type namedCount struct {
 	name string
 	v    int64
+	flag bool // a yes/no violation: printed without its count
 }
 
-// violations lists every count that makes a run INVALID.
+// violations lists every count that makes a window INVALID.
 func (r *Result) violations() []namedCount {
 	return []namedCount{
-		{"lost", r.Lost},
-		{"lost poison (neither handled nor dead)", r.LostPoison},
-		{"unexpected", r.Unexpected},
-		{"duplicates", r.Duplicates},
-		{"order violations", r.OrderViolations},
-		{"pending", r.Pending},
-		{"processing", r.Processing},
-		{"dead unexpected", r.DeadUnexpected},
-		{"poison handled", r.PoisonHandled},
-		{"dead letters unverified (list truncated)", b2i(r.DeadLettersUnverified)},
-		{"too large to check", b2i(r.TooLarge)},
+		{name: "nothing published", v: b2i(r.Empty), flag: true},
+		{name: "idle window (no commit and no handle inside it)", v: b2i(r.Idle), flag: true},
+		{name: "lost", v: r.Lost},
+		{name: "lost poison (neither handled nor dead)", v: r.LostPoison},
+		{name: "unexpected", v: r.Unexpected},
+		{name: "duplicates", v: r.Duplicates},
+		{name: "order violations", v: r.OrderViolations},
+		{name: "key mismatches", v: r.KeyMismatches},
+		{name: "sequence conflicts", v: r.SequenceConflicts},
+		{name: "commit-order violations", v: r.CommitOrderViolations},
+		{name: "pending", v: r.Pending},
+		{name: "processing", v: r.Processing},
+		{name: "dead unexpected", v: r.DeadUnexpected},
+		{name: "poison handled", v: r.PoisonHandled},
+		{name: "over the attempt budget", v: r.OverBudget},
+		{name: "publish errors", v: r.PublishErrors},
+		{name: "truncated record files", v: r.TruncatedFiles},
+		{name: "dead letters unverified (list truncated)", v: b2i(r.DeadLettersUnverified), flag: true},
+		{name: "too large to check", v: b2i(r.TooLarge), flag: true},
 	}
 }
 

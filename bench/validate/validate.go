@@ -1,104 +1,143 @@
-// Package validate checks that one benchmark run was exact: every
-// published event handled by every handler once, nothing unexpected,
-// per-key order kept, nothing left pending, and dead letters exactly
-// where the scenario planted them.
+// Package validate checks that one benchmark window was exact: every
+// published event handled by every handler, nothing unexpected, every
+// repeat of a handled delivery explained by a planted fault, per-key
+// order kept (in the store's sequence and in commit order), sequences
+// owned by one event each, nothing left pending, dead letters exactly
+// where the scenario planted them and with the attempts their budget
+// allows, and the window not empty.
+//
+// # Input
+//
+// The input is what a window leaves behind: one record file per worker
+// process (bench/record), the store's state after the drain (role
+// inspect), and the scenario's expectations with the times of the faults
+// it injected. ReadDir reads it from a folder (the harness's
+// --keep-records folders, or a hand-made set) with its manifest,
+// window.json.
+//
+// # Repeats
+//
+// A repeat is a handle of an (event, handler) after an ok handle of it.
+// Outside fault cells every repeat is a duplicate. In a fault cell
+// (Expect.AllowRedelivery) a repeat is a redelivery only when the handle
+// it repeats is explained by a fault: it was by a process the fault plan
+// killed, before the kill, or it started within a lease of a database
+// restart (from the restart's start minus the lease to its end plus the
+// lease). Anything else is a duplicate: a stale lease running a delivery
+// again looks exactly like that.
+//
+// # Order
+//
+// Key and sequence are the publisher's key and the sequence the store
+// gave the event (from the handles; every handle of one event must give
+// the same one, and no two events of a key may share one). Per handler
+// and key, first ok handles must have increasing sequences in handling
+// order. A repeat of sequence n must not come after a handle of a later
+// sequence that no fault explains (the new owner has moved on), and
+// consecutive repeats of one process must replay in order. Where the
+// publisher records the start of its calls, two commits of one key that
+// did not overlap in time must have increasing sequences (commit order);
+// records without call starts (a v0.1.0 worker) skip that check, and the
+// result says so.
 package validate
 
 import (
+	"time"
+
+	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/record"
 )
 
-// Input is everything one run (a window after its drain) left behind.
+// Input is everything one window (after its drain) left behind.
 type Input struct {
-	Published []record.Published // all publisher and preload records of the run
-	Handled   []record.Handled   // all dispatcher records of the run
-	Handlers  []string           // the handler names every event has (the workload's)
-	Final     Final              // the store's state after the drain (role inspect)
-	Expect    Expect
+	// Files are the record files of the window's processes (publishers,
+	// preload, dispatchers, drain dispatchers).
+	Files []File
+	// Handlers are the handler names every event has (the workload's).
+	Handlers []string
+	// Final is the store's state after the drain (role inspect).
+	Final Final
+	// PublishErrors is the number of publish calls that failed (the
+	// publishers' counters): their events were not published.
+	PublishErrors int64
+	Expect        Expect
 }
 
-// Final is the store's state after the drain.
-type Final struct {
-	Pending, Processing, Dead int64
-	DeadLetters               []DeadLetter
-	// DeadLettersTruncated: the inspect role listed only some of the
-	// dead letters, so the dead-letter comparison is incomplete.
-	DeadLettersTruncated bool
+// File is the content of one process's record file.
+type File struct {
+	// Name is the process, as the fault plan names it ("disp-0").
+	Name      string
+	Published []record.Published
+	Handled   []record.Handled
+	// TruncatedTail: the file ended in a partial line. Only a process the
+	// fault plan killed may leave one.
+	TruncatedTail bool
 }
 
-// DeadLetter is one dead (event, handler) delivery.
-type DeadLetter struct {
-	EventID, Handler string
+// Final is the store's state after the drain, as role inspect reports
+// it (Completed is not checked: 0.2.0 deletes completed deliveries).
+type Final = protocol.Inspect
+
+// DeadLetter is one dead (event, handler) delivery with the attempts the
+// store counted for it.
+type DeadLetter = protocol.DeadLetter
+
+// Fault kinds.
+const (
+	FaultKill    = "kill"    // a process SIGKILLed by the fault plan
+	FaultRestart = "restart" // the database server restarted
+)
+
+// Fault is one fault the window injected, with its times (wall clock,
+// UnixNano).
+type Fault struct {
+	Kind string `json:"kind"`
+	// Process is the killed process's name (FaultKill).
+	Process string `json:"process,omitempty"`
+	// StartNs and EndNs bound the fault: the kill (both equal), or the
+	// restart's call.
+	StartNs int64 `json:"start_ns"`
+	EndNs   int64 `json:"end_ns"`
 }
 
-// Expect is what the scenario planted.
+// Span is a measured window [StartNs, EndNs).
+type Span struct {
+	StartNs int64 `json:"start_ns"`
+	EndNs   int64 `json:"end_ns"`
+}
+
+// Expect is what the scenario planted and allows.
 type Expect struct {
 	// PoisonEventIDs are events planted to fail until dead-lettered:
 	// their deliveries must be dead, not handled ok.
 	PoisonEventIDs map[string]bool
-	// AllowRedelivery: fault scenarios (a SIGKILLed dispatcher, a
-	// database restart) may hand a delivery to a handler more than once
-	// (at-least-once); an extra ok handle is then counted as a
-	// redelivery, not a duplicate.
+	// MaxAttempts is every handler's attempt budget; 0 = not known, and
+	// the budget is not checked.
+	MaxAttempts int
+	// AllowRedelivery: a fault cell; a repeat explained by Faults is a
+	// redelivery (at-least-once), not a duplicate.
 	AllowRedelivery bool
+	// AllowPublishErrors: publish calls may fail (a database restart).
+	AllowPublishErrors bool
+	// Faults the window injected.
+	Faults []Fault
+	// Lease is the dispatchers' lease duration: how long after a
+	// restart a delivery in flight may still run again.
+	Lease time.Duration
+	// Window, when set, is the measured window: a window in which no
+	// event was committed and no delivery handled is INVALID.
+	Window *Span
 }
 
-// Result is the verdict with its counts.
-type Result struct {
-	Valid bool
-	// Published: distinct events published; Uncertain: of those, the ones
-	// whose commit outcome is unknown; Expected: (event, handler) pairs
-	// that must be handled (certain, non-poison events x handlers).
-	Published, Uncertain, Expected int64
-
-	// HandledOK: (event, handler) pairs with at least one ok handle.
-	HandledOK int64
-	// Lost: expected pairs with no ok handle that are not dead letters
-	// (a dead non-poison pair is counted once, as DeadUnexpected);
-	// LostPoison: certain poison pairs neither handled nor dead (a planted
-	// failure that vanished), also a loss.
-	Lost, LostPoison int64
-	// Unexpected: ok handles of an event never published or of a handler
-	// the workload does not have.
-	Unexpected int64
-	// Duplicates: extra ok handles of a pair (violation);
-	// Redeliveries: the same when Expect.AllowRedelivery (not a violation).
-	Duplicates, Redeliveries int64
-	// OrderViolations: per (handler, key), ok handles taken in handle
-	// order (ties by sequence) whose sequence does not strictly increase,
-	// and keyed ok handles with a sequence <= 0. Without AllowRedelivery a
-	// duplicate of a keyed delivery is therefore also an order violation;
-	// with it, a repeat of a handled sequence is not, but a first handle
-	// of sequence n after a first handle of a later one is.
-	OrderViolations int64
-	// Pending, Processing: deliveries left after the drain (violation).
-	Pending, Processing int64
-	// DeadExpected: dead poison pairs; DeadUnexpected: dead letters that
-	// are not poison pairs (violation).
-	DeadExpected, DeadUnexpected int64
-	// PoisonHandled: ok handles of poison events (violation).
-	PoisonHandled int64
-	// DeadLettersUnverified: the store listed only part of its dead
-	// letters, so they could not be checked (violation: the run cannot
-	// be called exact).
-	DeadLettersUnverified bool
-	// TooLarge: the input exceeds MaxRecords and was not checked.
-	TooLarge bool
-	// Failures: failed handler calls; not a violation by itself.
-	Failures int64
-	// Examples: up to MaxExamples concrete violations, human-readable.
-	Examples []string
-}
-
-// MaxRecords bounds each of Input.Published and Input.Handled: indexes
-// are int32 to keep a million-record run compact. A larger run is
-// reported INVALID (TooLarge), never checked partially.
+// MaxRecords bounds the published and the handled records of one input:
+// indexes are int32 to keep a million-record run compact. A larger run
+// is reported INVALID (TooLarge), never checked partially.
 const MaxRecords = 1<<31 - 1
 
-// MaxExamples bounds Result.Examples.
+// MaxExamples bounds Result.Examples and Result.Notes.
 const MaxExamples = 10
 
 // Validate checks in. It never modifies in.
 func Validate(in *Input) *Result {
-	return validate(in)
+	return newChecker(in).check()
 }

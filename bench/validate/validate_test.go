@@ -1,20 +1,34 @@
 package validate
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berkcansavur/relaybus/bench/record"
 )
 
-// run builds a clean run: n events, keyed round robin over keys keys
-// (0 = unkeyed), every event handled once by each handler in sequence
-// order.
+// Times of the clean run (ns): event i is published in the call
+// [pubStart+i*step, pubStart+i*step+callLen) and handled at
+// handleStart+i*step.
+const (
+	pubStart    = int64(1_000_000)
+	handleStart = int64(5_000_000)
+	step        = int64(1000)
+	callLen     = int64(400)
+)
+
+// cleanRun builds an exact run: n events published by pub-0, keyed round
+// robin over keys keys (0 = unkeyed), every event handled once by each
+// handler in sequence order, even events by disp-0 and odd ones by
+// disp-1.
 func cleanRun(n, keys int, handlers ...string) *Input {
-	in := &Input{Handlers: handlers}
+	in := &Input{Handlers: handlers, Files: []File{{Name: "pub-0"}, {Name: "disp-0"}, {Name: "disp-1"}}}
 	seq := map[string]int64{}
-	for i := 0; i < n; i++ {
+	for i := range n {
 		id := "e" + strconv.Itoa(i)
 		key := ""
 		var s int64
@@ -23,252 +37,393 @@ func cleanRun(n, keys int, handlers ...string) *Input {
 			seq[key]++
 			s = seq[key]
 		}
-		in.Published = append(in.Published, record.Published{EventID: id, EventType: "t", Key: key, CommitNs: int64(i)})
+		start := pubStart + int64(i)*step
+		in.Files[0].Published = append(in.Files[0].Published,
+			record.Published{EventID: id, EventType: "t", Key: key, CallStartNs: start, CommitNs: start + callLen})
 		for _, h := range handlers {
-			in.Handled = append(in.Handled, record.Handled{EventID: id, Handler: h, Key: key, Sequence: s,
-				Attempt: 1, HandleNs: int64(1000 + i), OK: true})
+			d := &in.Files[1+i%2]
+			d.Handled = append(d.Handled, record.Handled{EventID: id, Handler: h, Key: key, Sequence: s,
+				Attempt: 1, HandleNs: handleStart + int64(i)*step, OK: true})
 		}
 	}
 	return in
 }
 
-// want lists the counts a test expects; every count not listed must be 0.
-type want struct {
-	lost, lostPoison, unexpected, duplicates, redeliveries, order    int64
-	pending, processing, deadExpected, deadUnexpected, poisonHandled int64
-	failures, handledOK, expected, published, uncertain              int64
-	valid                                                            bool
-}
-
-func check(t *testing.T, r *Result, w want) {
-	t.Helper()
-	got := want{r.Lost, r.LostPoison, r.Unexpected, r.Duplicates, r.Redeliveries, r.OrderViolations,
-		r.Pending, r.Processing, r.DeadExpected, r.DeadUnexpected, r.PoisonHandled,
-		r.Failures, r.HandledOK, r.Expected, r.Published, r.Uncertain, r.Valid}
-	if got != w {
-		t.Fatalf("got  %+v\nwant %+v\n%s\n%s", got, w, r, strings.Join(r.Examples, "\n"))
-	}
-	if r.Valid != strings.HasPrefix(r.String(), "VALID") {
-		t.Fatalf("Valid %v but String %q", r.Valid, r)
-	}
-	if !r.Valid && len(r.Examples) == 0 {
-		t.Fatal("INVALID without an example")
-	}
-}
-
-func TestClean(t *testing.T) {
-	t.Parallel()
-	r := Validate(cleanRun(100, 4, "a", "b"))
-	check(t, r, want{handledOK: 200, expected: 200, published: 100, valid: true})
-	if got := r.String(); got != "VALID (published 100, expected 200, handled 200)" {
-		t.Fatalf("String = %q", got)
-	}
-}
-
-func TestLost(t *testing.T) {
-	t.Parallel()
-	in := cleanRun(10, 0, "a", "b")
-	in.Handled = in.Handled[:len(in.Handled)-1] // e9/b never handled
-	r := Validate(in)
-	check(t, r, want{lost: 1, handledOK: 19, expected: 20, published: 10})
-	if !strings.Contains(r.Examples[0], "e9 handler b") {
-		t.Fatalf("example %q", r.Examples[0])
-	}
-	if !strings.HasPrefix(r.String(), "INVALID: lost 1") {
-		t.Fatalf("String = %q", r)
-	}
-}
-
-func TestFailedHandleIsNotHandled(t *testing.T) {
-	t.Parallel()
-	in := cleanRun(3, 0, "a")
-	in.Handled[1].OK = false // e1 failed and never retried: lost
-	r := Validate(in)
-	check(t, r, want{lost: 1, failures: 1, handledOK: 2, expected: 3, published: 3})
-}
-
-func TestFailuresThenSuccessIsValid(t *testing.T) {
-	t.Parallel()
-	in := cleanRun(3, 2, "a")
-	fail := in.Handled[1]
-	fail.OK, fail.HandleNs = false, fail.HandleNs-1
-	in.Handled = append(in.Handled, fail)
-	r := Validate(in)
-	check(t, r, want{failures: 1, handledOK: 3, expected: 3, published: 3, valid: true})
-}
-
-func TestUnexpected(t *testing.T) {
-	t.Parallel()
-	in := cleanRun(3, 0, "a")
-	in.Handled = append(in.Handled,
-		record.Handled{EventID: "ghost", Handler: "a", Attempt: 1, OK: true},
-		record.Handled{EventID: "e0", Handler: "nobody", Attempt: 1, OK: true})
-	r := Validate(in)
-	check(t, r, want{unexpected: 2, handledOK: 3, expected: 3, published: 3})
-}
-
-func TestDuplicateUnkeyed(t *testing.T) {
-	t.Parallel()
-	in := cleanRun(3, 0, "a")
-	in.Handled = append(in.Handled, in.Handled[2], in.Handled[2])
-	r := Validate(in)
-	check(t, r, want{duplicates: 2, handledOK: 3, expected: 3, published: 3})
-}
-
-func TestRedeliveryAllowed(t *testing.T) {
-	t.Parallel()
-	in := cleanRun(4, 2, "a") // keys k0: e0 (1), e2 (2); k1: e1, e3
-	// e0 (k0 seq 1) redelivered after e2 (k0 seq 2): allowed.
-	again := in.Handled[0]
-	again.HandleNs = 5000
-	in.Handled = append(in.Handled, again)
-	in.Expect.AllowRedelivery = true
-	check(t, Validate(in), want{redeliveries: 1, handledOK: 4, expected: 4, published: 4, valid: true})
-
-	// The same without AllowRedelivery: a duplicate, and being handled
-	// after a later sequence of its key, an order violation.
-	in.Expect.AllowRedelivery = false
-	check(t, Validate(in), want{duplicates: 1, order: 1, handledOK: 4, expected: 4, published: 4})
-}
-
-func TestOrderViolation(t *testing.T) {
-	t.Parallel()
-	in := cleanRun(4, 2, "a", "b")
-	// Handler a, key k0: e2 (seq 2) starts before e0 (seq 1).
-	for i := range in.Handled {
-		h := &in.Handled[i]
-		if h.EventID == "e2" && h.Handler == "a" {
-			h.HandleNs = 1
+// file returns in's file of that process.
+func file(in *Input, name string) *File {
+	for i := range in.Files {
+		if in.Files[i].Name == name {
+			return &in.Files[i]
 		}
 	}
-	r := Validate(in)
-	check(t, r, want{order: 1, handledOK: 8, expected: 8, published: 4})
-	if !strings.Contains(r.Examples[0], "handler a key \"k0\" handled sequence 1 (event e0) after sequence 2 (event e2)") {
-		t.Fatalf("example %q", r.Examples[0])
+	panic("no file " + name)
+}
+
+// handled finds the handle of event id by handler h in any file.
+func handled(in *Input, id, h string) *record.Handled {
+	for fi := range in.Files {
+		for ri := range in.Files[fi].Handled {
+			if r := &in.Files[fi].Handled[ri]; r.EventID == id && r.Handler == h {
+				return r
+			}
+		}
 	}
-	// Redelivery mode does not excuse a first handle out of order.
+	panic("no handle " + id + "/" + h)
+}
+
+// killAt makes in a fault cell in which proc was killed at ns: what
+// proc handled later is handled by the other dispatcher instead.
+func killAt(in *Input, proc string, ns int64) {
 	in.Expect.AllowRedelivery = true
-	check(t, Validate(in), want{order: 1, handledOK: 8, expected: 8, published: 4})
-}
-
-func TestOrderTiesBySequence(t *testing.T) {
-	t.Parallel()
-	in := cleanRun(4, 1, "a")
-	for i := range in.Handled {
-		in.Handled[i].HandleNs = 7 // all at once: ordered by sequence
+	in.Expect.Faults = append(in.Expect.Faults, Fault{Kind: FaultKill, Process: proc, StartNs: ns, EndNs: ns})
+	survivor := "disp-0"
+	if proc == survivor {
+		survivor = "disp-1"
 	}
-	check(t, Validate(in), want{handledOK: 4, expected: 4, published: 4, valid: true})
+	f, s := file(in, proc), file(in, survivor)
+	late := func(h record.Handled) bool { return h.HandleNs > ns }
+	for _, h := range f.Handled {
+		if late(h) {
+			s.Handled = append(s.Handled, h)
+		}
+	}
+	f.Handled = slices.DeleteFunc(f.Handled, late)
 }
 
-func TestOrderNonPositiveSequence(t *testing.T) {
-	t.Parallel()
-	in := cleanRun(2, 2, "a")
-	in.Handled[1].Sequence = 0
-	check(t, Validate(in), want{order: 1, handledOK: 2, expected: 2, published: 2})
+// counts names every count of a result; a case lists the ones it expects
+// to be non-zero and every other must be 0.
+func counts(r *Result) map[string]int64 {
+	return map[string]int64{
+		"published": r.Published, "expected": r.Expected, "handled": r.HandledOK, "uncertain": r.Uncertain,
+		"uncertainHandled": r.UncertainHandled, "lost": r.Lost, "lostPoison": r.LostPoison, "unexpected": r.Unexpected,
+		"duplicates": r.Duplicates, "redeliveries": r.Redeliveries, "order": r.OrderViolations, "keyMismatches": r.KeyMismatches,
+		"sequenceConflicts": r.SequenceConflicts, "commitOrder": r.CommitOrderViolations, "pending": r.Pending,
+		"processing": r.Processing, "deadExpected": r.DeadExpected, "deadUnexpected": r.DeadUnexpected,
+		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
+		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
+		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
+	}
 }
 
-func TestPendingProcessing(t *testing.T) {
+// mutations is the table of record sets and the verdict each must get:
+// the cases issue 11 names (every delivery handled twice in a fault cell,
+// an old sequence handled again after later ones, an empty key, an empty
+// run, ...) and the checks' own edges. Every case starts from a clean run
+// of 8 events on 2 keys with handlers a and b, unless it builds its own.
+var mutations = []struct {
+	name  string
+	build func() *Input // nil: cleanRun(8, 2, "a", "b")
+	edit  func(*Input)
+	valid bool
+	want  map[string]int64 // non-zero counts besides published 8, expected 16, handled 16
+	// example must appear in an example (INVALID) or a note (VALID).
+	example string
+}{
+	{name: "clean", edit: func(*Input) {}, valid: true},
+	{name: "a dropped handle is lost", edit: func(in *Input) {
+		d := file(in, "disp-1")
+		d.Handled = d.Handled[:len(d.Handled)-1]
+	}, want: map[string]int64{"lost": 1, "handled": 15}, example: "lost: event e7 handler b"},
+	{name: "swapped handles of a key break order", edit: func(in *Input) {
+		// Key k0: e0 (seq 1), e2 (seq 2). Handler a runs e2 first.
+		handled(in, "e2", "a").HandleNs = 1
+	}, want: map[string]int64{"order": 1}, example: `handled sequence 1 (event e0) after sequence 2 (event e2)`},
+	{name: "every delivery handled twice in a fault cell", edit: func(in *Input) {
+		for fi := range in.Files {
+			f := &in.Files[fi]
+			for _, h := range slices.Clone(f.Handled) {
+				h.HandleNs += step / 2
+				f.Handled = append(f.Handled, h)
+			}
+		}
+		killAt(in, "disp-1", handleStart+3*step+step/2) // disp-1 dies after e3
+	},
+		// Explained: the repeats of disp-1's handles before its kill (e1,
+		// e3 x 2 handlers); every other repeat is a duplicate. (Each
+		// repeat follows its first handle at once, so order holds.)
+		want: map[string]int64{"redeliveries": 4, "duplicates": 12}, example: "that no fault explains"},
+	{name: "stale lease: an old sequence again after later ones", edit: func(in *Input) {
+		// A fault cell, whose fault hit a process that is not this one.
+		in.Expect.AllowRedelivery = true
+		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
+		again := *handled(in, "e0", "a")
+		again.HandleNs = handleStart + 10*step
+		f := file(in, "disp-1")
+		f.Handled = append(f.Handled, again)
+	}, want: map[string]int64{"duplicates": 1, "order": 1}, example: "which a live owner had handled"},
+	{name: "the killed dispatcher's delivery runs again on the survivor", edit: func(in *Input) {
+		// disp-1 handled e3 and was killed before completing it; disp-0
+		// takes the key over: e3 again, then e5 and e7 as before.
+		killAt(in, "disp-1", handleStart+3*step+10)
+		for _, h := range []string{"a", "b"} {
+			again := *handled(in, "e3", h)
+			again.HandleNs, again.Attempt = handleStart+4*step+50, 2
+			f := file(in, "disp-0")
+			f.Handled = append(f.Handled, again)
+		}
+	}, valid: true, want: map[string]int64{"redeliveries": 2}},
+	{name: "a redelivery within a lease of a database restart", edit: func(in *Input) {
+		in.Expect.AllowRedelivery, in.Expect.Lease = true, 2*time.Microsecond
+		in.Expect.Faults = []Fault{{Kind: FaultRestart, StartNs: handleStart + 6*step, EndNs: handleStart + 6*step + 100}}
+		again := *handled(in, "e5", "a") // handled 1 µs before the restart
+		again.HandleNs += 50
+		f := file(in, "disp-1")
+		f.Handled = append(f.Handled, again)
+	}, valid: true, want: map[string]int64{"redeliveries": 1}},
+	{name: "a repeat long before a database restart", edit: func(in *Input) {
+		in.Expect.AllowRedelivery, in.Expect.Lease = true, 2*time.Microsecond
+		in.Expect.Faults = []Fault{{Kind: FaultRestart, StartNs: handleStart + 6*step, EndNs: handleStart + 6*step + 100}}
+		again := *handled(in, "e1", "a") // 5 µs before the restart: not in flight
+		again.HandleNs += 50
+		f := file(in, "disp-1")
+		f.Handled = append(f.Handled, again)
+	}, want: map[string]int64{"duplicates": 1}},
+	{name: "a replay out of order", edit: func(in *Input) {
+		killAt(in, "disp-1", handleStart+8*step)
+		// disp-1 ran e1, e3, e5, e7 (key k1) and died; disp-0 replays
+		// them, but e5 before e3.
+		f := file(in, "disp-0")
+		for i, id := range []string{"e1", "e5", "e3", "e7"} {
+			again := *handled(in, id, "a")
+			again.HandleNs = handleStart + 9*step + int64(i)
+			f.Handled = append(f.Handled, again)
+		}
+	}, want: map[string]int64{"redeliveries": 4, "order": 1}, example: "again after sequence 3, which a live owner had handled"},
+	{name: "a replay out of order within a restart's reach", edit: func(in *Input) {
+		// Every handle is within a lease of the restart, so none is firm:
+		// only the replay's own order can tell.
+		in.Expect.AllowRedelivery, in.Expect.Lease = true, time.Second
+		in.Expect.Faults = []Fault{{Kind: FaultRestart, StartNs: handleStart, EndNs: handleStart + 8*step}}
+		f := file(in, "disp-0")
+		for i, id := range []string{"e5", "e3"} {
+			again := *handled(in, id, "a")
+			again.HandleNs = handleStart + 9*step + int64(i)
+			f.Handled = append(f.Handled, again)
+		}
+	}, want: map[string]int64{"redeliveries": 2, "order": 1}, example: "replayed handler a key \"k1\" out of order: sequence 2 after 3"},
+	{name: "an unkeyed duplicate outside fault cells", build: func() *Input { return cleanRun(8, 0, "a", "b") }, edit: func(in *Input) {
+		f := file(in, "disp-0")
+		f.Handled = append(f.Handled, f.Handled[0])
+	}, want: map[string]int64{"duplicates": 1}},
+	{name: "a keyed duplicate is also out of order", edit: func(in *Input) {
+		again := *handled(in, "e6", "b")
+		again.HandleNs += 10 * step
+		f := file(in, "disp-0")
+		f.Handled = append(f.Handled, again)
+	}, want: map[string]int64{"duplicates": 1, "order": 1}},
+	{name: "a handle without its key", edit: func(in *Input) {
+		h := handled(in, "e4", "a")
+		h.Key, h.Sequence = "", 0
+	}, want: map[string]int64{"keyMismatches": 1, "order": 1}, example: `published with key "k0", handler a reports ""`},
+	{name: "two events with one sequence", edit: func(in *Input) {
+		for _, h := range []string{"a", "b"} {
+			handled(in, "e2", h).Sequence = 1 // e0 holds 1 of k0
+		}
+	}, want: map[string]int64{"sequenceConflicts": 1, "order": 2, "commitOrder": 1}, example: "both hold sequence 1"},
+	{name: "one event with two sequences", edit: func(in *Input) {
+		handled(in, "e6", "b").Sequence = 9
+	}, want: map[string]int64{"sequenceConflicts": 1}, example: "handled with sequences 4 and 9"},
+	{name: "sequences against commit order", edit: func(in *Input) {
+		// e0 and e2 (key k0) swap sequences, and are handled in the
+		// swapped order: the store's own numbering looks fine, but e0's
+		// commit returned before e2's call started.
+		for _, h := range []string{"a", "b"} {
+			x, y := handled(in, "e0", h), handled(in, "e2", h)
+			x.Sequence, y.Sequence = 2, 1
+			x.HandleNs, y.HandleNs = y.HandleNs, x.HandleNs
+		}
+	}, want: map[string]int64{"commitOrder": 1}, example: "commit order: key \"k0\": event e0 (sequence 2) committed before event e2 (sequence 1) started"},
+	{name: "overlapping calls may commit in either order", edit: func(in *Input) {
+		pub := file(in, "pub-0")
+		pub.Published[2].CallStartNs = pub.Published[0].CallStartNs // e2's call began before e0's returned
+		for _, h := range []string{"a", "b"} {
+			x, y := handled(in, "e0", h), handled(in, "e2", h)
+			x.Sequence, y.Sequence = 2, 1
+			x.HandleNs, y.HandleNs = y.HandleNs, x.HandleNs
+		}
+	}, valid: true},
+	{name: "a v0.1.0 publisher: no call starts", edit: func(in *Input) {
+		for i := range file(in, "pub-0").Published {
+			file(in, "pub-0").Published[i].CallStartNs = 0
+		}
+	}, valid: true, want: map[string]int64{"commitOrderSkipped": 8}, example: "commit order not checked for 8 keyed events"},
+	{name: "an empty run", build: func() *Input { return &Input{Handlers: []string{"a"}} }, edit: func(*Input) {},
+		want: map[string]int64{"published": 0, "expected": 0, "handled": 0, "empty": 1}, example: "empty"},
+	{name: "an idle window", edit: func(in *Input) {
+		in.Expect.Window = &Span{StartNs: handleStart + 100*step, EndNs: handleStart + 200*step}
+	}, want: map[string]int64{"idle": 1}, example: "idle"},
+	{name: "publish errors outside fault cells", edit: func(in *Input) { in.PublishErrors = 3 },
+		want: map[string]int64{"publishErrors": 3}},
+	{name: "publish errors in a fault cell", edit: func(in *Input) {
+		in.PublishErrors, in.Expect.AllowPublishErrors = 3, true
+	}, valid: true},
+	{name: "an uncertain event that one handler ran is certain", edit: func(in *Input) {
+		file(in, "pub-0").Published[5].Uncertain = true
+		d := file(in, "disp-1")
+		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e5" && h.Handler == "b" })
+	}, want: map[string]int64{"uncertainHandled": 1, "lost": 1, "handled": 15}, example: "lost: event e5 handler b"},
+	{name: "an uncertain event nobody ran", edit: func(in *Input) {
+		file(in, "pub-0").Published[5].Uncertain = true
+		d := file(in, "disp-1")
+		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e5" })
+	}, valid: true, want: map[string]int64{"uncertain": 1, "expected": 14, "handled": 14}},
+	{name: "a failed handle of an unknown event", edit: func(in *Input) {
+		f := file(in, "disp-0")
+		f.Handled = append(f.Handled, record.Handled{EventID: "ghost", Handler: "a", Attempt: 1, HandleNs: 1})
+	}, want: map[string]int64{"unexpected": 1, "failures": 1}, example: "ghost"},
+	{name: "a handle by the killed process after its kill", edit: func(in *Input) {
+		in.Expect.AllowRedelivery = true
+		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-1", StartNs: handleStart + 4*step, EndNs: handleStart + 4*step}}
+	}, want: map[string]int64{"unexpected": 4, "handled": 12, "lost": 4}, example: "after the fault plan killed it"},
+	{name: "an ok handle by an unknown handler", edit: func(in *Input) {
+		f := file(in, "disp-0")
+		f.Handled = append(f.Handled, record.Handled{EventID: "e0", Handler: "nobody", Attempt: 1, HandleNs: 1, OK: true})
+	}, want: map[string]int64{"unexpected": 1}},
+	{name: "a truncated record file of a live process", edit: func(in *Input) { file(in, "disp-0").TruncatedTail = true },
+		want: map[string]int64{"truncated": 1}, example: "disp-0"},
+	{name: "a truncated record file of the killed process", edit: func(in *Input) {
+		killAt(in, "disp-0", handleStart+100*step) // after its last handle
+		file(in, "disp-0").TruncatedTail = true
+	}, valid: true},
+	{name: "left pending", edit: func(in *Input) { in.Final.Pending, in.Final.Processing = 2, 1 },
+		want: map[string]int64{"pending": 2, "processing": 1}},
+	{name: "the store lists fewer dead than it counts", edit: func(in *Input) { in.Final.Dead = 2 },
+		want: map[string]int64{"deadUnexpected": 2}},
+	{name: "truncated dead letters", edit: func(in *Input) { in.Final.DeadLettersTruncated = true },
+		want: map[string]int64{"unverified": 1}},
+	{name: "an attempt past the budget", edit: func(in *Input) {
+		in.Expect.MaxAttempts = 3
+		handled(in, "e1", "a").Attempt = 4
+	}, want: map[string]int64{"overBudget": 1}, example: "attempt 4, the budget is 3"},
+}
+
+func TestMutations(t *testing.T) {
 	t.Parallel()
-	in := cleanRun(2, 0, "a")
-	in.Final.Pending, in.Final.Processing = 3, 1
-	check(t, Validate(in), want{pending: 3, processing: 1, handledOK: 2, expected: 2, published: 2})
+	for _, tc := range mutations {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := cleanRun(8, 2, "a", "b")
+			if tc.build != nil {
+				in = tc.build()
+			}
+			tc.edit(in)
+			r := Validate(in)
+			want := map[string]int64{"published": 8, "expected": 16, "handled": 16}
+			for k, v := range tc.want {
+				want[k] = v
+			}
+			got := counts(r)
+			for k, v := range got {
+				if v != want[k] {
+					t.Errorf("%s = %d, want %d", k, v, want[k])
+				}
+			}
+			if r.Valid != tc.valid {
+				t.Errorf("valid = %v, want %v", r.Valid, tc.valid)
+			}
+			if r.Valid != strings.HasPrefix(r.String(), "VALID") {
+				t.Errorf("Valid %v but String %q", r.Valid, r)
+			}
+			if !r.Valid && len(r.Examples) == 0 {
+				t.Error("INVALID without an example")
+			}
+			text := strings.Join(append(slices.Clone(r.Examples), r.Notes...), "\n")
+			if tc.example != "" && !strings.Contains(text, tc.example) {
+				t.Errorf("no example or note contains %q:\n%s", tc.example, text)
+			}
+			if t.Failed() {
+				t.Logf("%s\n%s", r, text)
+			}
+		})
+	}
 }
 
 func TestPoison(t *testing.T) {
 	t.Parallel()
-	in := cleanRun(4, 0, "a", "b")
-	in.Expect.PoisonEventIDs = map[string]bool{"e1": true, "e3": true}
-	// Poison events are never handled ok: drop their ok handles, record
-	// failures instead.
-	var hs []record.Handled
-	for _, h := range in.Handled {
-		if in.Expect.PoisonEventIDs[h.EventID] {
-			h.OK = false
+	base := func() *Input {
+		in := cleanRun(4, 0, "a", "b")
+		in.Expect.PoisonEventIDs = map[string]bool{"e1": true, "e3": true}
+		in.Expect.MaxAttempts = 2
+		// Poison events fail every attempt until they are dead.
+		for fi := range in.Files {
+			f := &in.Files[fi]
+			for i := range f.Handled {
+				if h := &f.Handled[i]; in.Expect.PoisonEventIDs[h.EventID] {
+					h.OK = false
+					again := *h
+					again.Attempt, again.HandleNs = 2, h.HandleNs+1
+					f.Handled = append(f.Handled, again)
+				}
+			}
 		}
-		hs = append(hs, h)
+		in.Final.DeadLetters = []DeadLetter{{EventID: "e1", Handler: "a", Attempts: 2}, {EventID: "e1", Handler: "b", Attempts: 2}, {EventID: "e3", Handler: "a", Attempts: 2}, {EventID: "e3", Handler: "b", Attempts: 2}, {EventID: "e3", Handler: "b", Attempts: 2}}
+		in.Final.Dead = 4
+		return in
 	}
-	in.Handled = hs
-	in.Final.DeadLetters = []DeadLetter{{"e1", "a"}, {"e1", "b"}, {"e3", "a"}, {"e3", "b"}, {"e3", "b"}}
-	in.Final.Dead = 4
-	check(t, Validate(in), want{deadExpected: 4, failures: 4, handledOK: 4, expected: 4, published: 4, valid: true})
-
-	t.Run("poison handled", func(t *testing.T) {
-		in := *in
-		in.Handled = append(append([]record.Handled(nil), in.Handled...),
-			record.Handled{EventID: "e1", Handler: "a", Attempt: 2, OK: true})
-		check(t, Validate(&in), want{poisonHandled: 1, deadExpected: 4, failures: 4, handledOK: 4, expected: 4, published: 4})
-	})
-	t.Run("poison vanished", func(t *testing.T) {
-		in := *in
-		in.Final.DeadLetters = in.Final.DeadLetters[:3] // e3/b neither dead nor handled
-		in.Final.Dead = 3
-		check(t, Validate(&in), want{lostPoison: 1, deadExpected: 3, failures: 4, handledOK: 4, expected: 4, published: 4})
-	})
-	t.Run("dead unexpected", func(t *testing.T) {
-		in := *in
-		in.Final.DeadLetters = append(append([]DeadLetter(nil), in.Final.DeadLetters...),
-			DeadLetter{"e0", "a"}, DeadLetter{"ghost", "a"})
-		in.Final.Dead = 6
-		// e0/a was also handled ok, so it is not lost; it is a dead
-		// letter that should not exist.
-		check(t, Validate(&in), want{deadUnexpected: 2, deadExpected: 4, failures: 4, handledOK: 4, expected: 4, published: 4})
-	})
-	t.Run("dead and not handled counts once", func(t *testing.T) {
-		in := *in
-		in.Handled = in.Handled[1:] // e0/a not handled ...
-		in.Final.DeadLetters = append(append([]DeadLetter(nil), in.Final.DeadLetters...), DeadLetter{"e0", "a"})
-		in.Final.Dead = 5 // ... but dead: dead unexpected, not also lost
-		check(t, Validate(&in), want{deadUnexpected: 1, deadExpected: 4, failures: 4, handledOK: 3, expected: 4, published: 4})
-	})
-	t.Run("store counts more dead than it lists", func(t *testing.T) {
-		in := *in
-		in.Final.Dead = 6
-		check(t, Validate(&in), want{deadUnexpected: 2, deadExpected: 4, failures: 4, handledOK: 4, expected: 4, published: 4})
-	})
-	t.Run("truncated dead letters", func(t *testing.T) {
-		in := *in
-		in.Final.DeadLettersTruncated = true
-		r := Validate(&in)
-		if r.Valid || !r.DeadLettersUnverified {
-			t.Fatalf("truncated dead letters: %s", r)
-		}
-	})
-}
-
-func TestUncertain(t *testing.T) {
-	t.Parallel()
-	// Both outcomes are fine for an uncertain event: handled or not.
-	in := cleanRun(3, 1, "a")
-	in.Published[1].Uncertain = true
-	check(t, Validate(in), want{uncertain: 1, handledOK: 3, expected: 2, published: 3, valid: true})
-
-	notHandled := cleanRun(3, 0, "a")
-	notHandled.Published[1].Uncertain = true
-	notHandled.Handled = append(notHandled.Handled[:1], notHandled.Handled[2:]...)
-	check(t, Validate(notHandled), want{uncertain: 1, handledOK: 2, expected: 2, published: 3, valid: true})
-
-	// ... but if handled, it must be handled correctly: once, in order.
-	dup := cleanRun(3, 0, "a")
-	dup.Published[1].Uncertain = true
-	dup.Handled = append(dup.Handled, dup.Handled[1])
-	check(t, Validate(dup), want{duplicates: 1, uncertain: 1, handledOK: 3, expected: 2, published: 3})
-
-	// An event recorded once uncertain and once certain (a retried
-	// publish) is certain.
-	retried := cleanRun(2, 0, "a")
-	retried.Published = append(retried.Published, retried.Published[1])
-	retried.Published[1].Uncertain = true
-	check(t, Validate(retried), want{handledOK: 2, expected: 2, published: 2, valid: true})
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Input)
+		valid bool
+		want  map[string]int64
+	}{
+		{"planted and dead", func(*Input) {}, true, nil},
+		{"poison handled", func(in *Input) {
+			f := file(in, "disp-1")
+			f.Handled = append(f.Handled, record.Handled{EventID: "e1", Handler: "a", Attempt: 2, HandleNs: 9e9, OK: true})
+		}, false, map[string]int64{"poisonHandled": 1}},
+		{"poison vanished", func(in *Input) {
+			in.Final.DeadLetters = in.Final.DeadLetters[:3] // e3/b neither dead nor handled
+			in.Final.Dead = 3
+		}, false, map[string]int64{"lostPoison": 1, "deadExpected": 3}},
+		{"dead unexpected", func(in *Input) {
+			in.Final.DeadLetters = append(in.Final.DeadLetters, DeadLetter{EventID: "e0", Handler: "a", Attempts: 2}, DeadLetter{EventID: "ghost", Handler: "a", Attempts: 2})
+			in.Final.Dead = 6
+		}, false, map[string]int64{"deadUnexpected": 2}},
+		{"dead and not handled counts once", func(in *Input) {
+			d := file(in, "disp-0")
+			d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e0" && h.Handler == "a" })
+			in.Final.DeadLetters = append(in.Final.DeadLetters, DeadLetter{EventID: "e0", Handler: "a", Attempts: 2})
+			in.Final.Dead = 5
+		}, false, map[string]int64{"deadUnexpected": 1, "handled": 3}},
+		{"a side that ignores the budget", func(in *Input) {
+			// e3/a failed a third time and was buried with 3 attempts.
+			f := file(in, "disp-1")
+			f.Handled = append(f.Handled, record.Handled{EventID: "e3", Handler: "a", Attempt: 3, HandleNs: 9e9})
+			in.Final.DeadLetters[2].Attempts = 3
+		}, false, map[string]int64{"overBudget": 3, "failures": 9}},
+		{"buried before the budget was spent", func(in *Input) { in.Final.DeadLetters[0].Attempts = 1 },
+			false, map[string]int64{"overBudget": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := base()
+			tc.edit(in)
+			r := Validate(in)
+			want := map[string]int64{"published": 4, "expected": 4, "handled": 4, "deadExpected": 4, "failures": 8}
+			for k, v := range tc.want {
+				want[k] = v
+			}
+			for k, v := range counts(r) {
+				if v != want[k] {
+					t.Errorf("%s = %d, want %d", k, v, want[k])
+				}
+			}
+			if r.Valid != tc.valid {
+				t.Errorf("valid %v, want %v: %s %q", r.Valid, tc.valid, r, r.Examples)
+			}
+		})
+	}
 }
 
 func TestExamplesBounded(t *testing.T) {
 	t.Parallel()
 	in := cleanRun(50, 0, "a")
-	in.Handled = nil
+	for i := range in.Files {
+		in.Files[i].Handled = nil
+	}
 	r := Validate(in)
-	check(t, r, want{lost: 50, expected: 50, published: 50})
-	if len(r.Examples) != MaxExamples {
-		t.Fatalf("%d examples, want %d", len(r.Examples), MaxExamples)
+	if r.Lost != 50 || len(r.Examples) != MaxExamples {
+		t.Fatalf("lost %d, %d examples, want 50 and %d", r.Lost, len(r.Examples), MaxExamples)
 	}
 	if r.Examples[0] != "lost: event e0 handler a was published but never handled ok" {
 		t.Fatalf("examples not in publish order: %q", r.Examples[0])
@@ -278,13 +433,24 @@ func TestExamplesBounded(t *testing.T) {
 func TestInputNotModified(t *testing.T) {
 	t.Parallel()
 	in := cleanRun(20, 3, "a")
-	in.Handled[0], in.Handled[19] = in.Handled[19], in.Handled[0]
-	before := append([]record.Handled(nil), in.Handled...)
+	d := file(in, "disp-0")
+	d.Handled[0], d.Handled[5] = d.Handled[5], d.Handled[0]
+	before := fmt.Sprint(in.Files)
 	Validate(in)
-	for i := range before {
-		if before[i] != in.Handled[i] {
-			t.Fatal("Validate reordered its input")
-		}
+	if fmt.Sprint(in.Files) != before {
+		t.Fatal("Validate changed its input")
+	}
+}
+
+func TestStringNamesEveryViolation(t *testing.T) {
+	t.Parallel()
+	r := &Result{Lost: 2, Empty: true, Published: 0}
+	if got := r.String(); got != "INVALID: nothing published, lost 2 (published 0, expected 0, handled 0)" {
+		t.Fatalf("String = %q", got)
+	}
+	r = &Result{Valid: true, Published: 3, Expected: 3, HandledOK: 3, Redeliveries: 1}
+	if got := r.String(); got != "VALID (published 3, expected 3, handled 3, redeliveries 1)" {
+		t.Fatalf("String = %q", got)
 	}
 }
 

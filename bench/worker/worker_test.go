@@ -197,6 +197,12 @@ func TestRolesOnPostgres(t *testing.T) {
 	if len(pub.Published) != events {
 		t.Errorf("%d published records, want %d", len(pub.Published), events)
 	}
+	for _, p := range pub.Published {
+		// The call's start is recorded, before its commit returned.
+		if p.CallStartNs <= 0 || p.CallStartNs > p.CommitNs {
+			t.Errorf("event %s: call start %d, commit %d", p.EventID, p.CallStartNs, p.CommitNs)
+		}
+	}
 	ok := 0
 	lastSeq := map[string]int64{}
 	for _, h := range han.Handled {

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -35,7 +38,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--rounds", "-1"}, "--rounds -1 outside"},
 		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--window", "10ms"}, "--window 10ms outside"},
 		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--scenarios", "1,x"}, `"x" is not a scenario number`},
-		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--scenarios", "7"}, "unknown scenario 7"},
+		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--scenarios", "99"}, "unknown scenario 99"},
+		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--rounds", "3"}, "rounds 3: want an even number"},
 		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--stores", "redis"}, `--stores "redis"`},
 		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--stores", "mongo"}, "MongoDB"},
 		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--plant-candidate-delay", "-1s"}, "--plant-candidate-delay"},
@@ -43,7 +47,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--nosuchflag"}, "flag provided but not defined"},
 		{[]string{"gate", "run.json"}, "usage: bench gate"},
 		{[]string{"report"}, "usage: bench report"},
-		{[]string{"report", "/nonexistent/run.json"}, "report: load run"},
+		{[]string{"report", "/nonexistent/run.json"}, "result: load run"},
 	} {
 		_, err := runCLI(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -60,5 +64,48 @@ func TestUnknownRef(t *testing.T) {
 	_, err = runCLI(t, "--base", "HEAD", "--candidate", "no-such-branch-xyz", "--repo", "../..", "--smoke")
 	if err == nil || !strings.Contains(err.Error(), `unknown ref "no-such-branch-xyz"`) {
 		t.Fatalf("unknown branch: %v", err)
+	}
+}
+
+func TestValidateCommand(t *testing.T) {
+	root := t.TempDir()
+	write := func(dir, name, content string) {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, bad := filepath.Join(root, "cell01", "r1-base"), filepath.Join(root, "cell01", "r1-candidate")
+	// A v0.1.0 worker's records: six-field P lines.
+	write(good, "pub-0.rec", "P\te0\tt\tk\t100\t0\nP\te1\tt\tk\t200\t0\n")
+	write(good, "disp-0.rec", "H\te0\ta\tk\t1\t1\t300\t1\nH\te1\ta\tk\t2\t1\t400\t1\n")
+	write(bad, "pub-0.rec", "P\te0\tt\tk\t100\t0\nP\te1\tt\tk\t200\t0\n")
+	write(bad, "disp-0.rec", "H\te0\ta\tk\t1\t1\t300\t1\n")
+	write(bad, "disp-1.rec", "H\te1\ta\tk\t2\t1\t400\t1\nH\te0\ta\tk\t1\t2\t500\t1\n")
+
+	out, err := runCLI(t, "validate", good)
+	if err != nil || !strings.Contains(out, "VALID (published 2, expected 2, handled 2)") || !strings.Contains(out, "no window.json") {
+		t.Fatalf("good folder: %v\n%s", err, out)
+	}
+	// The whole tree: one folder INVALID, exit 1.
+	out, err = runCLI(t, "validate", root)
+	var ee exitError
+	if !errors.As(err, &ee) || ee != 1 || !strings.Contains(out, "INVALID: duplicates 1, order violations 1") {
+		t.Fatalf("tree: %v\n%s", err, out)
+	}
+	// A kill of disp-0 after its first handle of e0 explains the repeat
+	// in a fault cell, but not the order: e1 was handled by a live owner.
+	out, err = runCLI(t, "validate", "--allow-redelivery", "--kill", "disp-0@450", bad)
+	if err == nil || !strings.Contains(out, "order violations 1") || !strings.Contains(out, "redeliveries 1") {
+		t.Fatalf("kill: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"validate"}, {"validate", "--kill", "x", good}, {"validate", "--restart", "5-1", good},
+		{"validate", filepath.Join(root, "nothing-here")}} {
+		if _, err := runCLI(t, args...); err == nil || !strings.HasPrefix(err.Error(), "bench: ") {
+			t.Errorf("%q: %v", args, err)
+		}
 	}
 }

@@ -1,0 +1,232 @@
+// Package pgmetrics reads what a window cost a PostgreSQL server: WAL
+// bytes, records and full-page images, per-table tuple counters, dead
+// tuples and statements, from two snapshots around the window. It also
+// holds the harness's other direct queries of the window database
+// (CHECKPOINT, VACUUM ANALYZE, pg_stat_statements) and the checks on the
+// server itself (fsync).
+package pgmetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berkcansavur/relaybus/bench/result"
+)
+
+// harnessTag marks every query the harness sends, so the statement count
+// of a window (pg_stat_statements) leaves the harness's own queries out.
+// pg_stat_statements keeps a statement's first text, comments included,
+// and the harness's statements are never the workers' statements.
+const harnessTag = "/* relaybus-bench */"
+
+// Table names whose counters the report shows.
+const (
+	tableDeliveries = "relaybus_deliveries"
+	tableLanes      = "relaybus_lanes"
+)
+
+// TableStats are the cumulative counters of one table.
+type TableStats struct {
+	Inserted, Updated, HotUpdated, Deleted, Dead int64
+}
+
+// Snapshot is the server's cumulative counters at one instant.
+//
+// # Counter lag
+//
+// WAL position is exact at the instant it is read. The other counters
+// (pg_stat_wal, pg_stat_user_tables, pg_stat_statements calls) are
+// cumulative statistics that each backend flushes to shared memory at
+// most once per PGSTAT_MIN_INTERVAL (1 s, PostgreSQL 15 and later) when it
+// ends a transaction; pg_stat_force_next_flush() flushes only the calling
+// backend, so it cannot help. The harness reads both snapshots while the
+// workers are still running, so both ends of the difference lag by at
+// most about a second and the difference covers a window-length interval
+// of steady state; per-delivery ratios divide it by the deliveries of the
+// window itself (from the records). Reading "after" only once the workers
+// have stopped would instead add their shutdown work to the window.
+type Snapshot struct {
+	// WALPos is pg_current_wal_lsn() as a byte position.
+	WALPos      uint64
+	WALRecords  int64
+	WALFPI      int64
+	HasWALStats bool // pg_stat_wal has wal_records (PostgreSQL 14+)
+	Tables      map[string]TableStats
+	// Statements is the sum of calls of the window database's statements
+	// (transaction control and the harness's own queries excluded); -1
+	// when pg_stat_statements is not available.
+	Statements int64
+}
+
+// ReadSnapshot reads the counters. conn must be connected to the window's
+// database (pg_stat_user_tables is per database).
+func ReadSnapshot(ctx context.Context, conn *pgx.Conn, statements bool) (*Snapshot, error) {
+	s := &Snapshot{Tables: map[string]TableStats{}, Statements: -1}
+	var lsn string
+	if err := conn.QueryRow(ctx, harnessTag+" SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		return nil, fmt.Errorf("pgmetrics: reading the WAL position: %w", err)
+	}
+	pos, err := ParseLSN(lsn)
+	if err != nil {
+		return nil, err
+	}
+	s.WALPos = pos
+	err = conn.QueryRow(ctx, harnessTag+" SELECT wal_records, wal_fpi FROM pg_stat_wal").Scan(&s.WALRecords, &s.WALFPI)
+	if err == nil {
+		s.HasWALStats = true
+	}
+	rows, err := conn.Query(ctx, harnessTag+` SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup
+		FROM pg_stat_user_tables WHERE relname LIKE 'relaybus\_%'`)
+	if err != nil {
+		return nil, fmt.Errorf("pgmetrics: reading table statistics: %w", err)
+	}
+	for rows.Next() {
+		var name string
+		var t TableStats
+		if err := rows.Scan(&name, &t.Inserted, &t.Updated, &t.HotUpdated, &t.Deleted, &t.Dead); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgmetrics: reading table statistics: %w", err)
+		}
+		// Several schemas could hold a relaybus_ table; sum them.
+		old := s.Tables[name]
+		s.Tables[name] = TableStats{old.Inserted + t.Inserted, old.Updated + t.Updated,
+			old.HotUpdated + t.HotUpdated, old.Deleted + t.Deleted, old.Dead + t.Dead}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgmetrics: reading table statistics: %w", err)
+	}
+	if statements {
+		err := conn.QueryRow(ctx, harnessTag+` SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
+			WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			  AND query NOT LIKE '%relaybus-bench%'
+			  AND query !~* '^\s*(BEGIN|COMMIT|ROLLBACK|START TRANSACTION|SAVEPOINT|RELEASE|END|SET|SHOW|RESET|DISCARD|DEALLOCATE)\M'`).Scan(&s.Statements)
+		if err != nil {
+			return nil, fmt.Errorf("pgmetrics: reading pg_stat_statements: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// EnsurePgStatStatements creates the extension in the window database so
+// its view can be read there. It reports false (not an error) when the
+// server does not load the library.
+func EnsurePgStatStatements(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var loaded bool
+	if err := conn.QueryRow(ctx, harnessTag+` SELECT 'pg_stat_statements' = ANY(string_to_array(replace(current_setting('shared_preload_libraries'), ' ', ''), ','))`).Scan(&loaded); err != nil {
+		return false, fmt.Errorf("pgmetrics: %w", err)
+	}
+	if !loaded {
+		return false, nil
+	}
+	if _, err := conn.Exec(ctx, harnessTag+" CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		return false, fmt.Errorf("pgmetrics: creating pg_stat_statements: %w", err)
+	}
+	return true, nil
+}
+
+// ParseLSN turns a WAL position as PostgreSQL prints it ("16/B374D848":
+// the high and low 32 bits in hex) into a byte position.
+func ParseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok || hi == "" || lo == "" || len(hi) > 8 || len(lo) > 8 {
+		return 0, fmt.Errorf("pgmetrics: bad WAL position %q", s)
+	}
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("pgmetrics: bad WAL position %q", s)
+	}
+	return h<<32 | l, nil
+}
+
+// VacuumAnalyze vacuums and analyzes the window database, so both sides
+// start their window from the same planner statistics and visibility
+// map whatever autovacuum happened to do during the preload (an A/A
+// window once ran 9x faster than its peers without it).
+func VacuumAnalyze(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, harnessTag+" VACUUM ANALYZE"); err != nil {
+		return fmt.Errorf("pgmetrics: VACUUM ANALYZE: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint forces a checkpoint so every window starts with the same
+// full-page-image debt (the first change of each page after a checkpoint
+// logs the whole page).
+func Checkpoint(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, harnessTag+" CHECKPOINT"); err != nil {
+		return fmt.Errorf("pgmetrics: CHECKPOINT: %w", err)
+	}
+	return nil
+}
+
+// WindowMetrics turns two snapshots into per-unit metrics. units is the
+// number of deliveries (or events, for publish-only cells) of the window;
+// perEvent selects the publish metric names.
+func WindowMetrics(m map[string]float64, before, after *Snapshot, units float64, perEvent bool) {
+	if units <= 0 {
+		return
+	}
+	wal := float64(after.WALPos - before.WALPos)
+	if perEvent {
+		m[result.MetricWALBytesPerEvent] = wal / units
+		return
+	}
+	m[result.MetricWALBytesPerDelivery] = wal / units
+	if before.HasWALStats && after.HasWALStats {
+		m[result.MetricWALRecordsPerDelivery] = float64(after.WALRecords-before.WALRecords) / units
+		m[result.MetricWALFPIPerDelivery] = float64(after.WALFPI-before.WALFPI) / units
+	}
+	d := diffTable(before, after, tableDeliveries)
+	m[result.MetricUpdatesPerDelivery] = float64(d.Updated) / units
+	m[result.MetricDeletesPerDelivery] = float64(d.Deleted) / units
+	if pct, ok := hotPct(d); ok {
+		m[result.MetricHOTPctDeliveries] = pct
+	}
+	if pct, ok := hotPct(diffTable(before, after, tableLanes)); ok {
+		m[result.MetricHOTPctLanes] = pct
+	}
+	if t, ok := after.Tables[tableDeliveries]; ok {
+		// Per delivery of the window, as the seed's tables read it; the
+		// absolute count too, since autovacuum may have run mid-window.
+		m[result.MetricDeadTuplesPerDelivery] = float64(t.Dead) / units
+		m[result.MetricDeadTuplesAfter] = float64(t.Dead)
+	}
+	if before.Statements >= 0 && after.Statements >= 0 {
+		m[result.MetricStmtsPerDelivery] = float64(after.Statements-before.Statements) / units
+	}
+}
+
+func diffTable(before, after *Snapshot, name string) TableStats {
+	a, b := after.Tables[name], before.Tables[name]
+	return TableStats{a.Inserted - b.Inserted, a.Updated - b.Updated, a.HotUpdated - b.HotUpdated, a.Deleted - b.Deleted, a.Dead}
+}
+
+// hotPct is HOT updates as a percentage of updates; with no updates it is
+// undefined (absent), never 0, so "no updates" does not read as "no HOT".
+func hotPct(t TableStats) (float64, bool) {
+	if t.Updated <= 0 {
+		return math.NaN(), false
+	}
+	return 100 * float64(t.HotUpdated) / float64(t.Updated), true
+}
+
+// CheckFsync refuses a server with fsync off unless allowed: its numbers
+// would not be comparable with any real deployment.
+func CheckFsync(settings map[string]string, allow bool) error {
+	v, ok := settings["fsync"]
+	if !ok {
+		return errors.New("pgmetrics: the server did not report its fsync setting")
+	}
+	if strings.EqualFold(v, "off") && !allow {
+		return errors.New("pgmetrics: the PostgreSQL server runs with fsync=off; benchmark numbers would not mean anything (pass --allow-fsync-off to run anyway)")
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package pgmetrics
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/berkcansavur/relaybus/bench/result"
+)
+
+func TestPGWindowMetrics(t *testing.T) {
+	before := &Snapshot{WALPos: 1 << 32, HasWALStats: true, WALRecords: 100, WALFPI: 10, Statements: 50, Tables: map[string]TableStats{
+		tableDeliveries: {Inserted: 1000, Updated: 200, HotUpdated: 0, Deleted: 0},
+		tableLanes:      {Inserted: 256, Updated: 10, HotUpdated: 10},
+	}}
+	after := &Snapshot{WALPos: 1<<32 + 250_000, HasWALStats: true, WALRecords: 1100, WALFPI: 60, Statements: 150, Tables: map[string]TableStats{
+		tableDeliveries: {Inserted: 1000, Updated: 200, HotUpdated: 0, Deleted: 500, Dead: 480},
+		tableLanes:      {Inserted: 256, Updated: 110, HotUpdated: 100},
+	}}
+	m := map[string]float64{}
+	WindowMetrics(m, before, after, 500, false)
+	want := map[string]float64{
+		result.MetricWALBytesPerDelivery:   500,
+		result.MetricWALRecordsPerDelivery: 2,
+		result.MetricWALFPIPerDelivery:     0.1,
+		result.MetricUpdatesPerDelivery:    0,
+		result.MetricDeletesPerDelivery:    1,
+		result.MetricHOTPctLanes:           90,
+		result.MetricDeadTuplesAfter:       480,
+		result.MetricDeadTuplesPerDelivery: 0.96,
+		result.MetricStmtsPerDelivery:      0.2,
+	}
+	for k, v := range want {
+		if got, ok := m[k]; !ok || math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	// No updates of deliveries in the window: HOT % is undefined, absent.
+	if v, ok := m[result.MetricHOTPctDeliveries]; ok {
+		t.Errorf("HOT %% of deliveries without updates = %v, want absent", v)
+	}
+	m = map[string]float64{}
+	WindowMetrics(m, before, after, 0, false)
+	if len(m) != 0 {
+		t.Errorf("no deliveries: metrics %v, want none", m)
+	}
+	m = map[string]float64{}
+	WindowMetrics(m, before, after, 2500, true)
+	if len(m) != 1 || m[result.MetricWALBytesPerEvent] != 100 {
+		t.Errorf("per event: %v", m)
+	}
+}
+
+func TestCheckFsync(t *testing.T) {
+	if err := CheckFsync(map[string]string{"fsync": "on"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckFsync(map[string]string{"fsync": "off"}, false); err == nil || !strings.Contains(err.Error(), "--allow-fsync-off") {
+		t.Fatalf("fsync off: %v", err)
+	}
+	if err := CheckFsync(map[string]string{"fsync": "off"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckFsync(map[string]string{}, false); err == nil {
+		t.Fatal("missing fsync accepted")
+	}
+}
+
+func TestParseLSN(t *testing.T) {
+	for in, want := range map[string]uint64{"0/0": 0, "16/B374D848": 0x16<<32 | 0xB374D848, "FFFFFFFF/FFFFFFFF": 1<<64 - 1} {
+		if got, err := ParseLSN(in); err != nil || got != want {
+			t.Errorf("ParseLSN(%q) = %d, %v, want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "0", "/1", "1/", "x/1", "1/2/3", "100000000/0", "-1/0"} {
+		if _, err := ParseLSN(bad); err == nil || !strings.HasPrefix(err.Error(), "pgmetrics: ") {
+			t.Errorf("ParseLSN(%q) = %v, want a pgmetrics: error", bad, err)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/berkcansavur/relaybus/bench/compare"
+	"github.com/berkcansavur/relaybus/bench/result"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// WriteFiles writes the rendered report of a into dir, beside the
+// run.json that bench/result wrote there: report.md, bench.txt and SVG
+// plots (throughput per window and side for every cell; the latency
+// distribution where samples carry latencies).
+func WriteFiles(dir string, a *compare.Analysis) error {
+	if a == nil || a.Run == nil {
+		return fmt.Errorf("report: write files: no run")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("report: write files: %w", err)
+	}
+	var md, bench bytes.Buffer
+	if err := WriteMarkdown(&md, a); err != nil {
+		return err
+	}
+	if err := WriteBench(&bench, a); err != nil {
+		return err
+	}
+	files := map[string][]byte{"bench.txt": bench.Bytes()}
+	var plots []string
+	for i, c := range a.Run.Cells {
+		base := fmt.Sprintf("%02d-%s-%s-%s", i, result.Slug(c.Store), result.Slug(c.Scenario), result.Slug(c.Name))
+		for _, p := range []struct {
+			suffix string
+			draw   func(*result.Cell) ([]byte, bool, error)
+		}{{"-throughput.svg", throughputPlot}, {"-latency.svg", latencyPlot}} {
+			data, ok, err := p.draw(c)
+			if err != nil {
+				return err
+			}
+			if ok {
+				files[base+p.suffix] = data
+				plots = append(plots, base+p.suffix)
+			}
+		}
+	}
+	if len(plots) > 0 {
+		md.WriteString("### Plots\n\n")
+		for _, p := range plots {
+			fmt.Fprintf(&md, "![%s](%s)\n", p, p)
+		}
+	}
+	files["report.md"] = md.Bytes()
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return fmt.Errorf("report: write files: %w", err)
+		}
+	}
+	return nil
+}
+
+var sideColors = map[string]color.Color{
+	result.SideBase:      color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	result.SideCandidate: color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+}
+
+// throughputPlot draws every window's per-second series, one colour per
+// side, so drift across the ABBA sequence is visible.
+func throughputPlot(c *result.Cell) ([]byte, bool, error) {
+	p := plot.New()
+	p.Title.Text = c.Store + " " + c.Scenario + ": " + c.Name
+	p.X.Label.Text = "second in window"
+	p.Y.Label.Text = "per second"
+	drawn := map[string]bool{}
+	for _, s := range c.Samples {
+		if len(s.Series) == 0 {
+			continue
+		}
+		xys := make(plotter.XYs, len(s.Series))
+		for i, v := range s.Series {
+			xys[i] = plotter.XY{X: float64(i + 1), Y: v}
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, false, fmt.Errorf("report: plot: %w", err)
+		}
+		l.Color = sideColors[s.Side]
+		if !s.IsValid() {
+			l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+		}
+		p.Add(l)
+		if !drawn[s.Side] {
+			drawn[s.Side] = true
+			p.Legend.Add(s.Side, l)
+		}
+	}
+	if len(drawn) == 0 {
+		return nil, false, nil
+	}
+	return render(p)
+}
+
+// latencyPlot draws the empirical CDF of the end-to-end latencies of
+// each side's valid windows, pooled.
+func latencyPlot(c *result.Cell) ([]byte, bool, error) {
+	p := plot.New()
+	p.Title.Text = c.Store + " " + c.Scenario + ": " + c.Name + " (commit to handler)"
+	p.X.Label.Text = "latency ms"
+	p.Y.Label.Text = "fraction of deliveries"
+	drawn := false
+	for _, side := range []string{result.SideBase, result.SideCandidate} {
+		var lat []float64
+		for _, s := range c.Samples {
+			if s.Side == side && s.IsValid() {
+				lat = append(lat, s.Latencies...)
+			}
+		}
+		if len(lat) == 0 {
+			continue
+		}
+		slices.Sort(lat)
+		xys := make(plotter.XYs, len(lat))
+		for i, v := range lat {
+			xys[i] = plotter.XY{X: v, Y: float64(i+1) / float64(len(lat))}
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, false, fmt.Errorf("report: plot: %w", err)
+		}
+		l.Color = sideColors[side]
+		p.Add(l)
+		p.Legend.Add(side, l)
+		drawn = true
+	}
+	if !drawn {
+		return nil, false, nil
+	}
+	return render(p)
+}
+
+func render(p *plot.Plot) ([]byte, bool, error) {
+	wt, err := p.WriterTo(8*vg.Inch, 4*vg.Inch, "svg")
+	if err != nil {
+		return nil, false, fmt.Errorf("report: plot: %w", err)
+	}
+	var b bytes.Buffer
+	if _, err := wt.WriteTo(&b); err != nil {
+		return nil, false, fmt.Errorf("report: plot: %w", err)
+	}
+	return b.Bytes(), true, nil
+}

@@ -1,0 +1,161 @@
+// Package runner runs a comparison's windows: the planner (Plan) orders
+// them ABBA, cell by cell, and the measurement step (Step) runs one
+// window on a fresh database: setup, preload, warm-up, the measured
+// window with its fault plan, the drain, the records and their
+// validation, and the window's metrics. Runner ties the two together
+// and returns the run (bench/result) that the report renders.
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berkcansavur/relaybus/bench/result"
+	"github.com/berkcansavur/relaybus/bench/scenarios"
+	"github.com/berkcansavur/relaybus/bench/validate"
+)
+
+// Side is one side of the comparison as the runner drives it.
+type Side struct {
+	Name string // result.SideBase or result.SideCandidate
+	Bin  string // the side's bench binary (its worker)
+	// ExtraCostPerDeliveryUs is planted on this side's dispatchers (the
+	// harness's self-test: it must show up as a regression).
+	ExtraCostPerDeliveryUs int
+}
+
+// Runner runs every window of a matrix.
+type Runner struct {
+	matrix scenarios.Matrix
+	sides  map[string]*Side
+	step   *Step
+	runDir string
+	logf   func(format string, args ...any)
+
+	windows []Window
+	started time.Time
+}
+
+// New checks the matrix once and plans its windows. runDir receives one
+// folder per window (records, logs, manifest).
+func New(m scenarios.Matrix, base, candidate *Side, step *Step, runDir string, logf func(string, ...any)) (*Runner, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	if base == nil || candidate == nil || base.Name != result.SideBase || candidate.Name != result.SideCandidate {
+		return nil, fmt.Errorf("runner: want a %s and a %s side", result.SideBase, result.SideCandidate)
+	}
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	runID := strconv.FormatInt(time.Now().Unix()%1_000_000, 36)
+	windows, err := Plan(&m, runID)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{matrix: m, sides: map[string]*Side{base.Name: base, candidate.Name: candidate},
+		step: step, runDir: runDir, logf: logf, windows: windows}, nil
+}
+
+// Windows is the plan: every window in the order Run runs them.
+func (r *Runner) Windows() []Window { return r.windows }
+
+// Run runs every window and returns the run's cells with their samples,
+// INVALID ones included and marked. On cancellation it returns what ran
+// so far with ctx's error.
+func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
+	r.started = time.Now()
+	run := &result.Run{Schema: result.SchemaVersion, Mode: r.matrix.Mode, Started: r.started}
+	for i := range r.matrix.Cells {
+		c := &r.matrix.Cells[i]
+		run.Cells = append(run.Cells, &result.Cell{Scenario: scenarios.Names[c.Scenario], Store: "postgres", Name: c.Name, Config: c.Config()})
+	}
+	// Window i+1 is prepared (database, setup, preload, vacuum) while
+	// window i drains and validates: the measured part of every window
+	// still runs alone, after the previous window's workers have stopped
+	// and its database is gone.
+	prepare := func(i int) *Prepared {
+		w := r.windows[i]
+		return r.step.Prepare(ctx, w, &r.matrix.Cells[w.Cell], r.sides[w.Side], filepath.Join(r.runDir, w.Dir))
+	}
+	var err error
+	next := prepare(0)
+	for i, w := range r.windows {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		c := &r.matrix.Cells[w.Cell]
+		r.logf("cell %d/%d [%s] %s: round %d/%d, %s (%s left)", w.Cell+1, len(r.matrix.Cells), scenarios.Names[c.Scenario], c.Name,
+			w.Round, r.matrix.Rounds, w.Side, r.eta(i))
+		cur := next
+		var prepared chan struct{}
+		windowDone := func() {
+			if i+1 < len(r.windows) {
+				prepared = make(chan struct{})
+				go func() {
+					defer close(prepared)
+					next = prepare(i + 1)
+				}()
+			}
+		}
+		s := r.step.Measure(ctx, cur, windowDone)
+		switch {
+		case prepared != nil:
+			<-prepared
+		case i+1 < len(r.windows):
+			// The window failed before its end: prepare the next now.
+			next = prepare(i + 1)
+		}
+		run.Cells[w.Cell].Samples = append(run.Cells[w.Cell].Samples, s)
+		switch {
+		case s.Error != "":
+			r.logf("  INVALID: %s", s.Error)
+		case s.Validation != nil && !s.Validation.Valid:
+			r.logf("  INVALID: %s", describeValidation(s.Validation))
+		default:
+			r.logf("  %s", headline(s))
+		}
+	}
+	if err != nil && next != nil && next.run.dbCreated {
+		// Cancelled with a window prepared: measuring it drops its
+		// database and records nothing.
+		r.step.Measure(context.WithoutCancel(ctx), &Prepared{run: next.run, err: err}, nil)
+	}
+	run.Finished = time.Now()
+	run.Warnings = r.step.Warnings()
+	return run, err
+}
+
+// eta estimates the time left before window i from the windows so far.
+func (r *Runner) eta(i int) string {
+	left := time.Duration(len(r.windows) - i)
+	if i == 0 {
+		// Setup, preload and drain: a guess until measured.
+		per := r.step.Warmup + r.step.Window + 8*time.Second
+		return "~" + (per * left).Round(time.Second).String()
+	}
+	per := time.Since(r.started) / time.Duration(i)
+	return "~" + (per * left).Round(time.Second).String()
+}
+
+func headline(s *result.Sample) string {
+	var parts []string
+	for _, k := range []string{result.MetricDeliveriesPerS, result.MetricEventsPerS, result.MetricWALBytesPerDelivery, result.MetricWALBytesPerEvent, result.MetricE2EP50Ms} {
+		if v, ok := s.Metrics[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, v))
+		}
+	}
+	return "VALID " + strings.Join(parts, ", ")
+}
+
+func describeValidation(v *validate.Result) string {
+	s := v.String()
+	if len(v.Examples) > 0 {
+		s += "; e.g. " + v.Examples[0]
+	}
+	return s
+}

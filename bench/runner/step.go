@@ -1,0 +1,484 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berkcansavur/relaybus/bench/pgmetrics"
+	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/result"
+	"github.com/berkcansavur/relaybus/bench/scenarios"
+	"github.com/berkcansavur/relaybus/bench/validate"
+)
+
+// Limits and pauses of the measurement step.
+const (
+	// DefaultDrainTimeout bounds the drain after a window; a window that
+	// does not drain in time is INVALID.
+	DefaultDrainTimeout = 3 * time.Minute
+	// DefaultStopTimeout is how long a worker may take to exit after
+	// SIGTERM before it is killed.
+	DefaultStopTimeout = 30 * time.Second
+	// DefaultReadyTimeout bounds how long a worker may take to connect.
+	DefaultReadyTimeout = time.Minute
+	// DefaultSetupTimeout bounds the setup, preload and inspect roles.
+	DefaultSetupTimeout = 10 * time.Minute
+	// drainPoll is how often the drain asks the store (role inspect)
+	// whether anything is left; each ask starts a worker process.
+	drainPoll = 200 * time.Millisecond
+	// drainDispatchers are started after each window to drain it.
+	drainDispatchers = 2
+	// drainPool is the connection pool of each drain dispatcher.
+	drainPool = 20
+	// dropTimeout bounds dropping a window's database.
+	dropTimeout = time.Minute
+)
+
+// Step is the measurement step: it runs one window of one side of one
+// cell on a fresh database and returns the window's sample.
+type Step struct {
+	Server Server
+	Launch Launcher
+	// Warmup runs before the window and is discarded; Window is measured.
+	Warmup, Window time.Duration
+	// DrainTimeout, StopTimeout, ReadyTimeout, SetupTimeout: zero means
+	// the Default*.
+	DrainTimeout, StopTimeout, ReadyTimeout, SetupTimeout time.Duration
+	// Logf prints progress; nil is silent.
+	Logf func(format string, args ...any)
+
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (s *Step) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
+
+func (s *Step) warnf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	s.warnings = append(s.warnings, msg)
+	s.mu.Unlock()
+	s.logf("warning: %s", msg)
+}
+
+// warnOnce warns with a message the first time only.
+func (s *Step) warnOnce(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	seen := slices.Contains(s.warnings, msg)
+	s.mu.Unlock()
+	if !seen {
+		s.warnf("%s", msg)
+	}
+}
+
+// Warnings returns the problems that did not stop a window, in order.
+func (s *Step) Warnings() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.warnings)
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Prepared is a window whose database is ready: created, set up by
+// the side's own setup role, preloaded by its preload role, and
+// vacuumed. Preparing the next window while the current one drains is
+// what keeps a mode's wall time down; nothing measured runs then.
+type Prepared struct {
+	run *windowRun
+	err error
+}
+
+// Prepare readies window w of cell c for side, in dir. Its failure is
+// kept and becomes the window's Error when it is measured.
+func (s *Step) Prepare(ctx context.Context, w Window, c *scenarios.Cell, side *Side, dir string) *Prepared {
+	smp := &result.Sample{Side: side.Name, Round: w.Round, Order: w.Order, Metrics: map[string]float64{}}
+	wr := &windowRun{step: s, c: c, side: side, sample: smp, name: w.Name, dir: dir, phases: newPhases()}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return &Prepared{run: wr, err: fmt.Errorf("runner: %w", err)}
+	}
+	return &Prepared{run: wr, err: wr.prepare(ctx)}
+}
+
+// Measure runs a prepared window: its workers, warm-up, window and fault
+// plan, drain, records, validation and metrics, then drops its database.
+// windowDone, if not nil, is called once the measured window has ended
+// (the drain follows), so the caller may prepare the next window; it is
+// not called when the window fails before its end. Every failure becomes
+// the sample's Error (an INVALID sample), never a silently dropped
+// window.
+func (s *Step) Measure(ctx context.Context, p *Prepared, windowDone func()) *result.Sample {
+	wr := p.run
+	err := p.err
+	if err == nil {
+		err = wr.measure(ctx, windowDone)
+	}
+	wr.stopAll()
+	if wr.dbCreated {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
+		if derr := s.Server.DropDatabase(dctx, wr.name); derr != nil {
+			s.warnf("dropping %s: %v", wr.name, derr)
+		}
+		cancel()
+	}
+	s.logf("  phases: %s", wr.phases)
+	smp := wr.sample
+	smp.PhaseSeconds = wr.phases.seconds()
+	if err != nil {
+		smp.Error = err.Error()
+	}
+	slices.Sort(smp.Ignored)
+	smp.Ignored = slices.Compact(smp.Ignored)
+	return smp
+}
+
+// windowRun is the state of one window.
+type windowRun struct {
+	step   *Step
+	c      *scenarios.Cell
+	side   *Side
+	sample *result.Sample
+	name   string // database name and id prefix
+	dir    string
+	dsn    string
+
+	dbCreated   bool
+	pubs, disps []Worker
+	// allPubs: every publisher started, replaced ones included (their
+	// publish errors count).
+	allPubs  []Worker
+	prefixes []string // event id prefixes (for poison lookup)
+	restarts int
+	// faults the window injected, with their times.
+	faults []validate.Fault
+	phases *phases
+}
+
+func (w *windowRun) config(role, name string, pool int) protocol.Config {
+	cfg := protocol.Config{Protocol: 1, Role: role, Name: name,
+		Store: protocol.Store{Kind: "postgres", DSN: w.dsn, PoolSize: pool}, Workload: w.c.Workload}
+	if role != protocol.RoleSetup && role != protocol.RoleInspect {
+		// validate.ReadDir names a file's process after the file.
+		cfg.RecordPath = filepath.Join(w.dir, name+validate.RecordFileExt)
+	}
+	return cfg
+}
+
+func (w *windowRun) start(cfg protocol.Config) (Worker, error) {
+	return w.step.Launch(w.side.Bin, cfg, filepath.Join(w.dir, cfg.Name+".log"))
+}
+
+// runOnce runs a role to its end (setup, preload, inspect). A role
+// that outlives SetupTimeout is killed, and that is an error.
+func (w *windowRun) runOnce(ctx context.Context, cfg protocol.Config) (*protocol.Message, error) {
+	timeout := orDefault(w.step.SetupTimeout, DefaultSetupTimeout)
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	p, err := w.start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if m, err := p.WaitReady(tctx); err == nil {
+		w.sample.Ignored = append(w.sample.Ignored, m.Ignored...)
+	}
+	select {
+	case <-p.Exited():
+	case <-tctx.Done():
+		p.Kill()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("runner: %s (role %s) did not finish within %s and was killed", cfg.Name, cfg.Role, timeout)
+	}
+	return p.Wait(ctx)
+}
+
+// startPublisher starts publisher idx as process name, with its own id
+// prefix: a replacement gets a new one, so its ids never collide with
+// its predecessor's.
+func (w *windowRun) startPublisher(idx int, name, prefix string) (Worker, error) {
+	c := w.c
+	cfg := w.config(protocol.RolePublisher, name, c.PublisherPool)
+	cfg.Workload.IDPrefix = prefix
+	cfg.Publisher = c.Publisher
+	cfg.Publisher.StartIndex = int64(idx)
+	cfg.Publisher.Stride = int64(c.PublisherProcs)
+	w.prefixes = append(w.prefixes, prefix)
+	p, err := w.start(cfg)
+	if err == nil {
+		w.allPubs = append(w.allPubs, p)
+	}
+	return p, err
+}
+
+func (w *windowRun) startDispatcher(name string, d protocol.Dispatcher, pool int) (Worker, error) {
+	cfg := w.config(protocol.RoleDispatcher, name, pool)
+	cfg.Dispatcher = d
+	cfg.Dispatcher.ExtraCostPerDeliveryUs = w.side.ExtraCostPerDeliveryUs
+	return w.start(cfg)
+}
+
+// startDrainDispatcher starts a dispatcher that only drains: fast
+// settings, and handlers without the workload's cost (planted failures
+// still fail, so poison is still dead-lettered).
+func (w *windowRun) startDrainDispatcher(name string) (Worker, error) {
+	cfg := w.config(protocol.RoleDispatcher, name, drainPool)
+	cfg.Dispatcher = scenarios.DrainDispatcher
+	cfg.Workload.HandlerCostUs = 0
+	return w.start(cfg)
+}
+
+func (w *windowRun) stopTimeout() time.Duration {
+	return orDefault(w.step.StopTimeout, DefaultStopTimeout)
+}
+
+func (w *windowRun) stopAll() {
+	var wg sync.WaitGroup
+	for _, p := range append(slices.Clone(w.pubs), w.disps...) {
+		wg.Go(func() { p.Stop(w.stopTimeout()) })
+	}
+	wg.Wait()
+}
+
+// prepare creates, sets up, preloads and vacuums the window database.
+func (w *windowRun) prepare(ctx context.Context) error {
+	s, c, phases := w.step, w.c, w.phases
+	dsn, err := s.Server.CreateDatabase(ctx, w.name)
+	if err != nil {
+		return err
+	}
+	w.dsn, w.dbCreated = dsn, true
+	if err := s.Server.Prepare(ctx, dsn); err != nil {
+		return err
+	}
+	if _, err := w.runOnce(ctx, w.config(protocol.RoleSetup, "setup", 2)); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	phases.mark("setup")
+	if c.Preload > 0 {
+		cfg := w.config(protocol.RolePreload, "preload", c.PreloadPublishers+2)
+		cfg.Workload.IDPrefix = w.name + "-pre-"
+		cfg.Publisher = protocol.Publisher{Publishers: c.PreloadPublishers, Batch: c.PreloadBatch, Events: c.Preload}
+		w.prefixes = append(w.prefixes, cfg.Workload.IDPrefix)
+		if _, err := w.runOnce(ctx, cfg); err != nil {
+			return fmt.Errorf("preload: %w", err)
+		}
+	}
+	phases.mark("preload")
+	if err := s.Server.Settle(ctx, dsn); err != nil {
+		return err
+	}
+	phases.mark("vacuum")
+	return nil
+}
+
+// measure runs the prepared window.
+func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
+	s, c, phases, dsn := w.step, w.c, w.phases, w.dsn
+	phases.restart()
+	// Start the window's processes and wait until all are ready, so the
+	// clock starts with everyone connected.
+	for i := 0; i < c.DispatcherProcs; i++ {
+		p, err := w.startDispatcher(fmt.Sprintf("disp-%d", i), c.Dispatcher, c.DispatcherPool)
+		if err != nil {
+			return err
+		}
+		w.disps = append(w.disps, p)
+	}
+	for i := 0; i < c.PublisherProcs; i++ {
+		p, err := w.startPublisher(i, fmt.Sprintf("pub-%d", i), fmt.Sprintf("%s-pub%d-", w.name, i))
+		if err != nil {
+			return err
+		}
+		w.pubs = append(w.pubs, p)
+	}
+	rctx, cancel := context.WithTimeout(ctx, orDefault(s.ReadyTimeout, DefaultReadyTimeout))
+	for _, p := range append(slices.Clone(w.disps), w.pubs...) {
+		m, err := p.WaitReady(rctx)
+		if err != nil {
+			cancel()
+			return err
+		}
+		w.sample.Ignored = append(w.sample.Ignored, m.Ignored...)
+	}
+	cancel()
+
+	phases.mark("start")
+	if err := sleepCtx(ctx, s.Warmup); err != nil {
+		return err
+	}
+	before, err := s.Server.Snapshot(ctx, dsn, true)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	phases.mark("warm-up")
+	if err := w.duringWindow(ctx, t0); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	after, err := s.Server.Snapshot(ctx, dsn, false)
+	if err != nil {
+		return err
+	}
+	phases.mark("window")
+	// The measured part is over; what follows (stopping, draining,
+	// validating) may share the machine with the next window's setup.
+	if windowDone != nil {
+		windowDone()
+	}
+
+	// Stop the publishers, then drain.
+	for _, p := range w.pubs {
+		p.Stop(w.stopTimeout())
+		if _, err := p.Wait(ctx); err != nil {
+			return fmt.Errorf("publisher: %w", err)
+		}
+	}
+	// Drain with extra fast dispatchers: the window's own may be slow by
+	// design (a 1 s poll), and waiting for them would make the run take
+	// minutes per window. Publish-only cells have no other dispatcher.
+	// The drain is not measured; it only lets the run validate.
+	for i := 0; i < drainDispatchers; i++ {
+		p, err := w.startDrainDispatcher(fmt.Sprintf("drain-%d", i))
+		if err != nil {
+			return err
+		}
+		w.disps = append(w.disps, p)
+	}
+	final, err := w.drain(ctx)
+	if err != nil {
+		return err
+	}
+	phases.mark("drain")
+	// Stop every dispatcher at once: each finishes its handlers and
+	// hands back its leases, and one after the other that took seconds.
+	w.stopAll()
+	for _, p := range w.disps {
+		if _, err := p.Wait(ctx); err != nil {
+			return fmt.Errorf("dispatcher: %w", err)
+		}
+	}
+
+	// The manifest first, then the records read back the way
+	// `bench validate DIR` reads them, so a kept window folder re-checks
+	// to the same verdict.
+	lease := int64(c.Dispatcher.LeaseMs)
+	if lease == 0 {
+		lease = scenarios.DefaultLeaseMs
+	}
+	manifest := &validate.Manifest{Handlers: c.Workload.Handlers, PoisonEvery: c.Workload.PoisonEvery, PoisonPrefixes: w.prefixes,
+		MaxAttempts: c.Workload.MaxAttempts, AllowRedelivery: c.AllowRedelivery, AllowPublishErrors: c.AllowRedelivery,
+		LeaseMs: lease, Faults: w.faults, Window: &validate.Span{StartNs: t0.UnixNano(), EndNs: t1.UnixNano()},
+		PublishErrors: w.publishErrors(), Final: *final}
+	if err := validate.WriteManifest(w.dir, manifest); err != nil {
+		return err
+	}
+	manifest, files, _, err := validate.ReadDir(w.dir)
+	if err != nil {
+		return err
+	}
+	in := manifest.Input(files)
+	w.sample.Validation = validate.Validate(in)
+	phases.mark("validate")
+
+	wm := windowMetrics(in, span{t0.UnixNano(), t1.UnixNano()}, c)
+	for k, v := range wm.metrics {
+		w.sample.Metrics[k] = v
+	}
+	if wm.units > 0 {
+		pgmetrics.WindowMetrics(w.sample.Metrics, before, after, wm.units, c.DispatcherProcs == 0)
+	}
+	w.sample.Series, w.sample.Latencies = wm.series, wm.latencies
+	if c.AllowRedelivery {
+		w.sample.Metrics[result.MetricRedeliveries] = float64(w.sample.Validation.Redeliveries)
+	}
+	if wm.noCallStarts {
+		s.warnOnce("%s: publish latency is not measured: its publisher records carry no call start (a worker older than the field)", w.side.Name)
+	}
+	if wm.ranOut {
+		// A window that ran dry measured an idle store for part of its
+		// length: its rate is not comparable, so it is not averaged in.
+		return fmt.Errorf("runner: the preload ran out before the window ended (every preloaded delivery was handled inside it): raise the cell's preload")
+	}
+	return nil
+}
+
+// publishErrors sums the failed publish calls of every publisher of the
+// window, replaced ones included.
+func (w *windowRun) publishErrors() int64 {
+	var n int64
+	for _, p := range w.allPubs {
+		if k := p.Counters(); k != nil {
+			n += k.PublishErrors
+		}
+	}
+	return n
+}
+
+// phases times the steps of a window, for the progress log: where a
+// run's wall time goes.
+type phases struct {
+	last  time.Time
+	names []string
+	took  []time.Duration
+}
+
+func newPhases() *phases { return &phases{last: time.Now()} }
+
+// restart starts the next phase's clock now: the time between two
+// phases (a prepared window waiting for its turn) belongs to neither.
+func (p *phases) restart() { p.last = time.Now() }
+
+func (p *phases) mark(name string) {
+	now := time.Now()
+	p.names = append(p.names, name)
+	p.took = append(p.took, now.Sub(p.last))
+	p.last = now
+}
+
+func (p *phases) seconds() map[string]float64 {
+	m := make(map[string]float64, len(p.names))
+	for i, n := range p.names {
+		m[n] = p.took[i].Seconds()
+	}
+	return m
+}
+
+func (p *phases) String() string {
+	var b strings.Builder
+	for i, n := range p.names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %.1fs", n, p.took[i].Seconds())
+	}
+	return b.String()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,269 @@
+package runner
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/result"
+	"github.com/berkcansavur/relaybus/bench/scenarios"
+	"github.com/berkcansavur/relaybus/bench/validate"
+)
+
+func testWorkload() protocol.Workload {
+	return protocol.Workload{EventType: "t", Handlers: []string{"a"}, Keys: "none", PayloadBytes: 8}
+}
+
+func dispatchTestCell(preload, dispatchers int) *scenarios.Cell {
+	return &scenarios.Cell{Scenario: scenarios.Dispatch, Name: "test dispatch", Workload: testWorkload(),
+		Preload: preload, PreloadPublishers: 1, PreloadBatch: 10, DispatcherProcs: dispatchers,
+		Dispatcher: protocol.Dispatcher{Concurrency: 1, Batch: 1}}
+}
+
+// measure runs one window of c on a fake cluster.
+func measure(t *testing.T, fc *fakeCluster, c *scenarios.Cell, tune func(*Step)) (*result.Sample, *Step) {
+	t.Helper()
+	step := &Step{Server: fc, Launch: fc.launch, Warmup: 20 * time.Millisecond, Window: 300 * time.Millisecond,
+		DrainTimeout: 10 * time.Second, StopTimeout: time.Second}
+	if tune != nil {
+		tune(step)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := Window{Cell: 0, Round: 1, Side: result.SideBase, Order: 1, Name: "rb_t_c01_r1_b", Dir: "cell01/r1-base"}
+	p := step.Prepare(ctx, w, c, &Side{Name: result.SideBase, Bin: "fake"}, filepath.Join(t.TempDir(), w.Dir))
+	s := step.Measure(ctx, p, nil)
+	if len(fc.dbs) != 0 {
+		t.Errorf("window databases left behind: %v", fc.dbs)
+	}
+	return s, step
+}
+
+func TestMeasureDispatchWindow(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	s, _ := measure(t, fc, dispatchTestCell(2000, 1), nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	if s.Validation.Published != 2000 || s.Validation.HandledOK != 2000 {
+		t.Fatalf("validation %v", s.Validation)
+	}
+	rate := s.Metrics[result.MetricDeliveriesPerS]
+	// One fake dispatcher handles a delivery a millisecond at most.
+	if rate <= 0 || rate > 1100 {
+		t.Fatalf("deliveries/s = %v", rate)
+	}
+	if wal := s.Metrics[result.MetricWALBytesPerDelivery]; wal < 400 || wal > 600 {
+		t.Fatalf("WAL B/delivery = %v, want about 500 (the fake writes 500 per completion)", wal)
+	}
+	if _, ok := s.Metrics[result.MetricEventsPerS]; ok {
+		t.Fatal("a dispatch-only cell has no events/s")
+	}
+	if len(s.Series) == 0 {
+		t.Fatal("no series")
+	}
+}
+
+func TestMeasurePublishOnlyWindow(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	c := &scenarios.Cell{Scenario: scenarios.Publish, Name: "test publish", Workload: testWorkload(),
+		PublisherProcs: 2, Publisher: protocol.Publisher{Publishers: 1, Batch: 1}}
+	s, _ := measure(t, fc, c, nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	if s.Metrics[result.MetricEventsPerS] <= 0 {
+		t.Fatalf("events/s %v", s.Metrics)
+	}
+	if _, ok := s.Metrics[result.MetricDeliveriesPerS]; ok {
+		t.Fatal("a publish-only cell has no deliveries/s: the drain is not measured")
+	}
+	// Everything published in and after the window was drained and handled.
+	if s.Validation.HandledOK != s.Validation.Expected || s.Validation.Expected == 0 {
+		t.Fatalf("validation %v", s.Validation)
+	}
+}
+
+func TestMeasureKillFault(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	c := dispatchTestCell(3000, 2)
+	c.Scenario, c.KillDispatcherAt, c.AllowRedelivery = scenarios.Faults, 0.3, true
+	s, _ := measure(t, fc, c, nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	if _, ok := s.Metrics[result.MetricRedeliveries]; !ok {
+		t.Fatalf("fault cell without a redeliveries metric: %v", s.Metrics)
+	}
+}
+
+func TestMeasureWorkerThatExits(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.misbehave["disp-0"] = "exit"
+	s, _ := measure(t, fc, dispatchTestCell(500, 1), nil)
+	if s.IsValid() || !strings.Contains(s.Error, "dispatcher") || !strings.Contains(s.Error, "lost its connection") {
+		t.Fatalf("a dispatcher that died mid-window must make the window INVALID: %q", s.Error)
+	}
+}
+
+func TestMeasurePreloadRanOut(t *testing.T) {
+	t.Parallel()
+	s, _ := measure(t, newFakeCluster(), dispatchTestCell(50, 1), nil)
+	if s.IsValid() || !strings.Contains(s.Error, "the preload ran out") {
+		t.Fatalf("a window that ran dry must be INVALID: %q", s.Error)
+	}
+}
+
+func TestMeasureDrainTimeout(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	for _, n := range []string{"disp-0", "drain-0", "drain-1"} {
+		fc.misbehave[n] = "idle"
+	}
+	s, _ := measure(t, fc, dispatchTestCell(50, 1), func(s *Step) { s.DrainTimeout = 300 * time.Millisecond })
+	if s.IsValid() || !strings.Contains(s.Error, "not drained") {
+		t.Fatalf("an undrained window must be INVALID: %q", s.Error)
+	}
+}
+
+func TestMeasureDuplicatesAreInvalid(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.misbehave["disp-0"] = "twice"
+	s, _ := measure(t, fc, dispatchTestCell(3000, 1), nil)
+	if s.Error != "" || s.Validation == nil || s.Validation.Valid || s.Validation.Duplicates == 0 {
+		t.Fatalf("duplicates must make the window INVALID: %q %v", s.Error, s.Validation)
+	}
+}
+
+func TestRunnerRunsThePlan(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*dispatchTestCell(3000, 1)}}
+	step := &Step{Server: fc, Launch: fc.launch, Warmup: 0, Window: 100 * time.Millisecond, DrainTimeout: 10 * time.Second}
+	r, err := New(m, &Side{Name: result.SideBase, Bin: "b"}, &Side{Name: result.SideCandidate, Bin: "c"}, step, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Cells) != 1 || len(run.Cells[0].Samples) != 4 {
+		t.Fatalf("run %+v", run)
+	}
+	var order []string
+	for i, s := range run.Cells[0].Samples {
+		if s.Order != i+1 || !s.IsValid() {
+			t.Errorf("sample %d: order %d valid %v (%q)", i, s.Order, s.IsValid(), s.Error)
+		}
+		order = append(order, s.Side[:1])
+	}
+	if strings.Join(order, "") != "bccb" {
+		t.Fatalf("order %v", order)
+	}
+	// Each window after the first was prepared after the previous one's
+	// measured window had ended, and no database was created while a
+	// window was measured.
+	measuring := ""
+	var created []string
+	for _, e := range fc.events {
+		kind, db, _ := strings.Cut(e, " ")
+		switch kind {
+		case "create":
+			if measuring != "" {
+				t.Fatalf("%s created while %s was measured: %q", db, measuring, fc.events)
+			}
+			created = append(created, db)
+		case "begin":
+			measuring = db
+		case "end":
+			measuring = ""
+		}
+	}
+	if len(created) != 4 {
+		t.Fatalf("created %v", created)
+	}
+}
+
+// Issue 11, points 3 and 6: what makes a window INVALID besides its
+// deliveries.
+func TestMeasureInvalidWindows(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		misbehave map[string]string
+		cell      func() *scenarios.Cell
+		tune      func(*Step)
+		wantErr   string // in Sample.Error
+		wantValid string // in the validation's String
+	}{
+		{name: "a dispatcher that ignores SIGTERM", misbehave: map[string]string{"disp-0": "stubborn"},
+			tune: func(s *Step) { s.StopTimeout = 100 * time.Millisecond }, wantErr: "ignored SIGTERM"},
+		{name: "a setup that never ends", misbehave: map[string]string{"setup": "hang"},
+			tune: func(s *Step) { s.SetupTimeout = 200 * time.Millisecond }, wantErr: "setup: runner: setup (role setup) did not finish within 200ms"},
+		{name: "a truncated record of a live dispatcher", misbehave: map[string]string{"disp-0": "cut"},
+			wantValid: "truncated record files 1"},
+		{name: "an idle window", misbehave: map[string]string{"disp-0": "idle"},
+			wantValid: "idle window"},
+		{name: "publish errors outside fault cells", misbehave: map[string]string{"pub-0": "errors"},
+			cell: func() *scenarios.Cell {
+				return &scenarios.Cell{Scenario: scenarios.Publish, Name: "test publish", Workload: testWorkload(),
+					PublisherProcs: 1, Publisher: protocol.Publisher{Publishers: 1, Batch: 1}}
+			}, wantValid: "publish errors"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fc := newFakeCluster()
+			fc.misbehave = tc.misbehave
+			c := dispatchTestCell(3000, 1)
+			if tc.cell != nil {
+				c = tc.cell()
+			}
+			s, _ := measure(t, fc, c, tc.tune)
+			if s.IsValid() {
+				t.Fatalf("VALID: %v", s.Validation)
+			}
+			if tc.wantErr != "" && !strings.Contains(s.Error, tc.wantErr) {
+				t.Fatalf("error %q, want %q", s.Error, tc.wantErr)
+			}
+			if tc.wantValid != "" && (s.Validation == nil || !strings.Contains(s.Validation.String(), tc.wantValid)) {
+				t.Fatalf("validation %v (error %q), want %q", s.Validation, s.Error, tc.wantValid)
+			}
+		})
+	}
+}
+
+// The window folder holds what `bench validate DIR` needs, and it gives
+// the same verdict.
+func TestMeasureWritesAValidatableFolder(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	c := dispatchTestCell(1000, 2)
+	c.Scenario, c.KillDispatcherAt, c.AllowRedelivery = scenarios.Faults, 0.3, true
+	step := &Step{Server: fc, Launch: fc.launch, Window: 300 * time.Millisecond, DrainTimeout: 10 * time.Second}
+	dir := filepath.Join(t.TempDir(), "w")
+	w := Window{Round: 1, Side: result.SideBase, Order: 1, Name: "rb_t_c01_r1_b"}
+	s := step.Measure(context.Background(), step.Prepare(context.Background(), w, c, &Side{Name: result.SideBase}, dir), nil)
+	m, files, found, err := validate.ReadDir(dir)
+	if err != nil || !found {
+		t.Fatalf("ReadDir: %v (manifest found %v)", err, found)
+	}
+	if len(m.Faults) != 1 || m.Faults[0].Kind != validate.FaultKill || m.Faults[0].Process != "disp-0" || m.Window == nil {
+		t.Fatalf("manifest %+v", m)
+	}
+	again := validate.Validate(m.Input(files))
+	if again.String() != s.Validation.String() || !again.Valid {
+		t.Fatalf("re-validated %s, the window said %s", again, s.Validation)
+	}
+}

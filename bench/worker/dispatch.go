@@ -1,0 +1,106 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/record"
+	"github.com/berkcansavur/relaybus/relaybus"
+)
+
+func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) error {
+	wl, dc := &w.cfg.Workload, &w.cfg.Dispatcher
+	rw, err := record.Create(w.cfg.RecordPath)
+	if err != nil {
+		return err
+	}
+	rec := &recorder{w: rw}
+	var handled, failed atomic.Int64
+
+	cfg := relaybus.Config{
+		Concurrency:           dc.Concurrency,
+		BatchSize:             dc.Batch,
+		PollInterval:          time.Duration(dc.PollMs) * time.Millisecond,
+		LeaseDuration:         time.Duration(dc.LeaseMs) * time.Millisecond,
+		CompletionBatchWindow: time.Duration(dc.CompletionWindowUs) * time.Microsecond,
+		CompletionBatchMax:    dc.CompletionBatchMax,
+		RetryBaseDelay:        time.Duration(wl.RetryBaseDelayMs) * time.Millisecond,
+		RetryMaxDelay:         time.Duration(wl.RetryMaxDelayMs) * time.Millisecond,
+		Logger:                w.log,
+		// The records of a completion batch reach the kernel before the
+		// completion is sent, so a SIGKILL cannot lose the record of a
+		// completed delivery.
+		BeforeComplete: func(context.Context, []*relaybus.Delivery) error { return rec.flush() },
+	}
+	bus, err := relaybus.New(st, cfg)
+	if err != nil {
+		return err
+	}
+	cost := time.Duration(wl.HandlerCostUs) * time.Microsecond
+	extra := time.Duration(dc.ExtraCostPerDeliveryUs) * time.Microsecond
+	for _, h := range wl.Handlers {
+		fn := func(ctx context.Context, d *relaybus.Delivery) error {
+			start := time.Now()
+			if cost > 0 {
+				spin(cost)
+			}
+			if extra > 0 {
+				spin(extra)
+			}
+			poison := len(d.Payload) > 0 && d.Payload[0] == protocol.PayloadPoison
+			fail := poison || d.Attempts <= wl.FailFirst
+			rec.mu.Lock()
+			err := rec.w.AddHandled(record.Handled{
+				EventID: d.EventID, Handler: d.Handler, Key: d.Key, Sequence: d.Sequence,
+				Attempt: d.Attempts, HandleNs: start.UnixNano(), OK: !fail,
+			})
+			rec.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			if fail {
+				failed.Add(1)
+				return fmt.Errorf("planted failure (poison=%v, attempt %d)", poison, d.Attempts)
+			}
+			handled.Add(1)
+			return nil
+		}
+		if err := bus.Handle(wl.EventType, h, fn, w.workloadHandlerOptions()); err != nil {
+			return err
+		}
+	}
+	counters := func() *protocol.Counters {
+		s := bus.DispatcherStats()
+		c := &protocol.Counters{
+			Handled: handled.Load(), HandlerFailed: failed.Load(),
+			Completed: s.Completed, Claims: s.Claims, Claimed: s.Claimed,
+			Rescheduled: s.Rescheduled, Buried: s.Buried, Released: s.Released, LeasesLost: s.LeasesLost,
+		}
+		rec.counters(c)
+		return c
+	}
+	w.ready()
+	tickStop := make(chan struct{})
+	go w.tick(tickStop, func() { w.out.emit(&protocol.Message{Type: protocol.TypeCounters, Counters: counters()}) })
+	runErr := bus.Run(ctx)
+	close(tickStop)
+	closeErr := rw.Close()
+	if runErr != nil {
+		return runErr
+	}
+	if closeErr != nil {
+		return fmt.Errorf("worker: closing records: %w", closeErr)
+	}
+	w.out.emit(&protocol.Message{Type: protocol.TypeDone, Counters: counters()})
+	return nil
+}
+
+// spin busy-waits for d: a handler cost that uses CPU like real work
+// does, and that a sleep's timer granularity would not reproduce.
+func spin(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
+}

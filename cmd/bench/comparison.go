@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berkcansavur/relaybus/bench/build"
+	"github.com/berkcansavur/relaybus/bench/compare"
+	"github.com/berkcansavur/relaybus/bench/pgmetrics"
+	"github.com/berkcansavur/relaybus/bench/proc"
+	"github.com/berkcansavur/relaybus/bench/refs"
+	"github.com/berkcansavur/relaybus/bench/report"
+	"github.com/berkcansavur/relaybus/bench/result"
+	"github.com/berkcansavur/relaybus/bench/runner"
+	"github.com/berkcansavur/relaybus/bench/scenarios"
+	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/jackc/pgx/v5"
+)
+
+// maxPlantDelay bounds --plant-candidate-delay.
+const maxPlantDelay = 10 * time.Second
+
+// options are the comparison's flags, parsed and checked once by
+// parseCompare: everything after it uses them as they are.
+type options struct {
+	base, candidate string
+	matrix          scenarios.Matrix
+	storesAll       bool // --stores all: MongoDB is skipped with a warning
+	drain           time.Duration
+	provider        dbenv.Provider
+	dsn, image      string
+	out, cacheDir   string
+	gate            []compare.GateRule
+	plantDelay      time.Duration
+	allowFsyncOff   bool
+	keepRecords     bool
+	repo            string
+}
+
+func parseCompare(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, usage+"\n\nflags:"); fs.PrintDefaults() }
+	o := &options{}
+	var (
+		quick, full, smoke             bool
+		scenarioList, stores, provider string
+		rounds                         int
+		window, warmup                 time.Duration
+		gate                           string
+	)
+	fs.StringVar(&o.base, "base", "", "base ref (required)")
+	fs.StringVar(&o.candidate, "candidate", "", "candidate ref (required; WORKTREE for uncommitted changes)")
+	fs.BoolVar(&quick, "quick", false, "small matrix, about 10 minutes on 2 cores (the default)")
+	fs.BoolVar(&full, "full", false, "the seed's full matrix (hours)")
+	fs.BoolVar(&smoke, "smoke", false, "one cell, short windows (CI)")
+	fs.StringVar(&scenarioList, "scenarios", "", "scenario numbers to run, e.g. 1,2,3 (default: all of the mode)")
+	fs.StringVar(&stores, "stores", "postgres", "stores: postgres, mongo or all")
+	fs.IntVar(&rounds, "rounds", 0, "ABBA rounds per cell (0: the mode's)")
+	fs.DurationVar(&window, "window", 0, "measured window per run (0: the mode's)")
+	fs.DurationVar(&warmup, "warmup", -1, "discarded warm-up before each window (-1: the mode's)")
+	fs.DurationVar(&o.drain, "drain-timeout", runner.DefaultDrainTimeout, "a run that does not drain within this is INVALID")
+	fs.StringVar(&provider, "db-provider", "auto", "PostgreSQL: auto, local, testcontainers or dsn")
+	fs.StringVar(&o.dsn, "dsn", "", "PostgreSQL server for --db-provider dsn (superuser; databases are created per window)")
+	fs.StringVar(&o.image, "image", "", "PostgreSQL image for testcontainers")
+	// The MongoDB runner does not exist yet; --mongo-uri is accepted so
+	// scripts that pass it keep working, and --stores says why it is unused.
+	fs.String("mongo-uri", os.Getenv("RELAYBUS_TEST_MONGO_URI"), "MongoDB replica set URI (unused until the MongoDB runner exists)")
+	fs.StringVar(&o.out, "out", "results", "results directory")
+	fs.StringVar(&o.cacheDir, "cache-dir", "", "build cache (default $XDG_CACHE_HOME/relaybus-bench)")
+	fs.StringVar(&gate, "gate", "", "fail when a metric regresses significantly past a threshold: METRIC[@SCENARIO]:PCT[,...] (Holm-corrected over the comparisons the rules cover)")
+	fs.DurationVar(&o.plantDelay, "plant-candidate-delay", 0, "self-test: add this cost to every candidate delivery")
+	fs.BoolVar(&o.allowFsyncOff, "allow-fsync-off", false, "run even when the server has fsync=off")
+	fs.BoolVar(&o.keepRecords, "keep-records", false, "keep every window's record files, logs and manifest in the results folder (records/), for bench validate")
+	fs.StringVar(&o.repo, "repo", ".", "git repository to resolve refs in")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("bench: unexpected argument %q (flags come before arguments; see bench --help)", fs.Arg(0))
+	}
+	if o.base == "" || o.candidate == "" {
+		return nil, errors.New("bench: --base and --candidate are required (e.g. --base v0.1.0 --candidate HEAD)")
+	}
+	modes := 0
+	for _, b := range []bool{quick, full, smoke} {
+		if b {
+			modes++
+		}
+	}
+	if modes > 1 {
+		return nil, errors.New("bench: choose one of --quick, --full, --smoke")
+	}
+	switch stores {
+	case "postgres":
+	case "mongo":
+		return nil, errors.New("bench: --stores mongo: the MongoDB runner is not wired into this harness yet (bench/mongometrics reads oplog, journal and opcounters, but no window loop drives a replica set); use --stores postgres")
+	case "all":
+		o.storesAll = true
+	default:
+		return nil, fmt.Errorf("bench: --stores %q: want postgres, mongo or all", stores)
+	}
+	if rounds < 0 || rounds > scenarios.MaxRounds {
+		return nil, fmt.Errorf("bench: --rounds %d outside 0..%d", rounds, scenarios.MaxRounds)
+	}
+	if window != 0 && (window < scenarios.MinWindow || window > scenarios.MaxWindow) {
+		return nil, fmt.Errorf("bench: --window %s outside %s..%s", window, scenarios.MinWindow, scenarios.MaxWindow)
+	}
+	if o.drain <= 0 {
+		return nil, errors.New("bench: --drain-timeout must be positive")
+	}
+	if o.plantDelay < 0 || o.plantDelay > maxPlantDelay {
+		return nil, fmt.Errorf("bench: --plant-candidate-delay must be within 0..%s", maxPlantDelay)
+	}
+	var err error
+	if o.provider, err = dbenv.ParseProvider(provider); err != nil {
+		return nil, err
+	}
+	if gate != "" {
+		if o.gate, err = compare.ParseGateRules(gate); err != nil {
+			return nil, err
+		}
+	}
+	mode := result.ModeQuick
+	switch {
+	case full:
+		mode = result.ModeFull
+	case smoke:
+		mode = result.ModeSmoke
+	}
+	if o.matrix, err = scenarios.ByMode(mode); err != nil {
+		return nil, err
+	}
+	if scenarioList != "" {
+		var nums []int
+		for _, f := range strings.Split(scenarioList, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return nil, fmt.Errorf("bench: --scenarios: %q is not a scenario number", f)
+			}
+			nums = append(nums, n)
+		}
+		if err := o.matrix.Filter(nums); err != nil {
+			return nil, err
+		}
+		o.matrix.Mode = result.ModeCustom
+	}
+	if rounds > 0 {
+		o.matrix.Rounds, o.matrix.Mode = rounds, result.ModeCustom
+	}
+	if window > 0 {
+		o.matrix.Window, o.matrix.Mode = window, result.ModeCustom
+	}
+	if warmup >= 0 {
+		o.matrix.Warmup = warmup
+	}
+	if err := o.matrix.Validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseCompare(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	var warnings []string
+	if o.storesAll {
+		warnings = append(warnings, "mongo skipped: the MongoDB runner is not wired into this harness yet")
+		logf("warning: %s", warnings[0])
+	}
+
+	base, err := refs.Resolve(ctx, o.repo, o.base)
+	if err != nil {
+		return err
+	}
+	cand, err := refs.Resolve(ctx, o.repo, o.candidate)
+	if err != nil {
+		return err
+	}
+	cacheDir := o.cacheDir
+	if cacheDir == "" {
+		if cacheDir, err = build.DefaultCacheDir(); err != nil {
+			return err
+		}
+	}
+	tmp, err := os.MkdirTemp("", "relaybus-bench-")
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	b := &build.Builder{RepoDir: o.repo, CacheDir: cacheDir, Logf: logf}
+	type built struct {
+		side  *runner.Side
+		ref   refs.Ref
+		hello result.RefInfo
+	}
+	sides := []*built{
+		{side: &runner.Side{Name: result.SideBase}, ref: base},
+		{side: &runner.Side{Name: result.SideCandidate, ExtraCostPerDeliveryUs: int(o.plantDelay / time.Microsecond)}, ref: cand},
+	}
+	for _, s := range sides {
+		if s.side.Bin, err = b.Build(ctx, s.side.Name, s.ref, tmp); err != nil {
+			return err
+		}
+		hello, err := proc.Handshake(ctx, s.side.Bin)
+		if err != nil {
+			return err
+		}
+		s.hello = result.RefInfo{Ref: s.ref.Name, SHA: s.ref.SHA, Version: hello.Version, Dirty: s.ref.Dirty,
+			Protocol: hello.Protocol, Capabilities: hello.Capabilities}
+		logf("%s %s: relaybus %s, protocol %d", s.side.Name, s.ref, hello.Version, hello.Protocol)
+	}
+
+	pg, err := dbenv.StartPostgres(ctx, dbenv.PostgresOptions{Provider: o.provider, DSN: o.dsn, Image: o.image,
+		Settings: map[string]string{"shared_preload_libraries": "pg_stat_statements"}, Logf: logf})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := pg.Stop(sctx); err != nil {
+			logf("warning: stopping PostgreSQL: %v", err)
+		}
+	}()
+	info, err := pg.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if err := pgmetrics.CheckFsync(info.Settings, o.allowFsyncOff); err != nil {
+		return err
+	}
+	dataFS := dataDirFS(ctx, pg)
+	logf("PostgreSQL %s (%s), fsync=%s, data directory on %s", info.Version, info.Provider, info.Settings["fsync"], dataFS)
+	if dataFS == "tmpfs" {
+		warnings = append(warnings, "the server's data directory is on tmpfs: fsync writes to memory, so commit and WAL costs are not a disk's")
+		logf("warning: %s", warnings[len(warnings)-1])
+	}
+	if !info.PgStatStatementsLoaded {
+		warnings = append(warnings, "pg_stat_statements is not loaded by the server: stmts_per_delivery is not measured")
+		logf("warning: %s", warnings[len(warnings)-1])
+	}
+
+	started := time.Now()
+	step := &runner.Step{Server: runner.NewPGServer(pg, info.PgStatStatementsLoaded), Launch: runner.ProcLauncher,
+		Warmup: o.matrix.Warmup, Window: o.matrix.Window, DrainTimeout: o.drain, Logf: logf}
+	r, err := runner.New(o.matrix, sides[0].side, sides[1].side, step, filepath.Join(tmp, "run"), logf)
+	if err != nil {
+		return err
+	}
+	run, runErr := r.Run(ctx)
+	run.Base, run.Candidate = sides[0].hello, sides[1].hello
+	run.Machine = machine()
+	run.Databases = []result.DatabaseInfo{{Kind: "postgres", Provider: string(info.Provider), Version: info.Version,
+		Settings: info.Settings, DataDirFS: dataFS}}
+	run.Warnings = append(warnings, run.Warnings...)
+	if o.plantDelay > 0 {
+		run.Warnings = append(run.Warnings, fmt.Sprintf("self-test: candidate dispatchers carry a planted delay of %s per delivery", o.plantDelay))
+	}
+
+	dir := result.Dir(o.out, run)
+	if err := result.Write(dir, run); err != nil {
+		return err
+	}
+	if o.keepRecords {
+		if err := keepRecords(filepath.Join(tmp, "run"), filepath.Join(dir, "records")); err != nil {
+			return fmt.Errorf("bench: keeping the records: %w", err)
+		}
+	}
+	analysis := compare.Analyze(run, compare.DefaultSettings())
+	if err := report.WriteFiles(dir, analysis); err != nil {
+		return err
+	}
+	if err := report.WriteTerminal(stdout, analysis); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nresults: %s (wall time %s)\n", dir, time.Since(started).Round(time.Second))
+	if runErr != nil {
+		return runErr
+	}
+	return verdict(analysis, o.gate, stdout)
+}
+
+// verdict decides the exit status, which is about the candidate: an
+// INVALID candidate window or a failed gate fails the command. INVALID
+// base windows are listed first, since they explain what could not be
+// compared, but do not fail it (v0.1.0 is INVALID by design in the
+// handler-work cells).
+func verdict(a *compare.Analysis, rules []compare.GateRule, stdout io.Writer) error {
+	var failed []string
+	invalid := 0
+	for _, side := range []string{result.SideBase, result.SideCandidate} {
+		for _, inv := range a.Invalid {
+			if inv.Sample.Side != side {
+				continue
+			}
+			fmt.Fprintf(stdout, "INVALID %s: %s / %s, round %d: %s\n", side, inv.Cell.Scenario, inv.Cell.Name, inv.Sample.Round, inv.Reason)
+			if side == result.SideCandidate {
+				invalid++
+			}
+		}
+	}
+	if invalid > 0 {
+		failed = append(failed, fmt.Sprintf("%d INVALID candidate run(s)", invalid))
+	}
+	if len(rules) > 0 {
+		g := compare.Gate(a, rules)
+		for _, n := range g.Notes {
+			fmt.Fprintf(stdout, "gate note: %s\n", n)
+		}
+		for _, v := range g.Violations {
+			if v.Metric == "validity" {
+				continue // listed above
+			}
+			fmt.Fprintf(stdout, "GATE FAILED: %s\n", v.Message)
+			failed = append(failed, "gate: "+v.Message)
+		}
+		if !g.Failed() {
+			fmt.Fprintf(stdout, "gate passed: %d rule(s), Holm's correction over %d comparison(s)\n", len(rules), g.Family)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("bench: %s: %w", strings.Join(failed, "; "), exitError(1))
+	}
+	return nil
+}
+
+// dataDirFS is the file system type of the server's data directory when
+// the harness started the server on this machine, else why it is not
+// known.
+func dataDirFS(ctx context.Context, pg *dbenv.Postgres) string {
+	if pg.Provider() != dbenv.ProviderLocal {
+		return "unknown (the server's files are not on this machine)"
+	}
+	conn, err := pgx.Connect(ctx, pg.AdminDSN())
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	dir, err := pgmetrics.DataDirectory(ctx, conn)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	fs, err := pgmetrics.FileSystemType(dir)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return fs
+}
+
+// machine describes the machine for run.json: never a hostname or a
+// secret.
+func machine() map[string]string {
+	m := map[string]string{"os": runtime.GOOS, "arch": runtime.GOARCH, "cpus": strconv.Itoa(runtime.NumCPU()), "go": runtime.Version()}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if line, _, ok := strings.Cut(string(data), "\n"); ok {
+			m["memory"] = strings.Join(strings.Fields(line)[1:], " ")
+		}
+	}
+	return m
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berkcansavur/relaybus/bench/validate"
+)
+
+// maxValidateDirs bounds the window folders one `bench validate` walks.
+const maxValidateDirs = 10_000
+
+const validateUsage = `usage: bench validate [flags] DIR
+
+Re-checks the record files in DIR (one window: <process>.rec files and the
+window.json manifest the harness writes beside them), or in every folder
+below DIR that holds record files (a run's records/ folder, kept with
+--keep-records). Prints the verdict and its counts per folder and exits 1
+when one is INVALID. Without a manifest the records are taken as a clean
+cell (no poison, no fault, nothing left in the store); the flags add what
+the folder does not say.
+
+flags:`
+
+// validateFlags are the expectations a command line adds to (or sets
+// over) a folder's manifest.
+type validateFlags struct {
+	allowRedelivery, allowPublishErrors bool
+	handlers                            string
+	maxAttempts                         int
+	lease                               time.Duration
+	faults                              []validate.Fault
+}
+
+func runValidate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, validateUsage); fs.PrintDefaults() }
+	var vf validateFlags
+	fs.BoolVar(&vf.allowRedelivery, "allow-redelivery", false, "a fault cell: repeats that a fault explains are redeliveries")
+	fs.BoolVar(&vf.allowPublishErrors, "allow-publish-errors", false, "publish errors are allowed (a fault cell)")
+	fs.StringVar(&vf.handlers, "handlers", "", "the workload's handlers, comma separated (default: the manifest's, else those the records name)")
+	fs.IntVar(&vf.maxAttempts, "max-attempts", 0, "every handler's attempt budget (0: the manifest's; unchecked without one)")
+	fs.DurationVar(&vf.lease, "lease", 0, "the dispatchers' lease (0: the manifest's)")
+	fs.Func("kill", "a process the fault plan killed: NAME@UNIX_NS (repeatable)", func(s string) error {
+		name, at, ok := strings.Cut(s, "@")
+		ns, err := strconv.ParseInt(at, 10, 64)
+		if !ok || name == "" || err != nil || ns <= 0 {
+			return fmt.Errorf("want NAME@UNIX_NS, got %q", s)
+		}
+		vf.faults = append(vf.faults, validate.Fault{Kind: validate.FaultKill, Process: name, StartNs: ns, EndNs: ns})
+		return nil
+	})
+	fs.Func("restart", "a database restart: START_NS-END_NS (repeatable)", func(s string) error {
+		a, b, ok := strings.Cut(s, "-")
+		start, err1 := strconv.ParseInt(a, 10, 64)
+		end, err2 := strconv.ParseInt(b, 10, 64)
+		if !ok || err1 != nil || err2 != nil || start <= 0 || end < start {
+			return fmt.Errorf("want START_NS-END_NS, got %q", s)
+		}
+		vf.faults = append(vf.faults, validate.Fault{Kind: validate.FaultRestart, StartNs: start, EndNs: end})
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("bench: validate: %w", err)
+	}
+	if fs.NArg() != 1 {
+		return errors.New("bench: usage: bench validate [flags] DIR (see bench validate --help)")
+	}
+	if vf.maxAttempts < 0 || vf.lease < 0 {
+		return errors.New("bench: validate: --max-attempts and --lease must be >= 0")
+	}
+	dirs, err := recordDirs(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	invalid := 0
+	for _, dir := range dirs {
+		m, files, found, err := validate.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		vf.apply(m)
+		r := validate.Validate(m.Input(files))
+		if !r.Valid {
+			invalid++
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", dir, r)
+		if !found {
+			fmt.Fprintf(stdout, "  note: no %s: handlers %s, no poison, no fault, nothing left in the store assumed\n",
+				validate.ManifestFile, strings.Join(m.Handlers, ","))
+		}
+		for _, n := range r.Notes {
+			fmt.Fprintf(stdout, "  note: %s\n", n)
+		}
+		for _, e := range r.Examples {
+			fmt.Fprintf(stdout, "  %s\n", e)
+		}
+	}
+	if invalid > 0 {
+		return fmt.Errorf("bench: validate: %d of %d folders INVALID: %w", invalid, len(dirs), exitError(1))
+	}
+	return nil
+}
+
+// apply sets the flags that were given over the manifest's values.
+func (vf *validateFlags) apply(m *validate.Manifest) {
+	if vf.handlers != "" {
+		m.Handlers = strings.Split(vf.handlers, ",")
+	}
+	m.AllowRedelivery = m.AllowRedelivery || vf.allowRedelivery
+	m.AllowPublishErrors = m.AllowPublishErrors || vf.allowPublishErrors
+	if vf.maxAttempts > 0 {
+		m.MaxAttempts = vf.maxAttempts
+	}
+	if vf.lease > 0 {
+		m.LeaseMs = vf.lease.Milliseconds()
+	}
+	m.Faults = append(m.Faults, vf.faults...)
+}
+
+// recordDirs is dir itself when it holds record files, else every
+// folder below it that does, in path order.
+func recordDirs(root string) ([]string, error) {
+	var dirs []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || filepath.Ext(path) != validate.RecordFileExt {
+			return nil
+		}
+		if dir := filepath.Dir(path); len(dirs) == 0 || dirs[len(dirs)-1] != dir {
+			if len(dirs) == maxValidateDirs {
+				return fmt.Errorf("more than %d folders of record files", maxValidateDirs)
+			}
+			dirs = append(dirs, dir)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: validate: %w", err)
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("bench: validate: no %s record files in or below %s", validate.RecordFileExt, root)
+	}
+	slices.Sort(dirs)
+	return slices.Compact(dirs), nil
+}
+
+// keepRecords copies every window folder of runDir (record files, logs,
+// manifests) into dst, so `bench validate` can re-check them later.
+func keepRecords(runDir, dst string) error {
+	return filepath.WalkDir(runDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(runDir, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+}
