@@ -2,9 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -13,51 +10,94 @@ import (
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-// leaseTokenBytes is the entropy of a lease token: 128 bits, so a token
-// cannot be guessed and two claims never share one.
-const leaseTokenBytes = 16
+// Bounds of a claim's lane taking.
+const (
+	// claimTakeFirst is how many lanes a claim takes at its first step
+	// when the lanes it holds do not fill its limit; every further step
+	// takes twice as many, so a claimer holds only about as many lanes as
+	// its batch needs, and an empty queue costs a few steps, not 256.
+	claimTakeFirst = 4
+)
 
-func newLeaseToken() (string, error) {
-	b := make([]byte, leaseTokenBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("relaybus/postgres: lease token: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
-
-// DeliveryClaim leases up to params.Limit due deliveries. It sends two
-// statements in one round trip, which PostgreSQL runs as one implicit
-// transaction: bury expired leases whose budget is spent, then claim.
-// Every delivery gets a token made of 128 fresh random bits and its ID.
+// DeliveryClaim leases up to params.Limit due deliveries of
+// params.Handlers to params.Owner and this store instance, by leasing
+// lanes (see the package documentation):
+//
+//  1. From the lanes it holds, one statement: pick the oldest due
+//     deliveries, record them in the lanes' in_flight, hand back drained
+//     lanes. With a deep backlog this is the whole claim.
+//  2. While that does not fill the limit: take 4, then 8, 16, ... more
+//     lanes that are free or abandoned and have due work (taking an
+//     abandoned lane charges what it had in flight), and pick from them,
+//     both in one round trip.
+//
+// Each statement commits on its own and is consistent on its own. A
+// failure in step 2 returns what step 1 claimed together with the error,
+// as the relaybus.Store contract allows. A suspect (a delivery that was in
+// flight when its lane was taken over) is returned alone, and only as the
+// first thing a claim finds. No delivery row is written, except the charge
+// of a takeover.
 func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	token, err := newLeaseToken()
-	if err != nil {
-		return nil, err
-	}
 	expiresAt := params.Now.Add(params.LeaseDuration)
-	batch := &pgx.Batch{}
-	batch.Queue(s.q.claimBury, params.Handlers, params.Now, params.Limit)
-	var claimed []*relaybus.Delivery
-	batch.Queue(s.q.claim, params.Handlers, params.Now, params.Limit, params.Owner, token, expiresAt).
-		Query(func(rows pgx.Rows) error {
-			var err error
-			claimed, err = pgx.CollectRows(rows, scanDelivery)
-			return err
-		})
-	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+	rows, err := s.pool.Query(ctx, s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
+		params.Limit, true, true, expiresAt)
+	if err != nil {
 		return nil, errorFrom("claim", err)
 	}
-	// RETURNING has no order; hand them out in claim order.
-	slices.SortFunc(claimed, func(a, b *relaybus.Delivery) int {
+	claimed, err := pgx.CollectRows(rows, scanDelivery)
+	if err != nil {
+		return nil, errorFrom("claim", err)
+	}
+	tried := []int16{} // not nil: a NULL array would match no lane
+	for step := claimTakeFirst; len(claimed) < params.Limit && !suspectAlone(claimed); step *= 2 {
+		remaining := params.Limit - len(claimed)
+		batch := &pgx.Batch{}
+		var taken []int16
+		batch.Queue(s.q.claimTake, params.Owner, s.holder, params.Now, params.Handlers,
+			min(step, remaining, relaybus.LaneCount), expiresAt, expiredFinalAttempt, tried).
+			QueryRow(func(row pgx.Row) error {
+				var charged int64
+				return row.Scan(&taken, &charged)
+			})
+		var more []*relaybus.Delivery
+		batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
+			remaining, len(claimed) == 0, false, expiresAt).
+			Query(func(rows pgx.Rows) error {
+				var err error
+				more, err = pgx.CollectRows(rows, scanDelivery)
+				return err
+			})
+		if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+			return sortClaimed(claimed), errorFrom("claim", err)
+		}
+		claimed = append(claimed, more...)
+		if len(taken) == 0 {
+			break
+		}
+		tried = append(tried, taken...)
+	}
+	return sortClaimed(claimed), nil
+}
+
+// suspectAlone reports whether a claim returned a suspect, which it
+// returns alone: nothing more may join it.
+func suspectAlone(ds []*relaybus.Delivery) bool {
+	return len(ds) == 1 && ds[0].Suspect
+}
+
+// sortClaimed hands claimed deliveries out in claim order: due time, then
+// ID (RETURNING has no order, and steps add to the list).
+func sortClaimed(ds []*relaybus.Delivery) []*relaybus.Delivery {
+	slices.SortFunc(ds, func(a, b *relaybus.Delivery) int {
 		if c := a.AvailableAt.Compare(b.AvailableAt); c != 0 {
 			return c
 		}
 		return compareIDs(a.ID, b.ID)
 	})
-	return claimed, nil
+	return ds
 }
 
 // compareIDs orders the decimal IDs of this store numerically.
