@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -23,9 +24,10 @@ const (
 // params.Handlers to params.Owner and this store instance, by leasing
 // lanes (see the package documentation):
 //
-//  1. From the lanes it holds, one statement: pick the oldest due
-//     deliveries, record them in the lanes' in_flight, hand back drained
-//     lanes. With a deep backlog this is the whole claim.
+//  1. From the lanes it holds, one round trip (a statement that locks
+//     them, then one that claims): pick the oldest due deliveries,
+//     record them in the lanes' in_flight, hand back drained lanes. With
+//     a deep backlog this is the whole claim.
 //  2. While that does not fill the limit: take 4, then 8, 16, ... more
 //     lanes that are free or abandoned and have due work (taking an
 //     abandoned lane charges what it had in flight), and pick from them,
@@ -42,13 +44,10 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		return nil, err
 	}
 	expiresAt := params.Now.Add(params.LeaseDuration)
-	rows, err := s.pool.Query(ctx, s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
-		params.Limit, true, true, expiresAt)
-	if err != nil {
-		return nil, errorFrom("claim", err)
-	}
-	claimed, err := pgx.CollectRows(rows, scanDelivery)
-	if err != nil {
+	var claimed []*relaybus.Delivery
+	batch := &pgx.Batch{}
+	s.queueClaimOwn(batch, params, true, true, expiresAt, &claimed)
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, errorFrom("claim", err)
 	}
 	tried := []int16{} // not nil: a NULL array would match no lane
@@ -63,13 +62,9 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 				return row.Scan(&taken, &charged)
 			})
 		var more []*relaybus.Delivery
-		batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
-			remaining, len(claimed) == 0, false, expiresAt).
-			Query(func(rows pgx.Rows) error {
-				var err error
-				more, err = pgx.CollectRows(rows, scanDelivery)
-				return err
-			})
+		p := *params
+		p.Limit = remaining
+		s.queueClaimOwn(batch, &p, len(claimed) == 0, false, expiresAt, &more)
 		if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 			return sortClaimed(claimed), errorFrom("claim", err)
 		}
@@ -80,6 +75,20 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		tried = append(tried, taken...)
 	}
 	return sortClaimed(claimed), nil
+}
+
+// queueClaimOwn queues the claim from held lanes (all of them, or only
+// those with nothing in flight) behind the statement that locks them
+// (see claimLock), and collects what it claims into out.
+func (s *Store) queueClaimOwn(batch *pgx.Batch, params *relaybus.DeliveryClaimParams, allowSuspect, allLanes bool, expiresAt time.Time, out *[]*relaybus.Delivery) {
+	batch.Queue(s.q.claimLock, params.Owner, s.holder, params.Now, allLanes)
+	batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
+		params.Limit, allowSuspect, allLanes, expiresAt).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			*out, err = pgx.CollectRows(rows, scanDelivery)
+			return err
+		})
 }
 
 // suspectAlone reports whether a claim returned a suspect, which it

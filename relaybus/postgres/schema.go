@@ -46,6 +46,7 @@ type queries struct {
 	publishHandlers   string
 	publishDeliveries string
 
+	claimLock string
 	claimOwn  string
 	claimTake string
 	extend    string
@@ -184,8 +185,26 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::sm
 ORDER BY u.ord
 ON CONFLICT (event_id, handler) DO NOTHING`)
 
-	// Claim from the lanes this (owner, holder) holds: one statement, so a
-	// claim on a deep backlog is one round trip. $1 owner, $2 holder, $3
+	// Lock the lanes a claim from held lanes will look at, in lane order,
+	// in a statement of its own before the claim (both in one implicit
+	// transaction, one round trip): under READ COMMITTED a statement that
+	// waits for a row lock re-reads the locked row but keeps its older
+	// snapshot of every other row, so a claim that waited for the
+	// holder's own reschedule of a lane would see the lane without the
+	// delivery and the delivery still with its old claims counter, and
+	// hand out a token that is stale from birth. Locked first, the claim's
+	// snapshot is taken after every writer of those lanes committed. $1
+	// owner, $2 holder, $3 now, $4 as claimOwn's $7.
+	q.claimLock = sql(`
+SELECT l.lane FROM {lanes} l
+WHERE l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
+	AND ($4 OR cardinality(l.in_flight) = 0)
+ORDER BY l.lane
+FOR NO KEY UPDATE`)
+
+	// Claim from the lanes this (owner, holder) holds: one statement (after
+	// claimLock, in the same round trip), so a claim on a deep backlog is
+	// one round trip. $1 owner, $2 holder, $3
 	// now, $4 handlers, $5 limit, $6 whether a suspect may be returned
 	// (alone), $7 false to look only at held lanes with nothing in flight
 	// (the ones just taken), $8 the new lease expiry.
