@@ -23,7 +23,7 @@ import (
 const (
 	// statsFlushWait covers PostgreSQL's interval for flushing a backend's
 	// statistics (PGSTAT_MIN_INTERVAL, 1 s) with a margin.
-	statsFlushWait = 1500 * time.Millisecond
+	statsFlushWait     = 1500 * time.Millisecond
 	lockTestDeliveries = 600
 	lockTestBatch      = 100
 	lockTestCompleters = 3
