@@ -91,14 +91,42 @@ const inFlight = `LEFT JOIN LATERAL (
 	WHERE l.lane = d.lane AND l.lease_owner IS NOT NULL AND d.id = ANY (l.in_flight)
 ) f ON d.status = 'pending'`
 
-// fence is the per-row check of a plain completion, written as scalar
-// subqueries on the lane so that the statement's only join-free access
-// path is the primary key: the lane still has the token's epoch and still
-// lists the delivery, and the delivery's claims counter and lane are the
-// token's. (A DELETE ... USING the lanes once got lanes on the outer side
-// of a nested loop, repeating the id scan per lane.)
-const fence = `(d.id, d.lane, d.claims, (SELECT l.epoch FROM {lanes} l WHERE l.lane = d.lane AND d.id = ANY (l.in_flight)))
-	IN (SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[]))`
+// fenced is the CTE of a plain completion that finds the rows whose fence
+// holds: per lease ($1 ids, $2 lanes, $3 claims, $4 epochs), a lookup of
+// the delivery by primary key (a lateral subquery with LIMIT 1, which the
+// planner can only run as a parameterized index probe, whatever the
+// table's statistics) checked against the token: its lane and claims, and
+// the lane's epoch and in_flight. The DELETE then goes by the rows'
+// physical addresses (a TID scan, in address order) and checks the
+// claims again, which every concurrent write of an in-flight delivery
+// raises. Written as a join (DELETE ... USING the leases or the lanes),
+// the statement is left to the planner's estimates: on a table never
+// analyzed it chose a sequential scan of every delivery for a batch of
+// 200 (and once, with lanes on the outer side of a nested loop, repeated
+// the id scan per lane).
+const fenced = `fenced AS MATERIALIZED (
+	SELECT x.ctid, u.id, u.claims FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[])
+		AS u(id, lane, claims, epoch)
+	CROSS JOIN LATERAL (
+		SELECT d.ctid FROM {deliveries} d
+		WHERE d.id = u.id AND d.lane = u.lane AND d.claims = u.claims AND d.status = 'pending'
+			AND EXISTS (SELECT 1 FROM {lanes} l WHERE l.lane = u.lane AND l.epoch = u.epoch AND u.id = ANY (l.in_flight))
+		LIMIT 1
+	) x
+)`
+
+// deleteFenced is the DELETE of the fenced rows (see fenced). The claims
+// check is for a row updated after the lookup's snapshot: the DELETE then
+// re-evaluates its conditions on the newest version, where the claims
+// have moved (a TID scan does not re-check the address). It is written
+// NOT (... NOT IN ...), which is IN for a set without NULLs, so that it
+// stays one hashed subplan: as IN the planner makes it a semi join and,
+// trusting a CTE's row estimate, nests it (200 x 200 comparisons for a
+// batch of 200).
+const deleteFenced = `DELETE FROM {deliveries} d
+WHERE d.ctid = ANY (ARRAY(SELECT f.ctid FROM fenced f))
+	AND NOT ((d.id, d.claims) NOT IN (SELECT f.id, f.claims FROM fenced f))
+	AND d.status = 'pending'`
 
 // historyInsert copies deleted rows (the CTE "gone") into the history.
 const historyInsert = `INSERT INTO {history} (id, event_id, handler, event_type, key, sequence, attempts, max_attempts,
@@ -118,7 +146,8 @@ func buildQueries(schema, prefix string) queries {
 	names := strings.NewReplacer("{events}", q.events, "{deliveries}", q.deliveries, "{keys}", q.keys,
 		"{lanes}", q.lanes, "{history}", q.history)
 	r := strings.NewReplacer("{columns}", deliveryColumns, "{inFlight}", names.Replace(inFlight),
-		"{fence}", names.Replace(fence), "{historyInsert}", names.Replace(historyInsert))
+		"{fenced}", names.Replace(fenced), "{deleteFenced}", names.Replace(deleteFenced),
+		"{historyInsert}", names.Replace(historyInsert))
 	sql := func(s string) string { return names.Replace(r.Replace(s)) }
 	q.inFlight = names.Replace(inFlight)
 
@@ -326,8 +355,9 @@ CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $8::timestamptz AS 
 	// spends its budget; the charge raises claims, so a completion of the
 	// old holder that commits after this finds its fence broken, and one
 	// that commits first has deleted the row, which is then not charged.
-	// The charged rows are locked in id order (completions lock theirs in
-	// id order too: the primary key scan of = ANY).
+	// The charged rows are locked in physical order (ctid), the order in
+	// which a completion's TID scan deletes them, so the two never wait on
+	// each other in a cycle.
 	q.claimTake = sql(`
 WITH want AS MATERIALIZED (
 	SELECT l.lane, l.in_flight FROM {lanes} l
@@ -359,7 +389,7 @@ WITH want AS MATERIALIZED (
 ), lost AS MATERIALIZED (
 	SELECT d.id FROM {deliveries} d
 	WHERE d.id = ANY (ARRAY(SELECT unnest(w.in_flight) FROM want w)) AND d.status = 'pending'
-	ORDER BY d.id
+	ORDER BY d.ctid
 	FOR NO KEY UPDATE
 ), charged AS (
 	UPDATE {deliveries} d SET
@@ -405,17 +435,16 @@ SELECT cur.id FROM cur JOIN moved ON moved.lane = cur.lane`)
 
 	// Complete: delete the rows whose fence holds, in one statement; $1
 	// ids, $2 lanes, $3 claims, $4 epochs (one entry per lease), $5 now.
-	// The lane row is not written.
-	// It returns the token each deleted row matched.
+	// The lane rows are read, not written or locked. It returns the token
+	// each deleted row matched.
 	q.completeMany = sql(`
-DELETE FROM {deliveries} d
-WHERE d.id = ANY ($1::bigint[]) AND d.status = 'pending' AND {fence}
+WITH {fenced}
+{deleteFenced}
 RETURNING d.id, d.lane, d.claims, (SELECT l.epoch FROM {lanes} l WHERE l.lane = d.lane)`)
 
 	q.completeManyHistory = sql(`
-WITH gone AS (
-	DELETE FROM {deliveries} d
-	WHERE d.id = ANY ($1::bigint[]) AND d.status = 'pending' AND {fence}
+WITH {fenced}, gone AS (
+	{deleteFenced}
 	RETURNING d.*
 ), kept AS (
 	{historyInsert}
@@ -476,7 +505,7 @@ SELECT count(*) FROM ended`)
 	// Relinquish: release what (owner, holder) has in flight, expired
 	// leases included (nobody took them over, so those attempts did not
 	// end in a crash), and hand every such lane back. Lanes in lane
-	// order, then the deliveries in id order.
+	// order, then the deliveries in physical order (as a completion).
 	q.relinquish = sql(`
 WITH l AS MATERIALIZED (
 	SELECT l.lane, l.in_flight FROM {lanes} l
@@ -486,7 +515,7 @@ WITH l AS MATERIALIZED (
 ), x AS MATERIALIZED (
 	SELECT d.id FROM {deliveries} d
 	WHERE d.id = ANY (ARRAY(SELECT unnest(l.in_flight) FROM l)) AND d.status = 'pending'
-	ORDER BY d.id
+	ORDER BY d.ctid
 	FOR NO KEY UPDATE
 ), released AS (
 	UPDATE {deliveries} d SET claims = d.claims + 1, updated_at = $3
