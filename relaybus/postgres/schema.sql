@@ -239,8 +239,10 @@ ALTER TABLE "{{.Schema}}"."{{.Prefix}}deliveries" SET (autovacuum_vacuum_scale_f
 -- New), so a restarted process with the same owner name does not adopt
 -- its predecessor's lanes; in_flight are the ids of the deliveries the
 -- holder claimed and has not finished. No secondary index and half of
--- every page free, so every update of a lane row can be heap-only (HOT):
--- it adds no index entry.
+-- every page free, so that an update of a lane row can be heap-only
+-- (HOT): it adds no index entry. toast_tuple_target keeps an in_flight
+-- list of up to about a thousand ids in the row, uncompressed, rather
+-- than in the TOAST table.
 CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}lanes" (
     lane             smallint    PRIMARY KEY CHECK (lane >= 0 AND lane < 256),
     epoch            bigint      NOT NULL DEFAULT 0,
@@ -248,13 +250,24 @@ CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}lanes" (
     lease_holder     text,
     lease_expires_at timestamptz,
     in_flight        bigint[]    NOT NULL DEFAULT '{}'
-) WITH (fillfactor = 50);
+) WITH (fillfactor = 50, toast_tuple_target = 8160);
 
-ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" SET (fillfactor = 50);
+ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" SET (fillfactor = 50, toast_tuple_target = 8160);
 
-INSERT INTO "{{.Schema}}"."{{.Prefix}}lanes" (lane)
-SELECT generate_series(0, 255)
+-- Each lane gets a page of its own. A HOT update needs room in the row's
+-- page for the new version until the old one is pruned, and an in_flight
+-- list of 200 ids is 1.7 KB: 67 lane rows to a page, updated by several
+-- claimers at once, left too little room (85% HOT measured). So each row
+-- is first inserted with a filler of 300 ids (2.4 KB, more than half of
+-- what fillfactor 50 lets an insert use, so no second row joins it), and
+-- then emptied, in place. Only rows inserted by this statement carry the
+-- filler (-1 is never a delivery id); the UPDATE finds nothing on a
+-- second run.
+INSERT INTO "{{.Schema}}"."{{.Prefix}}lanes" (lane, in_flight)
+SELECT l, array_fill(-1::bigint, ARRAY[300]) FROM generate_series(0, 255) AS l
 ON CONFLICT (lane) DO NOTHING;
+
+UPDATE "{{.Schema}}"."{{.Prefix}}lanes" SET in_flight = '{}' WHERE in_flight[1] = -1;
 
 -- 6. The optional completion history (Options.CompletionHistory): one row
 -- inserted per completion, never updated, listed and counted as

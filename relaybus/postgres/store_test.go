@@ -156,6 +156,11 @@ func TestIndexSet(t *testing.T) {
 	names, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{"relaybus_lanes_pkey"}, names, "the lanes have no secondary index")
+	var pages, filler int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(DISTINCT (ctid::text::point)[0]),
+		count(*) FILTER (WHERE cardinality(in_flight) > 0) FROM relaybus_lanes`).Scan(&pages, &filler))
+	require.Equal(t, relaybus.LaneCount, pages, "each lane in a page of its own")
+	require.Zero(t, filler, "a lane kept its filler")
 
 	// One connection, so that pg_stat_force_next_flush below reaches the
 	// backend that holds the counters.
