@@ -341,10 +341,12 @@ CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $8::timestamptz AS 
 	FROM own o WHERE o.lane = d.lane) f`)
 
 	// Take up to $5 lanes that are free or whose lease expired and that
-	// have due work of the handlers (one probe of each index: the oldest
-	// due unkeyed delivery and any due keyed one, which may be a blocked
-	// follower; then the lane is handed back at once), oldest due work
-	// first, skipping lanes
+	// have due work of the handlers, oldest due work first. The lanes
+	// with any pending work are found by a skip scan of each index (one
+	// probe per such lane: with four hot keys that is four probes, not
+	// 512); each of those that is free is then probed for its oldest due
+	// unkeyed delivery and any due keyed one (which may be a blocked
+	// follower; then the lane is handed back at once). It skips lanes
 	// another transaction has locked (a claim taking them, or a
 	// transactional completion's FOR KEY SHARE: a takeover never waits for
 	// one and never overtakes it), and never one of $8 (lanes this claim
@@ -359,8 +361,27 @@ CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $8::timestamptz AS 
 	// which a completion's TID scan deletes them, so the two never wait on
 	// each other in a cycle.
 	q.claimTake = sql(`
-WITH want AS MATERIALIZED (
-	SELECT l.lane, l.in_flight FROM {lanes} l
+WITH RECURSIVE unkeyed AS (
+	(SELECT d.lane FROM {deliveries} d WHERE d.status = 'pending' AND d.key IS NULL ORDER BY d.lane LIMIT 1)
+	UNION ALL
+	SELECT n.lane FROM unkeyed u CROSS JOIN LATERAL (
+		SELECT d.lane FROM {deliveries} d
+		WHERE d.status = 'pending' AND d.key IS NULL AND d.lane > u.lane
+		ORDER BY d.lane LIMIT 1
+	) n
+), keyed AS (
+	(SELECT d.lane FROM {deliveries} d WHERE d.status = 'pending' AND d.key IS NOT NULL ORDER BY d.lane LIMIT 1)
+	UNION ALL
+	SELECT n.lane FROM keyed k CROSS JOIN LATERAL (
+		SELECT d.lane FROM {deliveries} d
+		WHERE d.status = 'pending' AND d.key IS NOT NULL AND d.lane > k.lane
+		ORDER BY d.lane LIMIT 1
+	) n
+), busy AS (
+	SELECT lane FROM unkeyed UNION SELECT lane FROM keyed
+), want AS MATERIALIZED (
+	SELECT l.lane, l.in_flight FROM busy b
+	JOIN {lanes} l ON l.lane = b.lane
 	CROSS JOIN LATERAL (
 		SELECT min(x.available_at) AS available_at FROM (
 			(SELECT d.available_at FROM {deliveries} d
@@ -372,6 +393,10 @@ WITH want AS MATERIALIZED (
 			(SELECT d.available_at FROM {deliveries} d
 			WHERE d.lane = l.lane AND d.status = 'pending' AND d.key IS NOT NULL AND d.available_at <= $3
 				AND d.handler = ANY ($4::text[])
+			-- The key index's order: without it, LIMIT 1 let the planner
+			-- prefer a sequential scan that reads the whole table for
+			-- every lane without keyed work (17,392 buffers per take).
+			ORDER BY d.handler, d.key, d.sequence
 			LIMIT 1)
 		) x
 	) due
