@@ -196,8 +196,8 @@ const claimOwnTypes = "text, text, timestamptz, text[], int, bool, bool, timesta
 // matters for the cost: the index each table is read through, that
 // deliveries are never scanned sequentially, that the lanes are never
 // the outer side of a join with the deliveries, and a bound on the
-// buffers touched (the claim with the seed's lane index touched 90,224
-// buffers on a table like this one).
+// buffers each touches, which the plan and buffer counts it logs show
+// the margin of.
 func TestPlans(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()

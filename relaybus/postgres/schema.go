@@ -394,8 +394,8 @@ WITH RECURSIVE unkeyed AS (
 			WHERE d.lane = l.lane AND d.status = 'pending' AND d.key IS NOT NULL AND d.available_at <= $3
 				AND d.handler = ANY ($4::text[])
 			-- The key index's order: without it, LIMIT 1 let the planner
-			-- prefer a sequential scan that reads the whole table for
-			-- every lane without keyed work (17,392 buffers per take).
+			-- prefer a sequential scan, which reads the whole table for
+			-- every lane without keyed work.
 			ORDER BY d.handler, d.key, d.sequence
 			LIMIT 1)
 		) x

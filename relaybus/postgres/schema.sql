@@ -209,9 +209,8 @@ $relaybus$;
 -- Claims: the pending unkeyed deliveries of a lane by due time. Unkeyed
 -- only (the seed indexed every pending row here): a claim looking for
 -- unkeyed work would otherwise walk every keyed row of the lane, and a
--- hot key's backlog behind its running head is thousands of rows that
--- can none of them run (measured on a fresh table: 1.96 s per claim with
--- four hot keys of 5,000; see the package documentation).
+-- hot key's backlog behind its running head is thousands of rows none of
+-- which may run (see the package documentation).
 CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_lane_unkeyed_idx"
     ON "{{.Schema}}"."{{.Prefix}}deliveries" (lane, available_at, id)
     WHERE status = 'pending' AND key IS NULL;
@@ -257,7 +256,8 @@ ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" SET (fillfactor = 50, toast_tuple_t
 -- Each lane gets a page of its own. A HOT update needs room in the row's
 -- page for the new version until the old one is pruned, and an in_flight
 -- list of 200 ids is 1.7 KB: 67 lane rows to a page, updated by several
--- claimers at once, left too little room (85% HOT measured). So each row
+-- claimers at once, left too little room, and many updates were not HOT
+-- (BenchmarkClaimCompleteParallel reports the share). So each row
 -- is first inserted with a filler of 300 ids (2.4 KB, more than half of
 -- what fillfactor 50 lets an insert use, so no second row joins it), and
 -- then emptied, in place. Only rows inserted by this statement carry the
