@@ -310,10 +310,11 @@ func preload(b *testing.B, s *postgres.Store, pool *pgxpool.Pool, n int, key fun
 
 // measure holds the counters read before a benchmark's work.
 type measure struct {
-	pool   *pgxpool.Pool
-	lsn    string
-	tables map[string]tableCounters
-	pgss   bool
+	pool    *pgxpool.Pool
+	lsn     string
+	walSync int64
+	tables  map[string]tableCounters
+	pgss    bool
 }
 
 type tableCounters struct{ upd, hot, del, ins int64 }
@@ -342,7 +343,18 @@ func startMeasure(b *testing.B, pool *pgxpool.Pool) *measure {
 	time.Sleep(benchStatsFlush)
 	m.tables = readTables(b, pool)
 	require.NoError(b, pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&m.lsn))
+	m.walSync = walSyncs(b, pool)
 	return m
+}
+
+// walSyncs reads the server's count of WAL syncs (pg_stat_wal).
+func walSyncs(b *testing.B, pool *pgxpool.Pool) int64 {
+	b.Helper()
+	_, err := pool.Exec(context.Background(), "SELECT pg_stat_clear_snapshot()")
+	require.NoError(b, err)
+	var n int64
+	require.NoError(b, pool.QueryRow(context.Background(), "SELECT wal_sync FROM pg_stat_wal").Scan(&n))
+	return n
 }
 
 func readTables(b *testing.B, pool *pgxpool.Pool) map[string]tableCounters {
@@ -373,6 +385,8 @@ func (m *measure) report(b *testing.B, units int64, unit string) {
 	var wal float64
 	require.NoError(b, m.pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)", m.lsn).Scan(&wal))
 	b.ReportMetric(wal/float64(units), "WAL-B/"+unit)
+	// WAL flushes to disk (server-wide: run alone on the server).
+	b.ReportMetric(float64(walSyncs(b, m.pool)-m.walSync)/float64(units), "WAL-syncs/"+unit)
 	time.Sleep(benchStatsFlush)
 	after := readTables(b, m.pool)
 	d := after["relaybus_deliveries"]

@@ -183,12 +183,13 @@ func planStore(t *testing.T) (*Store, *pgxpool.Pool) {
 	return s, pool
 }
 
-// claimArgs are claimOwn's arguments for owner "w" at now.
-func (s *Store) claimArgs(now time.Time, allLanes bool) []any {
-	return []any{"w", s.holder, now, []string{"h"}, planLimit, true, allLanes, now.Add(time.Minute)}
+// claimArgs are claimOwn's arguments for owner "w" at now, from all the
+// lanes it holds.
+func (s *Store) claimArgs(now time.Time) []any {
+	return []any{"w", s.holder, now, []string{"h"}, planLimit, false, now.Add(time.Minute)}
 }
 
-const claimOwnTypes = "text, text, timestamptz, text[], int, bool, bool, timestamptz"
+const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz"
 
 // TestPlans checks the plan of every hot statement on a table that has
 // never been analyzed, with a deep keyed backlog, both as a custom plan
@@ -225,10 +226,13 @@ func TestPlans(t *testing.T) {
 		t.Run(fmt.Sprintf("generic=%v", generic), func(t *testing.T) {
 			// The claim from held lanes, after its lock statement.
 			lock := func(tx pgx.Tx) {
-				_, err := tx.Exec(ctx, s.q.claimLock, "w", s.holder, now, true)
+				_, err := tx.Exec(ctx, s.q.claimPrelude, 0)
+				require.NoError(t, err)
+				_, err = tx.Exec(ctx, s.q.claimLock, "w", s.holder, now)
 				require.NoError(t, err)
 			}
-			p := explain(t, pool, generic, s.q.claimOwn, claimOwnTypes, s.claimArgs(now, true), lock)
+			p := explain(t, pool, generic, s.q.claimOwn, claimOwnTypes, s.claimArgs(now), lock)
+			require.Contains(t, p.text, "One-Time Filter", "claim: relaybus.claimed is set once, whatever the rows")
 			for _, scan := range p.scans("relaybus_deliveries") {
 				require.NotContains(t, scan, "Seq Scan", "claim:\n%s", p.text)
 			}
@@ -239,8 +243,8 @@ func TestPlans(t *testing.T) {
 
 			// Taking more lanes.
 			p = explain(t, pool, generic, s.q.claimTake,
-				"text, text, timestamptz, text[], int, timestamptz, text, smallint[]",
-				[]any{"v", s.holder, now, []string{"h"}, 4, now.Add(time.Minute), expiredFinalAttempt, []int16{}})
+				"text, text, timestamptz, text[], int, timestamptz, text, smallint[], int",
+				[]any{"v", s.holder, now, []string{"h"}, 4, now.Add(time.Minute), expiredFinalAttempt, []int16{}, planLimit})
 			for _, scan := range p.scans("relaybus_deliveries") {
 				require.NotContains(t, scan, "Seq Scan", "take:\n%s", p.text)
 			}

@@ -46,9 +46,10 @@ type queries struct {
 	publishHandlers   string
 	publishDeliveries string
 
-	claimLock string
-	claimOwn  string
-	claimTake string
+	claimPrelude string
+	claimLock    string
+	claimOwn     string
+	claimTake    string
 	extend    string
 
 	completeMany        string
@@ -214,6 +215,18 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::sm
 ORDER BY u.ord
 ON CONFLICT (event_id, handler) DO NOTHING`)
 
+	// The first statement of every claim round trip: the claim commits
+	// without waiting for its WAL flush (a claim lost in a database crash
+	// only makes its deliveries claimable again, which at-least-once
+	// allows, and the holder's completion flushes it), and the
+	// transaction-local settings through which the round trip's later
+	// statements learn what the earlier ones did: relaybus.claimed, how
+	// many deliveries the claim has so far ($1; the claim's limit once it
+	// holds a suspect, which is claimed alone), and relaybus.taken, the
+	// lanes taken by claimTake.
+	q.claimPrelude = `SELECT set_config('synchronous_commit', 'off', true),
+	set_config('relaybus.claimed', ($1::int)::text, true), set_config('relaybus.taken', '{}', true)`
+
 	// Lock the lanes a claim from held lanes will look at, in lane order,
 	// in a statement of its own before the claim (both in one implicit
 	// transaction, one round trip): under READ COMMITTED a statement that
@@ -223,25 +236,24 @@ ON CONFLICT (event_id, handler) DO NOTHING`)
 	// delivery and the delivery still with its old claims counter, and
 	// hand out a token that is stale from birth. Locked first, the claim's
 	// snapshot is taken after every writer of those lanes committed. $1
-	// owner, $2 holder, $3 now, $4 as claimOwn's $7.
+	// owner, $2 holder, $3 now.
 	q.claimLock = sql(`
 SELECT l.lane FROM {lanes} l
 WHERE l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
-	AND ($4 OR cardinality(l.in_flight) = 0)
 ORDER BY l.lane
 FOR NO KEY UPDATE`)
 
-	// Claim from the lanes this (owner, holder) holds: one statement (after
-	// claimLock, in the same round trip), so a claim on a deep backlog is
-	// one round trip. $1 owner, $2 holder, $3
-	// now, $4 handlers, $5 limit, $6 whether a suspect may be returned
-	// (alone), $7 false to look only at held lanes with nothing in flight
-	// (the ones just taken), $8 the new lease expiry.
+	// Claim from the lanes this (owner, holder) holds: one statement
+	// (after claimLock, in the same round trip). $1 owner, $2 holder, $3
+	// now, $4 handlers, $5 the claim's limit (less relaybus.claimed is
+	// what this statement may add), $6 true to look only at the lanes
+	// claimTake just took in this transaction (locked by it), $7 the new
+	// lease expiry.
 	//
-	//   own:     the held lanes, locked in lane order. FOR NO KEY UPDATE
-	//            does not conflict with the FOR KEY SHARE of a
-	//            transactional completion, so a claim never waits for a
-	//            handler's transaction.
+	//   own:     the lanes, locked in lane order. FOR NO KEY UPDATE does
+	//            not conflict with the FOR KEY SHARE of a transactional
+	//            completion, so a claim never waits for a handler's
+	//            transaction.
 	//   flying:  the deliveries still in flight in them, through the
 	//            primary key (a completion deletes the row and leaves the
 	//            id in in_flight; it is dropped here).
@@ -252,7 +264,8 @@ FOR NO KEY UPDATE`)
 	//   cand:    the oldest due unkeyed deliveries of each lane (an
 	//            ordered scan of the unkeyed index that stops at the
 	//            limit) and the due heads, not in flight, of the handlers;
-	//            then the oldest of all. Suspects only when $6 allows one.
+	//            then the oldest of all. Suspects only while the claim has
+	//            nothing yet.
 	//   pick:    a suspect only alone, when it is the oldest candidate;
 	//            otherwise the non-suspects.
 	//   rec:     write each lane whose in_flight changed: the survivors
@@ -260,12 +273,16 @@ FOR NO KEY UPDATE`)
 	//            picked; a lane left with nothing in flight is handed back
 	//            (epoch kept), so drained lanes are never probed again.
 	//
-	// No delivery row is written and no lock taken on one.
+	// The final WHERE is a constant condition, which PostgreSQL evaluates
+	// once before the first row (a one-time filter), however many rows
+	// there are: it records the claim's new count in relaybus.claimed for
+	// the statements after it. No delivery row is written and no lock
+	// taken on one.
 	q.claimOwn = sql(`
 WITH RECURSIVE own AS MATERIALIZED (
 	SELECT l.lane, l.epoch, l.in_flight FROM {lanes} l
 	WHERE l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
-		AND ($7 OR cardinality(l.in_flight) = 0)
+		AND (NOT $6 OR l.lane = ANY (coalesce(nullif(current_setting('relaybus.taken', true), ''), '{}')::smallint[]))
 	ORDER BY l.lane
 	FOR NO KEY UPDATE
 ), flying AS MATERIALIZED (
@@ -293,26 +310,26 @@ WITH RECURSIVE own AS MATERIALIZED (
 			WHERE d.lane = o.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
 				AND d.handler = ANY ($4::text[])
 				AND d.id <> ALL (o.in_flight)
-				AND (NOT d.suspect OR $6)
+				AND (NOT d.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
 			ORDER BY d.available_at, d.id
-			LIMIT $5
+			LIMIT greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)
 		) c
 		UNION ALL
 		SELECT h.id, h.lane, h.available_at, h.suspect FROM heads h
 		WHERE h.id IS NOT NULL AND h.available_at <= $3 AND h.handler = ANY ($4::text[])
-			AND (NOT h.suspect OR $6)
+			AND (NOT h.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
 			-- NOT IN over a set without NULLs, so that it is one hashed
 			-- subplan rather than an anti join the planner might nest.
 			AND (h.lane, h.handler, h.key) NOT IN (
 				SELECT f.lane, f.handler, f.key FROM flying f WHERE f.key IS NOT NULL)
 	) x
 	ORDER BY x.available_at, x.id
-	LIMIT $5
+	LIMIT greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)
 ), first AS (
 	SELECT c.id, c.suspect FROM cand c ORDER BY c.available_at, c.id LIMIT 1
 ), pick AS MATERIALIZED (
 	SELECT c.id, c.lane FROM cand c
-	WHERE CASE WHEN $6 AND (SELECT suspect FROM first) THEN c.id = (SELECT id FROM first)
+	WHERE CASE WHEN (SELECT suspect FROM first) THEN c.id = (SELECT id FROM first)
 		ELSE NOT c.suspect END
 ), next AS MATERIALIZED (
 	SELECT o.lane, o.in_flight AS old,
@@ -330,17 +347,22 @@ WITH RECURSIVE own AS MATERIALIZED (
 		lease_owner = CASE WHEN cardinality(n.new) = 0 THEN NULL ELSE l.lease_owner END,
 		lease_holder = CASE WHEN cardinality(n.new) = 0 THEN NULL ELSE l.lease_holder END,
 		lease_expires_at = CASE WHEN cardinality(n.new) = 0 THEN NULL
-			WHEN n.picked THEN $8 ELSE l.lease_expires_at END
+			WHEN n.picked THEN $7 ELSE l.lease_expires_at END
 	FROM next n
 	WHERE l.lane = n.lane AND n.new IS DISTINCT FROM n.old
 )
 SELECT {columns} FROM pick
 JOIN {deliveries} d ON d.id = pick.id
 JOIN {events} e ON e.id = d.event_id
-CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $8::timestamptz AS lease_expires_at
-	FROM own o WHERE o.lane = d.lane) f`)
+CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $7::timestamptz AS lease_expires_at
+	FROM own o WHERE o.lane = d.lane) f
+WHERE (SELECT set_config('relaybus.claimed', (CASE
+	WHEN (SELECT suspect FROM first) AND EXISTS (SELECT 1 FROM pick) THEN $5
+	ELSE coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int + (SELECT count(*) FROM pick)::int END)::text, true)) IS NOT NULL`)
 
-	// Take up to $5 lanes that are free or whose lease expired and that
+	// Take up to $5 lanes, and no more than the claim still needs ($9,
+	// the claim's limit, less relaybus.claimed: none when the claim is
+	// full or holds a suspect), that are free or whose lease expired and that
 	// have due work of the handlers, oldest due work first. The lanes
 	// with any pending work are found by a skip scan of each index (one
 	// probe per such lane: with four hot keys that is four probes, not
@@ -350,7 +372,8 @@ CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $8::timestamptz AS 
 	// another transaction has locked (a claim taking them, or a
 	// transactional completion's FOR KEY SHARE: a takeover never waits for
 	// one and never overtakes it), and never one of $8 (lanes this claim
-	// already took and handed back). Taking a lane raises its epoch, so
+	// already took and handed back). The lanes taken go to relaybus.taken
+	// for the claimOwn after it. Taking a lane raises its epoch, so
 	// every write under an older lease fails. Taking an abandoned lane
 	// (expired with deliveries in flight) charges each of them that still
 	// exists one attempt, marks it a suspect, and buries it when that
@@ -404,7 +427,7 @@ WITH RECURSIVE unkeyed AS (
 		AND l.lane <> ALL ($8::smallint[])
 		AND due.available_at IS NOT NULL
 	ORDER BY due.available_at, l.lane
-	LIMIT $5
+	LIMIT least($5, greatest($9 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0))
 	FOR UPDATE OF l SKIP LOCKED
 ), taken AS (
 	UPDATE {lanes} l SET epoch = l.epoch + 1, lease_owner = $1, lease_holder = $2,
@@ -427,7 +450,8 @@ WITH RECURSIVE unkeyed AS (
 	FROM lost WHERE d.id = lost.id
 	RETURNING d.id
 )
-SELECT ARRAY(SELECT lane FROM taken ORDER BY lane), (SELECT count(*) FROM charged)`)
+SELECT ARRAY(SELECT lane FROM taken ORDER BY lane), (SELECT count(*) FROM charged),
+	set_config('relaybus.taken', ARRAY(SELECT lane FROM taken ORDER BY lane)::text, true)`)
 
 	// Renew: move the expiry of the lanes that hold current leases of
 	// (owner, holder): $1 owner, $2 holder, $3..$6 the leases (ids, lanes,

@@ -457,3 +457,72 @@ func claim(t *testing.T, s *postgres.Store, owner string, limit int, now time.Ti
 	require.NoError(t, err)
 	return ds
 }
+
+// eventInLane returns an event id whose unkeyed deliveries live in lane.
+func eventInLane(prefix string, lane int) string {
+	for i := 0; ; i++ {
+		if id := fmt.Sprintf("%s-%d", prefix, i); relaybus.LaneOf("", id) == lane {
+			return id
+		}
+	}
+}
+
+// TestClaimRoundTrips: a claim is one round trip whether its held lanes
+// fill it (then it takes no lane, although free lanes have work) or not
+// (then it takes lanes and picks from them in the same round trip).
+func TestClaimRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg, err := pgxpool.ParseConfig(dbenv.TestDatabase(t))
+	require.NoError(t, err)
+	counter := &queryCounter{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Setup(ctx))
+	one := func(id string) *relaybus.EventPublish {
+		return &relaybus.EventPublish{Event: &relaybus.Event{ID: id, Type: "t"}, Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}}}
+	}
+	publish(t, s, pool, []*relaybus.EventPublish{one(eventInLane("a1", 10)), one(eventInLane("a2", 10))})
+	epochs := func() map[int]int64 {
+		rows, err := pool.Query(ctx, `SELECT lane, epoch FROM relaybus_lanes`)
+		require.NoError(t, err)
+		out := map[int]int64{}
+		var lane int16
+		var epoch int64
+		_, err = pgx.ForEachRow(rows, []any{&lane, &epoch}, func() error { out[int(lane)] = epoch; return nil })
+		require.NoError(t, err)
+		return out
+	}
+	claimCounted := func(limit int) ([]*relaybus.Delivery, int64) {
+		before := counter.n.Load()
+		ds := claim(t, s, "w", limit, t0.Add(time.Second), "h")
+		return ds, counter.n.Load() - before
+	}
+
+	// Nothing held: the claim takes lane 10 and picks from it, one round
+	// trip.
+	ds, calls := claimCounted(1)
+	require.Len(t, ds, 1)
+	require.EqualValues(t, 1, calls, "round trips of a claim that takes a lane")
+
+	// Lane 10 still has work and fills the next claim: no lane is taken,
+	// although lane 20 has work now.
+	publish(t, s, pool, []*relaybus.EventPublish{one(eventInLane("b", 20))})
+	before := epochs()
+	ds, calls = claimCounted(1)
+	require.Len(t, ds, 1)
+	require.Equal(t, 10, relaybus.LaneOf("", ds[0].EventID))
+	require.EqualValues(t, 1, calls, "round trips of a claim its held lanes fill")
+	require.Equal(t, before, epochs(), "a claim its held lanes filled took a lane")
+
+	// Not filled by lane 10 (now drained): lane 20 is taken in the same
+	// round trip.
+	ds, calls = claimCounted(5)
+	require.Len(t, ds, 1)
+	require.Equal(t, 20, relaybus.LaneOf("", ds[0].EventID))
+	require.EqualValues(t, 1, calls, "round trips of a claim that takes a lane after its own")
+}
