@@ -50,7 +50,7 @@ type queries struct {
 	claimLock    string
 	claimOwn     string
 	claimTake    string
-	extend    string
+	extend       string
 
 	completeMany        string
 	completeManyHistory string
