@@ -427,5 +427,7 @@ func (m *measure) report(b *testing.B, units int64, unit string) {
 		return nil
 	})
 	require.NoError(b, err)
-	b.Log(sb.String())
+	// To stderr: b.Log keeps only the first run's output, and the first
+	// run is b.N = 1.
+	fmt.Fprint(os.Stderr, sb.String())
 }
