@@ -136,7 +136,7 @@ func BenchmarkClaimCompleteParallel(b *testing.B) {
 	preload(b, s, pool, total, func(int) string { return "" })
 	m := startMeasure(b, pool)
 	b.ResetTimer()
-	drainParallel(b, s, total)
+	drainParallel(b, s, total, benchWorkers)
 	b.StopTimer()
 	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "deliveries/s")
 	m.report(b, int64(total), "delivery")
@@ -174,31 +174,35 @@ func BenchmarkClaimHotKeys(b *testing.B) {
 	m.report(b, int64(total), "delivery")
 }
 
-// BenchmarkClaimManyKeys is the harness's keyed cell with 10,000 keys:
-// four workers, batches of 200.
+// BenchmarkClaimManyKeys is the harness's keyed cell with 10,000 keys,
+// four deliveries each: one worker (as the harness's single dispatcher,
+// which ends up holding every lane) and four, batches of 200.
 func BenchmarkClaimManyKeys(b *testing.B) {
 	const keys = 10_000
-	s, pool := benchStore(b)
-	total := b.N * benchParallelBatch
-	preload(b, s, pool, total, func(i int) string { return fmt.Sprintf("key-%d", i%keys) })
-	m := startMeasure(b, pool)
-	b.ResetTimer()
-	drainParallel(b, s, total)
-	b.StopTimer()
-	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "deliveries/s")
-	m.report(b, int64(total), "delivery")
+	for _, workers := range []int{1, benchWorkers} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			s, pool := benchStore(b)
+			total := b.N * benchParallelBatch
+			preload(b, s, pool, total, func(i int) string { return fmt.Sprintf("key-%d", i%keys) })
+			m := startMeasure(b, pool)
+			b.ResetTimer()
+			drainParallel(b, s, total, workers)
+			b.StopTimer()
+			b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "deliveries/s")
+			m.report(b, int64(total), "delivery")
+		})
+	}
 }
 
-// drainParallel runs benchWorkers claimers (owners), each with a
-// connection of its own, claiming benchParallelBatch at a time and
-// completing each batch in one CompleteMany, until total deliveries have
-// completed.
-func drainParallel(b *testing.B, s *postgres.Store, total int) {
+// drainParallel runs workers claimers (owners), each with a connection of
+// its own, claiming benchParallelBatch at a time and completing each
+// batch in one CompleteMany, until total deliveries have completed.
+func drainParallel(b *testing.B, s *postgres.Store, total, workers int) {
 	b.Helper()
 	var done atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, benchWorkers)
-	for w := range benchWorkers {
+	errs := make(chan error, workers)
+	for w := range workers {
 		wg.Go(func() {
 			owner := fmt.Sprintf("w%d", w)
 			for done.Load() < int64(total) {
