@@ -70,25 +70,31 @@
 // claims; the lane is held by (owner, holder), where holder is a random
 // name of the Store instance, new at every New. DeliveryClaim:
 //
-//  1. One round trip: lock the lanes held (FOR NO KEY UPDATE, lane order),
-//     then in one statement drop the completed ids from their in_flight,
-//     pick the oldest due unkeyed deliveries (an ordered index scan per
-//     lane that stops at the limit) and the due heads of the lanes' keys
-//     (nothing of the key in flight), record the picks in the lanes' rows
-//     and hand back every lane left with nothing in flight. The lock comes
-//     first in a statement of its own: a statement that waited for a lane
-//     lock would see the lane as it is now and the deliveries as they
-//     were, and could hand out a stale token.
-//  2. While that does not fill the limit: take 4, 8, 16, ... lanes that
-//     are free or whose lease expired and that have due work, oldest
-//     first (FOR UPDATE SKIP LOCKED; lanes with any work are found by a
-//     skip scan of each index), raising their epoch; taking an abandoned
-//     lane charges each delivery it had in flight one attempt, marks it a
-//     suspect and buries it when that spends its budget. Then step 1 on
-//     the lanes just taken, in the same round trip.
+//  1. Lock the lanes held (FOR NO KEY UPDATE, lane order), then in one
+//     statement drop the completed ids from their in_flight, pick the
+//     oldest due unkeyed deliveries (an ordered index scan per lane that
+//     stops at the limit) and the due heads of the lanes' keys (nothing of
+//     the key in flight), record the picks in the lanes' rows and hand
+//     back every lane left with nothing in flight. The lock comes first in
+//     a statement of its own: a statement that waited for a lane lock
+//     would see the lane as it is now and the deliveries as they were,
+//     and could hand out a stale token.
+//  2. If that did not fill the limit: take up to 4 lanes that are free or
+//     whose lease expired and that have due work, oldest first (FOR
+//     UPDATE SKIP LOCKED; lanes with any work are found by a skip scan of
+//     each index), raising their epoch; taking an abandoned lane charges
+//     each delivery it had in flight one attempt, marks it a suspect and
+//     buries it when that spends its budget. Then step 1 on the lanes
+//     just taken.
+//
+// Steps 1 and 2 are one round trip and one implicit transaction: the
+// statements pass the claim's count and the lanes taken along in
+// transaction-local settings, so step 2 takes nothing when step 1 filled
+// the claim. Only when step 2 got every lane it asked for and the claim is
+// still short does another round trip take 8, then 16, ... lanes.
 //
 // A suspect is claimed alone, and only as the first thing a claim finds.
-// The claim's transaction commits without waiting for its WAL flush
+// The claim's transactions commit without waiting for their WAL flush
 // (synchronous_commit off for it): a claim lost in a database crash only
 // makes its deliveries claimable again, which at-least-once allows, and
 // the completion that follows flushes it anyway.
