@@ -363,9 +363,10 @@ func (m *measure) report(b *testing.B, units int64, unit string) {
 	var wal float64
 	require.NoError(b, m.pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)", m.lsn).Scan(&wal))
 	b.ReportMetric(wal/float64(units), "WAL-B/"+unit)
+	// Backends report their statistics at most once a second.
+	time.Sleep(benchStatsFlush)
 	// WAL flushes to disk (server-wide: run alone on the server).
 	b.ReportMetric(float64(walSyncs(b, m.pool)-m.walSync)/float64(units), "WAL-syncs/"+unit)
-	time.Sleep(benchStatsFlush)
 	after := readTables(b, m.pool)
 	d := after["relaybus_deliveries"]
 	d0 := m.tables["relaybus_deliveries"]
