@@ -160,8 +160,11 @@ func TestRolesOnPostgres(t *testing.T) {
 		}
 		in := last(t, msgs, protocol.TypeDone).Inspect
 		if in.Pending == 0 && in.Processing == 0 {
-			if in.Dead != 12 || len(in.DeadLetters) != 12 || in.Completed != 108 {
-				t.Fatalf("inspect %+v: want 12 dead, 108 completed", in)
+			// relaybus 0.2.0 deletes a completed delivery (the worker runs
+			// the store without its completion history), so none is
+			// counted; the 108 completions are in the dispatcher's record.
+			if in.Dead != 12 || len(in.DeadLetters) != 12 || in.Completed != 0 {
+				t.Fatalf("inspect %+v: want 12 dead, 0 completed (deleted)", in)
 			}
 			for _, dl := range in.DeadLetters {
 				idx, err := strconv.ParseInt(strings.TrimPrefix(dl.EventID, "w-"), 10, 64)

@@ -8,39 +8,39 @@ import (
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-// The claim indexes. A claim must not look at every live delivery: with
-// a backlog of 100,000 that is a scan and a sort per claim. Instead the
+// The claim indexes. A claim must not look at every delivery: with a
+// backlog of 100,000 that is a scan and a sort per claim. Instead the
 // store keeps, under its mutex and in step with every write:
 //
-//   - per (handler, key), the live (pending or processing) deliveries in
-//     sequence order: the first is the head, the only one of its key a
-//     claim may take;
-//   - per handler, a heap by (AvailableAt, ID) of the pending deliveries a
-//     claim may take: unkeyed ones and the heads of their keys. A pending
-//     delivery behind its key's head waits outside every heap, so a claim
-//     never skips over it;
-//   - per handler, a heap by (LeaseExpiresAt, ID) of the processing
-//     deliveries, so the expired leases are found without looking at the
-//     current ones.
+//   - per (handler, key), the pending deliveries in sequence order (in
+//     flight ones included: an in-flight delivery is still a pending row),
+//     and how many of them are in flight;
+//   - per (lane, handler), a heap by (AvailableAt, ID) of the candidates:
+//     pending deliveries that are not in flight and, when keyed, are the
+//     head of their key (lowest sequence) while nothing of their key is in
+//     flight. A keyed delivery behind its head waits outside every heap,
+//     so a claim never walks over a blocked backlog.
 //
-// Every change to a delivery's status, AvailableAt or LeaseExpiresAt goes
-// through setStatus or place, which put it where these rules say.
-// checkIndexes (memory_internal_test.go) verifies the rules from scratch.
+// Every change to a delivery's status, AvailableAt or in-flight mark goes
+// through setStatus, setInFlight or place, which put it where these rules
+// say. checkIndexes (index_test.go) verifies the rules from scratch.
 
 // handlerKey names the per-key queue of one handler.
 type handlerKey struct{ handler, key string }
 
-// handlerIndex holds one handler's claim heaps.
-type handlerIndex struct {
-	pending *dueHeap // by AvailableAt: pending deliveries a claim may take
-	leased  *dueHeap // by LeaseExpiresAt: processing deliveries
+// laneHandler names the candidate heap of one handler in one lane.
+type laneHandler struct {
+	lane    int
+	handler string
 }
 
-// keyQueue is the live deliveries of one (handler, key), in sequence
+// keyQueue is the pending deliveries of one (handler, key), in sequence
 // order. Sequences are unique within it: an event has one sequence and
 // one delivery per handler.
 type keyQueue struct {
 	items []*delivery
+	// flying counts the items in flight.
+	flying int
 }
 
 func (q *keyQueue) head() *delivery { return q.items[0] }
@@ -84,28 +84,15 @@ func (q *keyQueue) search(seq int64) int {
 	return lo
 }
 
-// dueHeap is a min-heap of deliveries by (at(d), ID), implementing
+// dueHeap is a min-heap of deliveries by (AvailableAt, ID), implementing
 // heap.Interface. Each delivery is in at most one heap, and its heapIndex
 // says where, so it can be fixed or removed in O(log n).
 type dueHeap struct {
 	items []*delivery
-	at    func(*delivery) time.Time
 }
 
-func newDueHeap(at func(*delivery) time.Time) *dueHeap { return &dueHeap{at: at} }
-
-func availableAt(d *delivery) time.Time    { return d.availableAt }
-func leaseExpiresAt(d *delivery) time.Time { return d.leaseExpiresAt }
-
-func (h *dueHeap) Len() int { return len(h.items) }
-
-func (h *dueHeap) Less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
-	if c := h.at(a).Compare(h.at(b)); c != 0 {
-		return c < 0
-	}
-	return a.id < b.id
-}
+func (h *dueHeap) Len() int           { return len(h.items) }
+func (h *dueHeap) Less(i, j int) bool { return dueBefore(h.items[i], h.items[j]) }
 
 func (h *dueHeap) Swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
@@ -130,34 +117,8 @@ func (h *dueHeap) Pop() any {
 	return d
 }
 
-// peekDue returns the first delivery if it is due at now, else nil.
-func (h *dueHeap) peekDue(now time.Time) *delivery {
-	if len(h.items) == 0 || h.at(h.items[0]).After(now) {
-		return nil
-	}
-	return h.items[0]
-}
-
-// appendDue appends every delivery due at now, in no particular order.
-// It walks the heap from the root and stops below any delivery that is
-// not due (its subtree is later still), so it looks at the due ones and
-// at most one more per due one plus the root.
-func (h *dueHeap) appendDue(out []*delivery, now time.Time) []*delivery {
-	stack := []int{0}
-	for len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if i >= len(h.items) || h.at(h.items[i]).After(now) {
-			continue
-		}
-		out = append(out, h.items[i])
-		stack = append(stack, 2*i+1, 2*i+2)
-	}
-	return out
-}
-
 // cmpDue orders claim candidates as a claim takes them: by AvailableAt,
-// then ID. Expired leases are taken in this order too, not by expiry.
+// then ID.
 func cmpDue(a, b *delivery) int {
 	if c := a.availableAt.Compare(b.availableAt); c != 0 {
 		return c
@@ -167,36 +128,39 @@ func cmpDue(a, b *delivery) int {
 
 func dueBefore(a, b *delivery) bool { return cmpDue(a, b) < 0 }
 
-func isLive(st relaybus.Status) bool {
-	return st == relaybus.StatusPending || st == relaybus.StatusProcessing
-}
-
-// handlerIndex returns the heaps of handler, creating them on first use.
-// They are kept when empty: handlers are few and long-lived.
-func (s *Store) handlerIndex(handler string) *handlerIndex {
-	hi := s.handlers[handler]
-	if hi == nil {
-		hi = &handlerIndex{pending: newDueHeap(availableAt), leased: newDueHeap(leaseExpiresAt)}
-		s.handlers[handler] = hi
+// candidateHeap returns the heap of (lane, handler), creating it on first
+// use. Heaps are kept when empty: lanes and handlers are few.
+func (s *Store) candidateHeap(lane int, handler string) *dueHeap {
+	k := laneHandler{lane, handler}
+	h := s.candidates[k]
+	if h == nil {
+		h = &dueHeap{}
+		s.candidates[k] = h
 	}
-	return hi
+	return h
 }
 
-// isHead reports whether no live delivery of d's handler and key has a
-// lower sequence than d (always true for an unkeyed one). d must be live.
-func (s *Store) isHead(d *delivery) bool {
+// isCandidate reports whether d may be claimed (due or not): pending, not
+// in flight, and unkeyed or the head of its key with nothing of its key
+// in flight.
+func (s *Store) isCandidate(d *delivery) bool {
+	if d.status != relaybus.StatusPending || d.inFlight {
+		return false
+	}
 	if d.ev.ev.Key == "" {
 		return true
 	}
-	return s.keys[handlerKey{d.handler, d.ev.ev.Key}].head() == d
+	q := s.keys[handlerKey{d.handler, d.ev.ev.Key}]
+	return q.head() == d && q.flying == 0
 }
 
 // setStatus changes d's status and updates the indexes. Call it after
 // changing d's other fields: where d goes depends on them.
 func (s *Store) setStatus(d *delivery, status relaybus.Status) {
-	wasLive := isLive(d.status)
+	wasPending := d.status == relaybus.StatusPending
 	d.status = status
-	if key := d.ev.ev.Key; key != "" && wasLive != isLive(status) {
+	isPending := status == relaybus.StatusPending
+	if key := d.ev.ev.Key; key != "" && wasPending != isPending {
 		hk := handlerKey{d.handler, key}
 		q := s.keys[hk]
 		var oldHead *delivery
@@ -206,7 +170,7 @@ func (s *Store) setStatus(d *delivery, status relaybus.Status) {
 		} else {
 			oldHead = q.head()
 		}
-		if wasLive {
+		if wasPending {
 			q.remove(d)
 		} else {
 			q.add(d)
@@ -214,8 +178,8 @@ func (s *Store) setStatus(d *delivery, status relaybus.Status) {
 		if len(q.items) == 0 {
 			delete(s.keys, hk)
 		} else if newHead := q.head(); newHead != oldHead {
-			// The head changed hands: the new one may become claimable,
-			// and the old one, if still live, no longer is.
+			// The head changed hands: the new one may become a candidate,
+			// and the old one, if still pending, no longer is.
 			s.place(newHead)
 			if oldHead != nil && oldHead != d {
 				s.place(oldHead)
@@ -225,18 +189,34 @@ func (s *Store) setStatus(d *delivery, status relaybus.Status) {
 	s.place(d)
 }
 
+// setInFlight marks d in flight or not and updates the indexes: d leaves
+// or rejoins the candidates, and so may the head of its key.
+func (s *Store) setInFlight(d *delivery, on bool) {
+	if d.inFlight == on {
+		return
+	}
+	d.inFlight = on
+	if key := d.ev.ev.Key; key != "" && d.status == relaybus.StatusPending {
+		q := s.keys[handlerKey{d.handler, key}]
+		if on {
+			q.flying++
+		} else {
+			q.flying--
+		}
+		if h := q.head(); h != d {
+			s.place(h)
+		}
+	}
+	s.place(d)
+}
+
 // place puts d in the heap it belongs in, or in none, and restores the
-// heap order after a change of the time it is ordered by. Call it after
-// any change to d's status, AvailableAt or LeaseExpiresAt.
+// heap order after a change of its AvailableAt. Call it after any change
+// to d's status, AvailableAt, in-flight mark or key head.
 func (s *Store) place(d *delivery) {
 	var want *dueHeap
-	switch d.status {
-	case relaybus.StatusPending:
-		if s.isHead(d) {
-			want = s.handlerIndex(d.handler).pending
-		}
-	case relaybus.StatusProcessing:
-		want = s.handlerIndex(d.handler).leased
+	if s.isCandidate(d) {
+		want = s.candidateHeap(d.lane, d.handler)
 	}
 	switch {
 	case d.heap == want && want != nil:
@@ -251,11 +231,29 @@ func (s *Store) place(d *delivery) {
 	}
 }
 
-// unindex takes d, which is being deleted, out of the indexes. Only live
-// deliveries are in them; leaving the live set through setStatus also
-// hands d's key to the next delivery. The status is deleted with d.
+// unindex takes d, which is being deleted, out of the indexes. Only
+// pending deliveries are in them; leaving the pending set through
+// setStatus also hands d's key to the next delivery. The status is
+// deleted with d.
 func (s *Store) unindex(d *delivery) {
-	if isLive(d.status) {
+	s.setInFlight(d, false)
+	if d.status == relaybus.StatusPending {
 		s.setStatus(d, relaybus.StatusCompleted)
 	}
+}
+
+// oldestDue returns the oldest candidate of lane among handlers that is
+// due at now, or nil.
+func (s *Store) oldestDue(lane int, handlers []string, now time.Time) *delivery {
+	var first *delivery
+	for _, h := range handlers {
+		dh := s.candidates[laneHandler{lane, h}]
+		if dh == nil || len(dh.items) == 0 {
+			continue
+		}
+		if d := dh.items[0]; !d.availableAt.After(now) && (first == nil || dueBefore(d, first)) {
+			first = d
+		}
+	}
+	return first
 }

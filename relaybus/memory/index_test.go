@@ -11,42 +11,62 @@ import (
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-// checkIndexes rebuilds the claim indexes' rules (index.go) from the
-// deliveries and reports the first place the kept indexes disagree.
+// checkIndexes rebuilds the claim indexes' rules (index.go) and the
+// lanes' in-flight lists from the deliveries, and reports the first place
+// the kept ones disagree.
 func checkIndexes(s *Store) error {
 	queued := 0
 	for hk, q := range s.keys {
 		if len(q.items) == 0 {
 			return fmt.Errorf("key %v: empty queue kept", hk)
 		}
+		flying := 0
 		for i, d := range q.items {
-			if s.deliveries[d.id] != d || !isLive(d.status) || d.handler != hk.handler || d.ev.ev.Key != hk.key {
+			if s.deliveries[d.id] != d || d.status != relaybus.StatusPending || d.handler != hk.handler || d.ev.ev.Key != hk.key {
 				return fmt.Errorf("key %v: queue holds delivery %d (status %s) that does not belong", hk, d.id, d.status)
 			}
 			if i > 0 && q.items[i-1].ev.seq >= d.ev.seq {
 				return fmt.Errorf("key %v: queue out of sequence order at %d", hk, i)
 			}
+			if d.inFlight {
+				flying++
+			}
+		}
+		if flying != q.flying {
+			return fmt.Errorf("key %v: %d in flight, the queue says %d", hk, flying, q.flying)
 		}
 		queued += len(q.items)
 	}
-	keyedLive, inHeaps := 0, 0
+	keyedPending, inHeaps := 0, 0
+	inFlight := make([]int, relaybus.LaneCount)
 	for _, d := range s.deliveries {
-		live := isLive(d.status)
-		if live && d.ev.ev.Key != "" {
-			keyedLive++
+		if d.lane != relaybus.LaneOf(d.ev.ev.Key, d.ev.ev.ID) {
+			return fmt.Errorf("delivery %d: lane %d, LaneOf says %d", d.id, d.lane, relaybus.LaneOf(d.ev.ev.Key, d.ev.ev.ID))
+		}
+		if d.inFlight {
+			if d.status != relaybus.StatusPending {
+				return fmt.Errorf("delivery %d: in flight but %s", d.id, d.status)
+			}
+			if s.lanes[d.lane].inFlight[d.id] != d {
+				return fmt.Errorf("delivery %d: in flight but not in lane %d's list", d.id, d.lane)
+			}
+			inFlight[d.lane]++
+		}
+		if d.status == relaybus.StatusPending && d.ev.ev.Key != "" {
+			keyedPending++
 			if q := s.keys[handlerKey{d.handler, d.ev.ev.Key}]; q == nil || !slices.Contains(q.items, d) {
-				return fmt.Errorf("delivery %d: live and keyed but not in its key queue", d.id)
+				return fmt.Errorf("delivery %d: pending and keyed but not in its key queue", d.id)
 			}
 		}
 		var want *dueHeap
-		switch {
-		case d.status == relaybus.StatusPending && s.isHead(d):
-			want = s.handlers[d.handler].pending
-		case d.status == relaybus.StatusProcessing:
-			want = s.handlers[d.handler].leased
+		if candidateByScan(s, d) {
+			want = s.candidates[laneHandler{d.lane, d.handler}]
+			if want == nil {
+				return fmt.Errorf("delivery %d: a candidate without a heap", d.id)
+			}
 		}
 		if d.heap != want {
-			return fmt.Errorf("delivery %d (status %s, head %v): in the wrong heap", d.id, d.status, live && s.isHead(d))
+			return fmt.Errorf("delivery %d (status %s, in flight %v): in the wrong heap", d.id, d.status, d.inFlight)
 		}
 		if want != nil {
 			inHeaps++
@@ -55,70 +75,72 @@ func checkIndexes(s *Store) error {
 			}
 		}
 	}
-	if queued != keyedLive {
-		return fmt.Errorf("key queues hold %d deliveries, want %d", queued, keyedLive)
+	if queued != keyedPending {
+		return fmt.Errorf("key queues hold %d deliveries, want %d", queued, keyedPending)
 	}
 	total := 0
-	for h, hi := range s.handlers {
-		for _, dh := range []*dueHeap{hi.pending, hi.leased} {
-			total += len(dh.items)
-			for i := 1; i < len(dh.items); i++ {
-				if dh.Less(i, (i-1)/2) {
-					return fmt.Errorf("handler %s: heap order broken at %d", h, i)
-				}
+	for k, dh := range s.candidates {
+		total += len(dh.items)
+		for i := 1; i < len(dh.items); i++ {
+			if dh.Less(i, (i-1)/2) {
+				return fmt.Errorf("heap %v: order broken at %d", k, i)
 			}
 		}
 	}
 	if total != inHeaps {
 		return fmt.Errorf("heaps hold %d deliveries, want %d (a deleted delivery left behind?)", total, inHeaps)
 	}
+	for i := range s.lanes {
+		l := &s.lanes[i]
+		if len(l.inFlight) != inFlight[i] {
+			return fmt.Errorf("lane %d: lists %d in flight, %d deliveries say so", i, len(l.inFlight), inFlight[i])
+		}
+		if len(l.inFlight) > 0 && l.owner == "" {
+			return fmt.Errorf("lane %d: deliveries in flight in a free lane", i)
+		}
+		if (l.owner == "") != (l.holder == "") || l.txLocks < 0 {
+			return fmt.Errorf("lane %d: owner %q, holder %q, tx locks %d", i, l.owner, l.holder, l.txLocks)
+		}
+	}
 	return nil
 }
 
-// referenceClaim is the claim as the store did it before the indexes:
-// scan every live delivery of the wanted handlers, take the head of each
-// key (lowest live sequence, due or not), sort the due ones by
-// (AvailableAt, ID) and walk them, burying takeovers whose budget is
-// spent. It changes nothing; it returns the IDs a claim must return, in
-// order, and the IDs it must bury.
-func referenceClaim(s *Store, p *relaybus.DeliveryClaimParams) (claimed, buried []int64) {
-	now := p.Now.Round(0)
-	wanted := make(map[string]bool)
-	for _, h := range p.Handlers {
-		wanted[h] = true
+// candidateByScan is the candidate rule by a scan of every delivery:
+// pending, not in flight, and unkeyed or the lowest pending sequence of
+// its handler and key with none of them in flight.
+func candidateByScan(s *Store, d *delivery) bool {
+	if d.status != relaybus.StatusPending || d.inFlight {
+		return false
 	}
-	head := make(map[handlerKey]int64)
+	if d.ev.ev.Key == "" {
+		return true
+	}
+	for _, o := range s.deliveries {
+		if o != d && o.status == relaybus.StatusPending && o.handler == d.handler && o.ev.ev.Key == d.ev.ev.Key &&
+			(o.inFlight || o.ev.seq < d.ev.seq) {
+			return false
+		}
+	}
+	return true
+}
+
+// referenceCandidates is topCandidates by a scan: the candidates of lanes
+// and handlers due at now, by (AvailableAt, ID), the first limit of them
+// (suspects only when allowSuspect).
+func referenceCandidates(s *Store, lanes []int, handlers []string, limit int, allowSuspect bool, now time.Time) []int64 {
 	var due []*delivery
 	for _, d := range s.deliveries {
-		if !wanted[d.handler] || !isLive(d.status) {
-			continue
-		}
-		if key := d.ev.ev.Key; key != "" {
-			hk := handlerKey{d.handler, key}
-			if cur, ok := head[hk]; !ok || d.ev.seq < cur {
-				head[hk] = d.ev.seq
-			}
-		}
-		if (d.status == relaybus.StatusPending && !d.availableAt.After(now)) ||
-			(d.status == relaybus.StatusProcessing && !d.leaseExpiresAt.After(now)) {
+		if slices.Contains(lanes, d.lane) && slices.Contains(handlers, d.handler) && candidateByScan(s, d) &&
+			!d.availableAt.After(now) && (allowSuspect || !d.suspect) {
 			due = append(due, d)
 		}
 	}
 	sort.Slice(due, func(i, j int) bool { return dueBefore(due[i], due[j]) })
-	for _, d := range due {
-		if len(claimed) == p.Limit {
-			break
-		}
-		if key := d.ev.ev.Key; key != "" && head[handlerKey{d.handler, key}] != d.ev.seq {
-			continue
-		}
-		if d.status == relaybus.StatusProcessing && d.attempts >= d.maxAttempts {
-			buried = append(buried, d.id)
-			continue
-		}
-		claimed = append(claimed, d.id)
+	var out []int64
+	for _, d := range due[:min(limit, len(due))] {
+		out = append(out, d.id)
 	}
-	return claimed, buried
+	return out
 }
 
 // TestClaimMatchesScan drives the store with random operations and checks
@@ -197,22 +219,31 @@ func runRandomOps(t *testing.T, seed uint64, ops int) {
 			if len(p.Handlers) == 0 {
 				p.Handlers = []string{"h1", "h1"} // a handler named twice
 			}
-			wantClaimed, wantBuried := referenceClaim(s, p)
+			// The indexed candidates are the scanned ones, for random
+			// sets of lanes.
+			var lanes []int
+			for l := range relaybus.LaneCount {
+				if rng.IntN(3) == 0 {
+					lanes = append(lanes, l)
+				}
+			}
+			hs := slices.Compact(slices.Sorted(slices.Values(p.Handlers)))
+			allow := rng.IntN(2) == 0
+			want := referenceCandidates(s, lanes, hs, p.Limit, allow, p.Now)
+			var got []int64
+			for _, d := range s.topCandidates(lanes, hs, p.Limit, allow, p.Now) {
+				got = append(got, d.id)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("op %d: indexed candidates %v, the scan takes %v", op, got, want)
+			}
 			var ds []*relaybus.Delivery
 			ds, err = s.DeliveryClaim(ctx, p)
-			var gotClaimed []int64
 			for _, d := range ds {
-				id, _ := parseID(d.ID)
-				gotClaimed = append(gotClaimed, id)
 				leases = append(leases, d.Lease())
 			}
-			if !slices.Equal(gotClaimed, wantClaimed) {
-				t.Fatalf("op %d: claim returned %v, the scan takes %v", op, gotClaimed, wantClaimed)
-			}
-			for _, id := range wantBuried {
-				if d := s.deliveries[id]; d.status != relaybus.StatusDead || d.lastError != expiredFinalAttempt {
-					t.Fatalf("op %d: delivery %d not buried by the claim (status %s)", op, id, d.status)
-				}
+			if len(ds) > 1 && slices.ContainsFunc(ds, func(d *relaybus.Delivery) bool { return d.Suspect }) {
+				t.Fatalf("op %d: a suspect claimed with %d others", op, len(ds)-1)
 			}
 		case 6: // complete, one or several
 			if l, ok := someLease(); ok {
@@ -256,10 +287,11 @@ func runRandomOps(t *testing.T, seed uint64, ops int) {
 	}
 }
 
-// TestRequeueBehindProcessing pins the case that makes a processing
-// delivery other than its key's head: a requeued dead delivery with a
-// lower sequence. The processing one, even with its lease expired, must
-// wait for it.
+// TestRequeueBehindProcessing pins the case that puts a delivery in
+// flight behind its key's head: a requeued dead delivery with a lower
+// sequence. The requeued head waits while the later one is in flight (no
+// two of a key at once); the takeover of the expired lane ends that
+// flight, and then the head goes first.
 func TestRequeueBehindProcessing(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -282,7 +314,10 @@ func TestRequeueBehindProcessing(t *testing.T) {
 		var ids []string
 		for _, d := range ds {
 			ids = append(ids, d.ID)
-			if ok, err := s.DeliveryBury(ctx, &relaybus.DeliveryBuryParams{Lease: d.Lease(), Error: "x", Now: at}); d.ID == "1" && (!ok || err != nil) {
+			if d.ID != "1" {
+				continue
+			}
+			if ok, err := s.DeliveryBury(ctx, &relaybus.DeliveryBuryParams{Lease: d.Lease(), Error: "x", Now: at}); !ok || err != nil {
 				t.Fatalf("bury 1: %v %v", ok, err)
 			}
 		}
@@ -304,7 +339,12 @@ func TestRequeueBehindProcessing(t *testing.T) {
 	if err := checkIndexes(s); err != nil {
 		t.Fatal(err)
 	}
-	// 2's lease has expired, but 1 is the head again: only 1 is due.
+	// While 2 is in flight, 1 waits.
+	if got := claim(now.Add(time.Second)); len(got) != 0 {
+		t.Fatalf("claim while 2 is in flight %v, want none", got)
+	}
+	// 2's lease has expired: the takeover charges it, and 1 is the head
+	// again: only 1 is due.
 	if got := claim(now.Add(2 * time.Minute)); !slices.Equal(got, []string{"1"}) {
 		t.Fatalf("claim after requeue %v, want [1]", got)
 	}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,8 +21,9 @@ import (
 // Options configure a Store. The zero value is valid.
 type Options struct {
 	// RetainCompleted keeps a completed delivery, with status completed,
-	// until Purge removes it (the 0.1.0 PostgreSQL behaviour). False, the
-	// default, deletes a delivery when it completes (the 0.2.0 stores).
+	// until Purge removes it: the in-memory form of the PostgreSQL store's
+	// CompletionHistory. False, the default, deletes a delivery when it
+	// completes, as every 0.2.0 store does.
 	RetainCompleted bool
 	// MaxPayloadBytes bounds event payloads: 0 means
 	// relaybus.DefaultMaxPayloadBytes, at most relaybus.MaxPayloadBytesLimit.
@@ -34,36 +36,77 @@ var (
 	// ErrTxDone: the transaction was already committed or rolled back.
 	ErrTxDone = errors.New("relaybus/memory: transaction already committed or rolled back")
 	// ErrLeaseLost: TxCommit found that a lease completed with
-	// DeliveryCompleteTx is no longer current; nothing was applied.
+	// DeliveryCompleteTx is no longer current; nothing was applied. A
+	// takeover cannot cause it (it skips a lane while a transaction holds a
+	// completion in it), but the holder's own release or reschedule of the
+	// same delivery can.
 	ErrLeaseLost = errors.New("relaybus/memory: a lease completed in the transaction was lost before commit")
 )
 
 // expiredFinalAttempt is the LastError of a delivery buried by a takeover.
 const expiredFinalAttempt = "lease expired after the final attempt"
 
-// leaseTokenBytes is the entropy of a lease token: enough that a token
-// cannot be guessed, so only the claimer can write under it.
-const leaseTokenBytes = 16
+// claimTakeFirst is how many lanes a claim takes at its first step when
+// the lanes it holds do not fill its limit; each further step takes twice
+// as many (the PostgreSQL store's rule).
+const claimTakeFirst = 4
 
-// Store is an in-memory relaybus.Store. Create it with New; it is safe
-// for concurrent use.
+// holderBytes is the entropy of a store instance's holder name.
+const holderBytes = 12
+
+// Store is an in-memory relaybus.Store with the 0.2.0 lane-lease
+// semantics. Create it with New; it is safe for concurrent use.
 type Store struct {
 	retainCompleted bool
 	maxPayloadBytes int
 	optionsErr      error // a bad Options value, reported by Setup and publish
+	// holder names this store instance in the lanes it holds (with the
+	// owner): new at every New, like a process's.
+	holder string
 
 	mu         sync.Mutex
 	lastID     int64               // delivery ids are 1, 2, 3, ... as decimal strings
 	events     map[string]*event   // by event id
 	deliveries map[int64]*delivery // every stored delivery
 	keySeq     map[string]int64    // last sequence given to each key; never goes back, even after Purge
-	// The claim indexes (index.go): what claims look at instead of every
-	// delivery.
-	handlers map[string]*handlerIndex // by handler
-	keys     map[handlerKey]*keyQueue // live deliveries of each keyed (handler, key)
+	lanes      [relaybus.LaneCount]lane
+	// The claim indexes (index.go).
+	candidates map[laneHandler]*dueHeap // by lane and handler
+	keys       map[handlerKey]*keyQueue // pending deliveries of each keyed (handler, key)
 }
 
 var _ relaybus.Store[*Tx] = (*Store)(nil)
+
+// lane is one of the LaneCount lanes, as a lane row of the PostgreSQL
+// store: leased by (owner, holder) until expiresAt, with the deliveries
+// claimed in it in flight.
+type lane struct {
+	epoch         int64
+	owner, holder string // empty when the lane is free
+	expiresAt     time.Time
+	// inFlight are the deliveries claimed under the lease and not finished:
+	// exactly those with delivery.inFlight set. Unlike the PostgreSQL
+	// store, a completion takes its delivery out at once.
+	inFlight map[int64]*delivery
+	// txLocks counts the transactions holding a completion in this lane
+	// (PostgreSQL's FOR KEY SHARE): a takeover skips the lane meanwhile.
+	txLocks int
+}
+
+// held reports whether (owner, holder) holds l at now.
+func (l *lane) held(owner, holder string, now time.Time) bool {
+	return l.owner == owner && l.holder == holder && l.expiresAt.After(now)
+}
+
+// takeable reports whether a claim may take l at now: free, or its lease
+// expired, and no transaction holds a completion in it.
+func (l *lane) takeable(now time.Time) bool {
+	return (l.owner == "" || !l.expiresAt.After(now)) && l.txLocks == 0
+}
+
+func (l *lane) handBack() {
+	l.owner, l.holder, l.expiresAt = "", "", time.Time{}
+}
 
 // event is a stored event.
 type event struct {
@@ -83,21 +126,22 @@ type event struct {
 
 // delivery is a stored delivery.
 type delivery struct {
-	id             int64
-	ev             *event
-	handler        string
-	status         relaybus.Status
-	attempts       int
-	maxAttempts    int
-	availableAt    time.Time
-	lastError      string
-	leaseOwner     string
-	leaseToken     string
-	leaseExpiresAt time.Time
-	createdAt      time.Time
-	updatedAt      time.Time
-	completedAt    time.Time
-	// heap is the claim heap d is in (nil for none) and heapIndex its
+	id          int64
+	ev          *event
+	handler     string
+	lane        int
+	status      relaybus.Status // pending, dead, or completed when retained
+	attempts    int             // attempts that have ended (failed or lost)
+	maxAttempts int
+	claims      int64 // raised by every write that ends a claim without deleting
+	suspect     bool  // in flight when its lane was taken over
+	inFlight    bool  // in its lane's inFlight
+	availableAt time.Time
+	lastError   string
+	createdAt   time.Time
+	updatedAt   time.Time
+	completedAt time.Time
+	// heap is the candidate heap d is in (nil for none) and heapIndex its
 	// position there; see index.go.
 	heap      *dueHeap
 	heapIndex int
@@ -113,9 +157,17 @@ func New(opts *Options) *Store {
 		maxPayloadBytes: opts.MaxPayloadBytes,
 		events:          make(map[string]*event),
 		deliveries:      make(map[int64]*delivery),
-		handlers:        make(map[string]*handlerIndex),
+		candidates:      make(map[laneHandler]*dueHeap),
 		keys:            make(map[handlerKey]*keyQueue),
 		keySeq:          make(map[string]int64),
+	}
+	var h [holderBytes]byte
+	// crypto/rand.Read never returns an error (Go 1.24+): it crashes the
+	// program instead when the system's source fails.
+	_, _ = rand.Read(h[:])
+	s.holder = hex.EncodeToString(h[:])
+	for i := range s.lanes {
+		s.lanes[i].inFlight = make(map[int64]*delivery)
 	}
 	if s.maxPayloadBytes == 0 {
 		s.maxPayloadBytes = relaybus.DefaultMaxPayloadBytes
@@ -135,16 +187,17 @@ func (s *Store) Setup(ctx context.Context) error {
 	return s.optionsErr
 }
 
-// DeliveryClaim implements relaybus.Store. Candidates are taken in
-// AvailableAt order, then ID order, whether pending or under an expired
-// lease. A keyed delivery is a candidate only while it is the head of its
-// handler and key: the live delivery with the lowest sequence, due or
-// not.
+// DeliveryClaim implements relaybus.Store with the lane protocol of the
+// PostgreSQL store (docs/lane-protocol.md): pick from the lanes
+// (params.Owner, this store) holds, then, while that does not fill the
+// limit, take 4, 8, 16, ... more lanes that are free or abandoned and have
+// due work, oldest due work first; taking an abandoned lane charges what
+// it had in flight. A suspect is returned alone, and only as the first
+// thing the claim finds. Lanes left with nothing in flight are handed
+// back.
 //
-// The claim reads the indexes (index.go) rather than every delivery: it
-// merges each wanted handler's pending heap, popped in order, with the
-// expired leases, which it collects and sorts. It costs about
-// O(Limit * handlers * log n) plus O(e log e) for e expired leases.
+// Candidates come from the indexes (index.go): a claim costs about
+// Limit heap operations plus the lanes it looks at, whatever the backlog.
 func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
@@ -153,99 +206,217 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		return nil, err
 	}
 	now := params.Now.Round(0)
+	expiresAt := now.Add(params.LeaseDuration)
+	handlers := slices.Compact(slices.Sorted(slices.Values(params.Handlers)))
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	var pending []*dueHeap
-	var expired []*delivery
-	for _, h := range params.Handlers {
-		hi := s.handlers[h]
-		if hi == nil || slices.Contains(pending, hi.pending) { // no deliveries yet, or named twice
-			continue
+	var own []int
+	for i := range s.lanes {
+		if s.lanes[i].held(params.Owner, s.holder, now) {
+			own = append(own, i)
 		}
-		pending = append(pending, hi.pending)
-		expired = hi.leased.appendDue(expired, now)
 	}
-	// A processing delivery behind its key's head (possible after a
-	// requeue gave the key a lower sequence) must wait like a pending one.
-	expired = slices.DeleteFunc(expired, func(d *delivery) bool { return !s.isHead(d) })
-	slices.SortFunc(expired, cmpDue)
-
-	// Burials wait until the claim is done: burying a head hands its key
-	// to the next delivery, which a claim must not take in the same call
-	// (it was not the head when the claim began).
-	var buried []*delivery
-	defer func() {
-		for _, d := range buried {
-			s.bury(d, expiredFinalAttempt, now)
-		}
-	}()
-
-	var out []*relaybus.Delivery
-	for len(out) < params.Limit {
-		d := earliestDue(pending, now)
-		if len(expired) > 0 && (d == nil || dueBefore(expired[0], d)) {
-			d, expired = expired[0], expired[1:]
-		}
-		if d == nil {
+	picked := s.pickFrom(own, handlers, params.Limit, true, now, expiresAt)
+	tried := map[int]bool{}
+	for step := claimTakeFirst; len(picked) < params.Limit && !(len(picked) == 1 && picked[0].suspect); step *= 2 {
+		taken := s.take(min(step, params.Limit-len(picked), relaybus.LaneCount), handlers, tried, params.Owner, now, expiresAt)
+		if len(taken) == 0 {
 			break
 		}
-		if d.status == relaybus.StatusProcessing && d.attempts >= d.maxAttempts {
-			// A takeover counts the crashed attempt; with the budget spent
-			// the delivery is a dead letter, not work.
-			buried = append(buried, d)
-			continue
+		for _, l := range taken {
+			tried[l] = true
 		}
-		token, err := newLeaseToken()
-		if err != nil {
-			return nil, err
-		}
-		d.attempts++
-		d.leaseOwner = params.Owner
-		d.leaseToken = token
-		d.leaseExpiresAt = now.Add(params.LeaseDuration)
-		d.updatedAt = now
-		// Out of the pending heap (or moved within the lease heap); the
-		// lease is current, so this call does not see d again.
-		s.setStatus(d, relaybus.StatusProcessing)
-		out = append(out, d.snapshot())
+		picked = append(picked, s.pickFrom(taken, handlers, params.Limit-len(picked), len(picked) == 0, now, expiresAt)...)
+	}
+	slices.SortFunc(picked, cmpDue)
+	out := make([]*relaybus.Delivery, len(picked))
+	for i, d := range picked {
+		out[i] = s.snapshot(d)
 	}
 	return out, nil
 }
 
-// earliestDue returns the first due delivery of the heaps, by
-// (AvailableAt, ID), or nil if none is due.
-func earliestDue(heaps []*dueHeap, now time.Time) *delivery {
-	var first *delivery
-	for _, h := range heaps {
-		if d := h.peekDue(now); d != nil && (first == nil || dueBefore(d, first)) {
-			first = d
+// pickFrom claims up to limit of the candidates of lanes, records them in
+// flight, and hands back each of lanes left with nothing in flight.
+// allowSuspect: a suspect may be returned, alone, when it is the oldest
+// candidate.
+func (s *Store) pickFrom(lanes []int, handlers []string, limit int, allowSuspect bool, now, expiresAt time.Time) []*delivery {
+	cand := s.topCandidates(lanes, handlers, limit, allowSuspect, now)
+	var picks []*delivery
+	switch {
+	case len(cand) > 0 && cand[0].suspect:
+		picks = cand[:1]
+	default:
+		for _, d := range cand {
+			if !d.suspect {
+				picks = append(picks, d)
+			}
 		}
 	}
-	return first
+	for _, d := range picks {
+		l := &s.lanes[d.lane]
+		l.inFlight[d.id] = d
+		l.expiresAt = expiresAt
+		s.setInFlight(d, true)
+	}
+	for _, i := range lanes {
+		if l := &s.lanes[i]; len(l.inFlight) == 0 {
+			l.handBack()
+		}
+	}
+	return picks
 }
 
-// LeaseExtend implements relaybus.Store. A lease must also belong to
-// params.Owner.
+// topCandidates returns the first limit candidates of lanes and handlers
+// due at now, by (AvailableAt, ID); suspects only when allowSuspect. It
+// walks the candidate heaps as one: a frontier of heap nodes, popping the
+// least and pushing its children, so it looks at about limit nodes.
+func (s *Store) topCandidates(lanes []int, handlers []string, limit int, allowSuspect bool, now time.Time) []*delivery {
+	f := &frontier{}
+	for _, l := range lanes {
+		for _, h := range handlers {
+			if dh := s.candidates[laneHandler{l, h}]; dh != nil && len(dh.items) > 0 {
+				f.nodes = append(f.nodes, node{dh, 0})
+			}
+		}
+	}
+	heap.Init(f)
+	var out []*delivery
+	for f.Len() > 0 && len(out) < limit {
+		n := heap.Pop(f).(node)
+		d := n.h.items[n.i]
+		if d.availableAt.After(now) {
+			continue // its subtree is later still
+		}
+		if allowSuspect || !d.suspect {
+			out = append(out, d)
+		}
+		for _, c := range []int{2*n.i + 1, 2*n.i + 2} {
+			if c < len(n.h.items) {
+				heap.Push(f, node{n.h, c})
+			}
+		}
+	}
+	return out
+}
+
+// node is a position in a candidate heap; frontier orders nodes by the
+// delivery there.
+type node struct {
+	h *dueHeap
+	i int
+}
+
+type frontier struct{ nodes []node }
+
+func (f *frontier) Len() int { return len(f.nodes) }
+func (f *frontier) Less(i, j int) bool {
+	return dueBefore(f.nodes[i].h.items[f.nodes[i].i], f.nodes[j].h.items[f.nodes[j].i])
+}
+func (f *frontier) Swap(i, j int) { f.nodes[i], f.nodes[j] = f.nodes[j], f.nodes[i] }
+func (f *frontier) Push(x any)    { f.nodes = append(f.nodes, x.(node)) }
+func (f *frontier) Pop() any {
+	n := f.nodes[len(f.nodes)-1]
+	f.nodes = f.nodes[:len(f.nodes)-1]
+	return n
+}
+
+// take takes up to n lanes that a claim may take, are not in tried, and
+// have due work of handlers (a candidate, or a delivery in flight under
+// an expired lease), oldest due work first. Taking raises the epoch and
+// leases the lane to (owner, this store); taking an abandoned lane charges
+// each delivery it had in flight one attempt, marks it a suspect, and
+// buries it when that spends its budget. It returns the lanes taken.
+func (s *Store) take(n int, handlers []string, tried map[int]bool, owner string, now, expiresAt time.Time) []int {
+	type want struct {
+		lane int
+		due  *delivery
+	}
+	var ws []want
+	for i := range s.lanes {
+		l := &s.lanes[i]
+		if tried[i] || !l.takeable(now) {
+			continue
+		}
+		due := s.oldestDue(i, handlers, now)
+		for _, d := range l.inFlight {
+			if slices.Contains(handlers, d.handler) && !d.availableAt.After(now) && (due == nil || dueBefore(d, due)) {
+				due = d
+			}
+		}
+		if due != nil {
+			ws = append(ws, want{i, due})
+		}
+	}
+	slices.SortFunc(ws, func(a, b want) int {
+		if c := cmpDue(a.due, b.due); c != 0 {
+			return c
+		}
+		return a.lane - b.lane
+	})
+	var taken []int
+	for _, w := range ws[:min(n, len(ws))] {
+		l := &s.lanes[w.lane]
+		l.epoch++
+		l.owner, l.holder, l.expiresAt = owner, s.holder, expiresAt
+		for _, d := range l.inFlight {
+			s.charge(d, now)
+		}
+		taken = append(taken, w.lane)
+	}
+	return taken
+}
+
+// charge counts the lost attempt of d, in flight in a lane being taken
+// over: it becomes a suspect, and is buried if that spends its budget.
+func (s *Store) charge(d *delivery, now time.Time) {
+	s.leave(d)
+	d.attempts++
+	d.claims++
+	d.suspect = true
+	d.updatedAt = now
+	if d.attempts >= d.maxAttempts {
+		d.lastError = expiredFinalAttempt
+		s.setStatus(d, relaybus.StatusDead)
+		return
+	}
+	s.place(d)
+}
+
+// leave takes d out of its lane's in-flight list.
+func (s *Store) leave(d *delivery) {
+	delete(s.lanes[d.lane].inFlight, d.id)
+	s.setInFlight(d, false)
+}
+
+// LeaseExtend implements relaybus.Store: it moves the expiry of the lanes
+// of the leases that are current (the delivery is in flight in the
+// token's lane, at its epoch, under its claims) and whose lane
+// (params.Owner, this store) holds. A lease that is not current extends
+// nothing, not even a lane its owner holds.
 func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendParams) ([]bool, error) {
 	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	ls, err := parseLeases("extend", params.Leases)
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	expiresAt := params.ExpiresAt.Round(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]bool, len(params.Leases))
-	for i, l := range params.Leases {
-		d := s.leased(l)
-		if d == nil || d.leaseOwner != params.Owner {
+	out := make([]bool, len(ls))
+	for i, pl := range ls {
+		l := &s.lanes[pl.tok.Lane]
+		if l.owner != params.Owner || l.holder != s.holder || s.current(pl) == nil {
 			continue
 		}
-		d.leaseExpiresAt = params.ExpiresAt.Round(0)
-		d.updatedAt = params.Now.Round(0)
-		s.place(d) // its place in the lease heap moved
+		l.expiresAt = expiresAt
 		out[i] = true
 	}
 	return out, nil
@@ -253,14 +424,20 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 
 // DeliveryComplete implements relaybus.Store.
 func (s *Store) DeliveryComplete(ctx context.Context, params *relaybus.DeliveryCompleteParams) (bool, error) {
-	return s.fenced(ctx, params.Validate, func() relaybus.Lease { return params.Lease }, func(d *delivery) {
-		s.complete(d, params.Now.Round(0))
-	})
+	if err := params.Validate(); err != nil {
+		return false, err
+	}
+	return s.fenced(ctx, "complete", params.Lease, func(d *delivery) { s.complete(d, params.Now.Round(0)) })
 }
 
-// DeliveryCompleteMany implements relaybus.Store.
+// DeliveryCompleteMany implements relaybus.Store. Every lease is parsed
+// before anything is written.
 func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.DeliveryCompleteManyParams) ([]bool, error) {
 	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	ls, err := parseLeases("complete", params.Leases)
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -269,9 +446,9 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.Deliv
 	now := params.Now.Round(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]bool, len(params.Leases))
-	for i, l := range params.Leases {
-		if d := s.leased(l); d != nil {
+	out := make([]bool, len(ls))
+	for i, pl := range ls {
+		if d := s.current(pl); d != nil {
 			s.complete(d, now)
 			out[i] = true
 		}
@@ -279,39 +456,55 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.Deliv
 	return out, nil
 }
 
-// DeliveryReschedule implements relaybus.Store. The attempt was counted
-// when the delivery was claimed.
+// DeliveryReschedule implements relaybus.Store. The failed attempt is
+// charged here, when it ends.
 func (s *Store) DeliveryReschedule(ctx context.Context, params *relaybus.DeliveryRescheduleParams) (bool, error) {
-	return s.fenced(ctx, params.Validate, func() relaybus.Lease { return params.Lease }, func(d *delivery) {
-		d.clearLease()
+	if err := params.Validate(); err != nil {
+		return false, err
+	}
+	return s.fenced(ctx, "reschedule", params.Lease, func(d *delivery) {
+		s.leave(d)
+		d.attempts++
+		d.claims++
+		d.suspect = false
 		d.availableAt = params.AvailableAt.Round(0)
 		d.lastError = relaybus.TruncateError(params.Error)
 		d.updatedAt = params.Now.Round(0)
-		s.setStatus(d, relaybus.StatusPending)
+		s.place(d)
 	})
 }
 
 // DeliveryBury implements relaybus.Store.
 func (s *Store) DeliveryBury(ctx context.Context, params *relaybus.DeliveryBuryParams) (bool, error) {
-	return s.fenced(ctx, params.Validate, func() relaybus.Lease { return params.Lease }, func(d *delivery) {
-		s.bury(d, params.Error, params.Now.Round(0))
+	if err := params.Validate(); err != nil {
+		return false, err
+	}
+	return s.fenced(ctx, "bury", params.Lease, func(d *delivery) {
+		s.leave(d)
+		d.attempts++
+		d.claims++
+		d.suspect = false
+		d.lastError = relaybus.TruncateError(params.Error)
+		d.updatedAt = params.Now.Round(0)
+		s.setStatus(d, relaybus.StatusDead)
 	})
 }
 
-// DeliveryRelease implements relaybus.Store.
+// DeliveryRelease implements relaybus.Store: no attempt is spent, and a
+// suspect stays one.
 func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryReleaseParams) (bool, error) {
-	return s.fenced(ctx, params.Validate, func() relaybus.Lease { return params.Lease }, func(d *delivery) {
-		s.release(d, params.Now.Round(0))
-	})
+	if err := params.Validate(); err != nil {
+		return false, err
+	}
+	return s.fenced(ctx, "release", params.Lease, func(d *delivery) { s.release(d, params.Now.Round(0)) })
 }
 
-// fenced is the shape of every single-lease write: validate the params
-// (validate is the params' Validate method, which catches a nil params;
-// lease is read only after it passed), honour a cancelled ctx, and apply
-// write under the lock only if the lease is still current, reporting
-// whether it was.
-func (s *Store) fenced(ctx context.Context, validate func() error, lease func() relaybus.Lease, write func(*delivery)) (bool, error) {
-	if err := validate(); err != nil {
+// fenced is the shape of every single-lease write (validated already):
+// parse the lease, honour a cancelled ctx, and apply write under the lock
+// only if the lease is still current, reporting whether it was.
+func (s *Store) fenced(ctx context.Context, op string, l relaybus.Lease, write func(*delivery)) (bool, error) {
+	pl, err := parseLease(op, l)
+	if err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -319,7 +512,7 @@ func (s *Store) fenced(ctx context.Context, validate func() error, lease func() 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.leased(lease())
+	d := s.current(pl)
 	if d == nil {
 		return false, nil
 	}
@@ -327,9 +520,10 @@ func (s *Store) fenced(ctx context.Context, validate func() error, lease func() 
 	return true, nil
 }
 
-// OwnerRelinquish implements relaybus.Store. It releases expired leases
-// of the owner too: they were not taken over, so their attempts did not
-// end in a crash.
+// OwnerRelinquish implements relaybus.Store: every lane (params.Owner,
+// this store) holds, expired or not (nobody took it over, so what it has
+// in flight did not end in a crash), has its deliveries released and is
+// handed back.
 func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelinquishParams) (int, error) {
 	if err := params.Validate(); err != nil {
 		return 0, err
@@ -340,20 +534,19 @@ func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelin
 	now := params.Now.Round(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Collect first: releasing moves a delivery out of the lease heap
-	// being walked.
-	var held []*delivery
-	for _, hi := range s.handlers {
-		for _, d := range hi.leased.items {
-			if d.leaseOwner == params.Owner {
-				held = append(held, d)
-			}
+	n := 0
+	for i := range s.lanes {
+		l := &s.lanes[i]
+		if l.owner != params.Owner || l.holder != s.holder {
+			continue
 		}
+		for _, d := range l.inFlight {
+			s.release(d, now)
+			n++
+		}
+		l.handBack()
 	}
-	for _, d := range held {
-		s.release(d, now)
-	}
-	return len(held), nil
+	return n, nil
 }
 
 // DeliveryRequeue implements relaybus.Store. LastError is kept: it says
@@ -376,9 +569,11 @@ func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRe
 		return fmt.Errorf("relaybus/memory: requeue delivery %q: %w", params.DeliveryID, relaybus.ErrNotFound)
 	}
 	if d.status != relaybus.StatusDead {
-		return fmt.Errorf("relaybus/memory: requeue delivery %q (status %s): %w", params.DeliveryID, d.status, relaybus.ErrNotDead)
+		return fmt.Errorf("relaybus/memory: requeue delivery %q (status %s): %w", params.DeliveryID, s.statusOf(d), relaybus.ErrNotDead)
 	}
 	d.attempts = 0
+	d.claims++
+	d.suspect = false
 	d.availableAt = now
 	d.updatedAt = now
 	s.setStatus(d, relaybus.StatusPending)
@@ -386,7 +581,8 @@ func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRe
 }
 
 // DeliveryList implements relaybus.Store. The cursor is the last ID of
-// the previous page; IDs are ordered as numbers, not as text.
+// the previous page; IDs are ordered as numbers, not as text. A pending
+// delivery in flight is listed as processing.
 func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListParams) (*relaybus.DeliveryListResult, error) {
 	limit, err := params.Validate()
 	if err != nil {
@@ -407,7 +603,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 	var match []*delivery
 	for _, d := range s.deliveries {
 		if d.id <= after ||
-			(params.Status != "" && d.status != params.Status) ||
+			(params.Status != "" && s.statusOf(d) != params.Status) ||
 			(params.Handler != "" && d.handler != params.Handler) ||
 			(params.Key != "" && d.ev.ev.Key != params.Key) ||
 			(params.EventID != "" && d.ev.ev.ID != params.EventID) {
@@ -423,7 +619,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 	}
 	res.Deliveries = make([]*relaybus.Delivery, len(match))
 	for i, d := range match {
-		res.Deliveries[i] = d.snapshot()
+		res.Deliveries[i] = s.snapshot(d)
 	}
 	return res, nil
 }
@@ -442,7 +638,7 @@ func (s *Store) Statistics(ctx context.Context, params *relaybus.StatisticsParam
 	st := &relaybus.Statistics{Handlers: make(map[string]relaybus.Counts)}
 	for _, d := range s.deliveries {
 		hc := st.Handlers[d.handler]
-		switch d.status {
+		switch s.statusOf(d) {
 		case relaybus.StatusPending:
 			st.Pending++
 			hc.Pending++
@@ -508,14 +704,13 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 	return res, nil
 }
 
-// leased returns the delivery l currently leases, or nil.
-func (s *Store) leased(l relaybus.Lease) *delivery {
-	id, ok := parseID(l.DeliveryID)
-	if !ok {
-		return nil
-	}
-	d := s.deliveries[id]
-	if d == nil || d.status != relaybus.StatusProcessing || d.leaseToken != l.Token {
+// current returns the delivery l leases if the lease is current: the
+// delivery exists, is pending, in flight in the token's lane at the
+// token's epoch, and its claims counter is the token's. Otherwise nil.
+func (s *Store) current(l lease) *delivery {
+	d := s.deliveries[l.id]
+	if d == nil || d.status != relaybus.StatusPending || !d.inFlight || d.lane != l.tok.Lane ||
+		d.claims != l.tok.Claims || s.lanes[d.lane].epoch != l.tok.Epoch {
 		return nil
 	}
 	return d
@@ -526,45 +721,44 @@ func (s *Store) complete(d *delivery, now time.Time) {
 		s.remove(d)
 		return
 	}
-	d.clearLease()
+	s.leave(d)
+	d.attempts++ // the attempt that succeeded, as in the PostgreSQL history
 	d.completedAt = now
 	d.updatedAt = now
 	s.setStatus(d, relaybus.StatusCompleted)
 }
 
-func (s *Store) bury(d *delivery, reason string, now time.Time) {
-	d.clearLease()
-	d.lastError = relaybus.TruncateError(reason)
-	d.updatedAt = now
-	s.setStatus(d, relaybus.StatusDead)
-}
-
-// release gives d back without spending the attempt its claim counted.
+// release gives d back without spending an attempt.
 func (s *Store) release(d *delivery, now time.Time) {
-	d.clearLease()
-	if d.attempts > 0 {
-		d.attempts--
-	}
+	s.leave(d)
+	d.claims++
 	d.updatedAt = now
-	s.setStatus(d, relaybus.StatusPending)
+	s.place(d)
 }
 
 func (s *Store) remove(d *delivery) {
+	if d.inFlight {
+		delete(s.lanes[d.lane].inFlight, d.id)
+	}
 	delete(s.deliveries, d.id)
 	s.unindex(d)
 	d.ev.deliveries--
 }
 
-func (d *delivery) clearLease() {
-	d.leaseOwner = ""
-	d.leaseToken = ""
-	d.leaseExpiresAt = time.Time{}
+// statusOf is d's status as listed: a pending delivery in flight is
+// processing.
+func (s *Store) statusOf(d *delivery) relaybus.Status {
+	if d.status == relaybus.StatusPending && d.inFlight {
+		return relaybus.StatusProcessing
+	}
+	return d.status
 }
 
-// snapshot copies d out, so callers never alias the store's state.
-func (d *delivery) snapshot() *relaybus.Delivery {
+// snapshot copies d out, so callers never alias the store's state. A
+// delivery in flight gets its lease and counts its running attempt.
+func (s *Store) snapshot(d *delivery) *relaybus.Delivery {
 	e := &d.ev.ev
-	return &relaybus.Delivery{
+	out := &relaybus.Delivery{
 		ID:             strconv.FormatInt(d.id, 10),
 		EventID:        e.ID,
 		EventType:      e.Type,
@@ -574,34 +768,62 @@ func (d *delivery) snapshot() *relaybus.Delivery {
 		Headers:        maps.Clone(e.Headers),
 		EventCreatedAt: e.CreatedAt,
 		Handler:        d.handler,
-		Status:         d.status,
+		Status:         s.statusOf(d),
 		Attempts:       d.attempts,
 		MaxAttempts:    d.maxAttempts,
 		AvailableAt:    d.availableAt,
 		LastError:      d.lastError,
-		LeaseOwner:     d.leaseOwner,
-		LeaseToken:     d.leaseToken,
-		LeaseExpiresAt: d.leaseExpiresAt,
+		Suspect:        d.suspect,
 		CreatedAt:      d.createdAt,
 		UpdatedAt:      d.updatedAt,
 		CompletedAt:    d.completedAt,
 	}
+	if d.inFlight {
+		l := &s.lanes[d.lane]
+		out.Attempts++
+		out.LeaseOwner = l.owner
+		out.LeaseExpiresAt = l.expiresAt
+		out.LeaseToken = relaybus.LaneToken{Lane: d.lane, Epoch: l.epoch, Claims: d.claims}.String()
+	}
+	return out
 }
 
 // parseID reads a delivery id this store formatted. Only the canonical
 // form is accepted, so "007" cannot alias delivery 7.
 func parseID(s string) (int64, bool) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
-		return 0, false
-	}
-	return id, true
+	id, ok := relaybus.ParseDecimal(s)
+	return id, ok && id > 0
 }
 
-func newLeaseToken() (string, error) {
-	var b [leaseTokenBytes]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("relaybus/memory: lease token: %w", err)
+// lease is a parsed relaybus.Lease of this store.
+type lease struct {
+	id  int64
+	tok relaybus.LaneToken
+}
+
+// parseLease reads a lease this store handed out. An ID or token of
+// another form was never issued by this store: an ErrInvalid error, and
+// the call writes nothing. A well-formed lease that is merely stale is not
+// an error: its write reports false.
+func parseLease(op string, l relaybus.Lease) (lease, error) {
+	id, ok := parseID(l.DeliveryID)
+	if !ok {
+		return lease{}, fmt.Errorf("relaybus/memory: %s: delivery id %q is not one of this store's: %w", op, l.DeliveryID, relaybus.ErrInvalid)
 	}
-	return hex.EncodeToString(b[:]), nil
+	tok, err := relaybus.ParseLaneToken(l.Token)
+	if err != nil {
+		return lease{}, fmt.Errorf("relaybus/memory: %s: delivery %d: %w", op, id, err)
+	}
+	return lease{id: id, tok: tok}, nil
+}
+
+func parseLeases(op string, ls []relaybus.Lease) ([]lease, error) {
+	out := make([]lease, len(ls))
+	for i, l := range ls {
+		var err error
+		if out[i], err = parseLease(op, l); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

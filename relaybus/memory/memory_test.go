@@ -23,14 +23,14 @@ func TestStoreDeletesCompleted(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) relaybus.Store[*memory.Tx] {
 		return memory.New(nil)
-	}, &storetest.Options{DeletesCompleted: true})
+	}, nil)
 }
 
 func TestStoreRetainsCompleted(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) relaybus.Store[*memory.Tx] {
 		return memory.New(&memory.Options{RetainCompleted: true})
-	}, nil)
+	}, &storetest.Options{KeepsCompleted: true})
 }
 
 var t0 = storetest.T0
@@ -77,7 +77,7 @@ func TestTxMisuse(t *testing.T) {
 	require.ErrorIs(t, s.TxRollback(ctx, tx), memory.ErrTxDone)
 	_, err = s.EventPublishTx(ctx, tx, publishParams(event("")))
 	require.ErrorIs(t, err, memory.ErrTxDone)
-	_, err = s.DeliveryCompleteTx(ctx, tx, &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "1", Token: "x"}, Now: t0})
+	_, err = s.DeliveryCompleteTx(ctx, tx, &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "1", Token: "1:0:0"}, Now: t0})
 	require.ErrorIs(t, err, memory.ErrTxDone)
 
 	tx, err = s.TxBegin(ctx)
@@ -128,9 +128,15 @@ func TestCompleteTxLeaseLostBeforeCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "the same lease completed twice in one transaction")
 
-	taken := claim(t, s, "b", t0.Add(31*time.Second), 10)
-	require.Len(t, taken, 1, "the expired lease is taken over")
+	// The transaction holds the lane: a takeover after the lease expired
+	// skips it (PostgreSQL's FOR KEY SHARE against FOR UPDATE SKIP LOCKED).
+	require.Empty(t, claim(t, s, "b", t0.Add(31*time.Second), 10), "a takeover overtook an open transactional completion")
 
+	// The holder's own release is not held back: the commit then finds
+	// the lease gone and applies nothing.
+	ok, err = s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{Lease: d.Lease(), Now: t0.Add(2 * time.Second)})
+	require.NoError(t, err)
+	require.True(t, ok)
 	err = s.TxCommit(ctx, tx)
 	require.ErrorIs(t, err, memory.ErrLeaseLost)
 	require.ErrorIs(t, s.TxRollback(ctx, tx), memory.ErrTxDone, "a failed commit ends the transaction")
@@ -138,8 +144,13 @@ func TestCompleteTxLeaseLostBeforeCommit(t *testing.T) {
 	list, err := s.DeliveryList(ctx, &relaybus.DeliveryListParams{})
 	require.NoError(t, err)
 	require.Len(t, list.Deliveries, 1, "the follow-up publish of the failed commit was applied")
-	require.Equal(t, relaybus.StatusProcessing, list.Deliveries[0].Status)
-	require.Equal(t, taken[0].LeaseToken, list.Deliveries[0].LeaseToken)
+	require.Equal(t, relaybus.StatusPending, list.Deliveries[0].Status)
+	require.Zero(t, list.Deliveries[0].Attempts, "a release spends no attempt")
+
+	// With the transaction over, the lane can be taken over again.
+	taken := claim(t, s, "b", t0.Add(31*time.Second), 10)
+	require.Len(t, taken, 1)
+	require.Equal(t, d.ID, taken[0].ID)
 }
 
 func TestPublishResultFilledAtCommit(t *testing.T) {
@@ -254,9 +265,9 @@ func TestClaimOrderAndIDs(t *testing.T) {
 	ds = claim(t, s, "a", t0.Add(5*time.Second), 3)
 	require.Equal(t, []string{"12", "1", "2"}, ids(ds))
 
-	ok, err = s.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "007", Token: ds[0].LeaseToken}, Now: t0})
-	require.NoError(t, err)
-	require.False(t, ok, "a non-canonical ID aliased a delivery")
+	_, err = s.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "007", Token: ds[0].LeaseToken}, Now: t0})
+	require.ErrorIs(t, err, relaybus.ErrInvalid, "a non-canonical ID is not this store's")
+	require.Len(t, claim(t, s, "a", t0.Add(5*time.Second), 12), 9, "the rejected completion changed nothing")
 }
 
 func TestTakeoverBuryReason(t *testing.T) {

@@ -40,7 +40,7 @@ type publishedEvent struct {
 }
 
 type completeCall struct {
-	lease relaybus.Lease
+	lease lease
 	now   time.Time
 }
 
@@ -62,8 +62,17 @@ func (s *Store) TxRollback(ctx context.Context, tx *Tx) error {
 	if tx.done {
 		return ErrTxDone
 	}
-	tx.done = true
+	s.end(tx)
 	return nil
+}
+
+// end ends tx and lets go of the lanes its completions locked. s.mu is
+// held.
+func (s *Store) end(tx *Tx) {
+	tx.done = true
+	for _, c := range tx.completes {
+		s.lanes[c.lease.tok.Lane].txLocks--
+	}
 }
 
 // TxCommit implements relaybus.Store. It applies the buffered writes
@@ -87,10 +96,10 @@ func (s *Store) TxCommit(ctx context.Context, tx *Tx) error {
 	if tx.done {
 		return ErrTxDone
 	}
-	tx.done = true
+	s.end(tx)
 	for _, c := range tx.completes {
-		if s.leased(c.lease) == nil {
-			return fmt.Errorf("relaybus/memory: commit: delivery %q: %w", c.lease.DeliveryID, ErrLeaseLost)
+		if s.current(c.lease) == nil {
+			return fmt.Errorf("relaybus/memory: commit: delivery %d: %w", c.lease.id, ErrLeaseLost)
 		}
 	}
 	for _, call := range tx.publishes {
@@ -103,7 +112,7 @@ func (s *Store) TxCommit(ctx context.Context, tx *Tx) error {
 		}
 	}
 	for _, c := range tx.completes {
-		s.complete(s.leased(c.lease), c.now)
+		s.complete(s.current(c.lease), c.now)
 	}
 	return nil
 }
@@ -136,6 +145,7 @@ func (s *Store) insert(pe *publishedEvent, now time.Time) (inserted bool, seq in
 			updatedAt:   now,
 			heapIndex:   -1,
 		}
+		d.lane = relaybus.LaneOf(e.ev.Key, e.ev.ID) // the stored event's key
 		s.deliveries[d.id] = d
 		s.setStatus(d, relaybus.StatusPending)
 		e.deliveries++
@@ -213,13 +223,20 @@ func (s *Store) EventPublishTx(ctx context.Context, tx *Tx, params *relaybus.Eve
 }
 
 // DeliveryCompleteTx implements relaybus.Store. It reports whether the
-// lease is current now; TxCommit checks it again (see TxCommit). A lease
-// already completed in tx reports false.
+// lease is current now, and holds the delivery's lane until tx ends (the
+// PostgreSQL store's FOR KEY SHARE): a takeover skips the lane meanwhile,
+// so a completion and a takeover never both win. TxCommit checks the
+// lease again (see TxCommit). A lease already completed in tx reports
+// false.
 func (s *Store) DeliveryCompleteTx(ctx context.Context, tx *Tx, params *relaybus.DeliveryCompleteParams) (bool, error) {
 	if err := s.checkTx(tx); err != nil {
 		return false, err
 	}
 	if err := params.Validate(); err != nil {
+		return false, err
+	}
+	pl, err := parseLease("complete", params.Lease)
+	if err != nil {
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -230,15 +247,16 @@ func (s *Store) DeliveryCompleteTx(ctx context.Context, tx *Tx, params *relaybus
 	if tx.done {
 		return false, ErrTxDone
 	}
-	if s.leased(params.Lease) == nil {
+	if s.current(pl) == nil {
 		return false, nil
 	}
 	for _, c := range tx.completes {
-		if c.lease == params.Lease {
+		if c.lease.id == pl.id {
 			return false, nil
 		}
 	}
-	tx.completes = append(tx.completes, completeCall{lease: params.Lease, now: params.Now.Round(0)})
+	s.lanes[pl.tok.Lane].txLocks++
+	tx.completes = append(tx.completes, completeCall{lease: pl, now: params.Now.Round(0)})
 	return true, nil
 }
 

@@ -12,7 +12,9 @@ import (
 )
 
 // DeliveryRequeue makes a dead delivery pending again with a fresh
-// attempt budget, due at params.Now. Its last error is kept.
+// attempt budget, due at params.Now, and no longer a suspect. Its last
+// error is kept. It raises claims, so no lease of an earlier claim of the
+// delivery can write to it.
 func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRequeueParams) error {
 	if err := params.Validate(); err != nil {
 		return err
@@ -29,53 +31,86 @@ func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRe
 		return nil
 	}
 	var status string
-	if err := s.pool.QueryRow(ctx, s.q.status, id).Scan(&status); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.requeueStatus, id).Scan(&status); err != nil {
 		return errorFrom(fmt.Sprintf("requeue: delivery %d", id), err)
 	}
 	return fmt.Errorf("relaybus/postgres: requeue: delivery %d is %s: %w", id, status, relaybus.ErrNotDead)
 }
 
-// DeliveryList lists deliveries in ID order. The cursor is the last ID of
-// the page. The filters are fixed SQL fragments; only their values are
-// parameters.
+// historyColumns are deliveryColumns for a history row h: completed, in
+// no lane.
+const historyColumns = `h.id, h.event_id, h.event_type, h.key, h.sequence,
+	e.payload, e.headers, e.created_at,
+	h.handler, 'completed', h.attempts, h.max_attempts, h.available_at, h.last_error,
+	h.created_at, h.completed_at, h.completed_at, 0::smallint, 0::bigint, false,
+	NULL::text, NULL::bigint, NULL::timestamptz`
+
+// DeliveryList lists deliveries in ID order: the deliveries table (a
+// pending delivery that is in flight shows as processing) and the
+// completion history. The cursor is the last ID of the page. The filters
+// are fixed SQL fragments; only their values are parameters. Both parts
+// are scans ordered by the primary key: an admin call.
 func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListParams) (*relaybus.DeliveryListResult, error) {
 	limit, err := params.Validate()
 	if err != nil {
 		return nil, err
 	}
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
+	var after int64
 	if params.After != "" {
-		after, ok := parseID(params.After)
-		if !ok {
+		var ok bool
+		if after, ok = parseID(params.After); !ok {
 			return nil, fmt.Errorf("relaybus/postgres: list: malformed cursor %q: %w", params.After, relaybus.ErrInvalid)
 		}
-		add("d.id > $%d", after)
 	}
-	if params.Status != "" {
-		add("d.status = $%d", string(params.Status))
+	// $1 after, $2 page size + 1 (one row more tells whether there is a
+	// next page); the filters follow.
+	args := []any{after, limit + 1}
+	var dw, hw []string
+	add := func(dcond, hcond string, v any) {
+		args = append(args, v)
+		n := len(args)
+		if dcond != "" {
+			dw = append(dw, fmt.Sprintf(dcond, n))
+		}
+		if hcond != "" {
+			hw = append(hw, fmt.Sprintf(hcond, n))
+		}
 	}
 	if params.Handler != "" {
-		add("d.handler = $%d", params.Handler)
+		add("d.handler = $%d", "h.handler = $%d", params.Handler)
 	}
 	if params.Key != "" {
-		add("d.key = $%d", params.Key)
+		add("d.key = $%d", "h.key = $%d", params.Key)
 	}
 	if params.EventID != "" {
-		add("d.event_id = $%d", params.EventID)
+		add("d.event_id = $%d", "h.event_id = $%d", params.EventID)
 	}
-	sql := "SELECT " + deliveryColumns + " FROM " + s.q.deliveries + " d JOIN " + s.q.events + " e ON e.id = d.event_id"
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
+	withHistory := true
+	switch params.Status {
+	case "":
+	case relaybus.StatusPending:
+		dw = append(dw, "d.status = 'pending' AND f.lease_owner IS NULL")
+		withHistory = false
+	case relaybus.StatusProcessing:
+		dw = append(dw, "d.status = 'pending' AND f.lease_owner IS NOT NULL")
+		withHistory = false
+	default:
+		add("d.status = $%d", "", string(params.Status))
+		withHistory = params.Status == relaybus.StatusCompleted
 	}
-	// One row more than the page tells whether there is a next page.
-	args = append(args, limit+1)
-	sql += fmt.Sprintf(" ORDER BY d.id LIMIT $%d", len(args))
-
+	where := func(w []string) string {
+		if len(w) == 0 {
+			return ""
+		}
+		return " AND " + strings.Join(w, " AND ")
+	}
+	sql := "(SELECT " + deliveryColumns + " FROM " + s.q.deliveries + " d JOIN " + s.q.events + " e ON e.id = d.event_id " +
+		s.q.inFlight + " WHERE d.id > $1" + where(dw) + " ORDER BY d.id LIMIT $2)"
+	if withHistory {
+		sql = "SELECT * FROM (" + sql + " UNION ALL (SELECT " + historyColumns + " FROM " + s.q.history +
+			" h LEFT JOIN " + s.q.events + " e ON e.id = h.event_id WHERE h.id > $1" + where(hw) +
+			" ORDER BY h.id LIMIT $2)) u ORDER BY 1 LIMIT $2"
+	}
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, errorFrom("list", err)
@@ -145,19 +180,18 @@ func addCount(c *relaybus.Counts, status string, n int64) error {
 	return nil
 }
 
-// Purge deletes completed and dead deliveries past their cutoffs (at most
-// params.Limit, oldest IDs first), then the events left without any
-// delivery that are older than the later cutoff, in one transaction.
+// Purge deletes dead deliveries and completed ones (history rows, and the
+// completed rows 0.1.0 left) past their cutoffs, at most params.Limit in
+// all: dead ones first, then history rows, then 0.1.0 rows, each kind
+// oldest ID first; then the events left without any
+// delivery or history row that are older than the later cutoff. All in
+// one transaction.
 func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relaybus.PurgeResult, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
 	if params.CompletedBefore.IsZero() && params.DeadBefore.IsZero() {
 		return &relaybus.PurgeResult{}, nil
-	}
-	completedBefore, deadBefore, limit := nullTime(params.CompletedBefore), nullTime(params.DeadBefore), any(nil)
-	if params.Limit > 0 {
-		limit = params.Limit
 	}
 	// Events go by the later cutoff, as in every store.
 	eventCutoff := params.CompletedBefore
@@ -166,12 +200,35 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 	}
 	res := &relaybus.PurgeResult{}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.q.purgeDeliveries, completedBefore, deadBefore, limit)
-		if err != nil {
-			return err
+		// Each kind takes what the limit leaves; the three are separate
+		// statements so that each walks its own index (the 0.1.0 rows
+		// have none).
+		for _, p := range []struct {
+			sql    string
+			cutoff time.Time
+		}{
+			{s.q.purgeDead, params.DeadBefore},
+			{s.q.purgeHistory, params.CompletedBefore},
+			{s.q.purgeCompleted, params.CompletedBefore},
+		} {
+			if p.cutoff.IsZero() {
+				continue
+			}
+			var limit any // NULL: LIMIT NULL is no limit
+			if params.Limit > 0 {
+				left := int64(params.Limit) - res.Deliveries
+				if left <= 0 {
+					break
+				}
+				limit = left
+			}
+			tag, err := tx.Exec(ctx, p.sql, p.cutoff, limit)
+			if err != nil {
+				return err
+			}
+			res.Deliveries += tag.RowsAffected()
 		}
-		res.Deliveries = tag.RowsAffected()
-		tag, err = tx.Exec(ctx, s.q.purgeEvents, eventCutoff)
+		tag, err := tx.Exec(ctx, s.q.purgeEvents, eventCutoff)
 		if err != nil {
 			return err
 		}
@@ -182,12 +239,4 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 		return nil, errorFrom("purge", err)
 	}
 	return res, nil
-}
-
-// nullTime is NULL for the zero time: a NULL cutoff matches nothing.
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
 }

@@ -2,9 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -13,51 +10,104 @@ import (
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-// leaseTokenBytes is the entropy of a lease token: 128 bits, so a token
-// cannot be guessed and two claims never share one.
-const leaseTokenBytes = 16
+// Bounds of a claim's lane taking.
+const (
+	// claimTakeFirst is how many lanes a claim takes at its first step
+	// when the lanes it holds do not fill its limit; every further step
+	// takes twice as many, so a claimer holds only about as many lanes as
+	// its batch needs, and an empty queue costs a few steps, not 256.
+	claimTakeFirst = 4
+)
 
-func newLeaseToken() (string, error) {
-	b := make([]byte, leaseTokenBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("relaybus/postgres: lease token: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
-
-// DeliveryClaim leases up to params.Limit due deliveries. It sends two
-// statements in one round trip, which PostgreSQL runs as one implicit
-// transaction: bury expired leases whose budget is spent, then claim.
-// Every delivery gets a token made of 128 fresh random bits and its ID.
+// DeliveryClaim leases up to params.Limit due deliveries of
+// params.Handlers to params.Owner and this store instance, by leasing
+// lanes (see the package documentation). One round trip, in one implicit
+// transaction:
+//
+//  1. lock the lanes it holds, then in one statement pick the oldest due
+//     deliveries from them, record them in the lanes' in_flight and hand
+//     back drained lanes;
+//  2. if that did not fill the limit: take up to 4 more lanes that are
+//     free or abandoned and have due work (taking an abandoned lane
+//     charges what it had in flight), and pick from them.
+//
+// Step 2 decides in SQL whether it has anything to do (the statements
+// pass the claim's count along in a transaction-local setting), so a
+// claim from a deep backlog and a claim on hot keys' held lanes are one
+// round trip each. While the limit is still not filled and lanes were
+// taken, further round trips take 8, 16, ... lanes. Each round trip
+// commits on its own; a failure in a later one returns what the earlier
+// ones claimed together with the error, as the relaybus.Store contract
+// allows. A suspect (a delivery that was in flight when its lane was
+// taken over) is returned alone, and only as the first thing a claim
+// finds. No delivery row is written, except the charge of a takeover.
 func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	token, err := newLeaseToken()
-	if err != nil {
-		return nil, err
-	}
 	expiresAt := params.Now.Add(params.LeaseDuration)
-	batch := &pgx.Batch{}
-	batch.Queue(s.q.claimBury, params.Handlers, params.Now, params.Limit)
 	var claimed []*relaybus.Delivery
-	batch.Queue(s.q.claim, params.Handlers, params.Now, params.Limit, params.Owner, token, expiresAt).
-		Query(func(rows pgx.Rows) error {
-			var err error
-			claimed, err = pgx.CollectRows(rows, scanDelivery)
-			return err
-		})
-	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, errorFrom("claim", err)
+	tried := []int16{} // not nil: a NULL array would match no lane
+	for step := claimTakeFirst; ; step *= 2 {
+		batch := &pgx.Batch{}
+		batch.Queue(s.q.claimPrelude, len(claimed))
+		var own []*relaybus.Delivery
+		if step == claimTakeFirst {
+			batch.Queue(s.q.claimLock, params.Owner, s.holder, params.Now)
+			batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
+				params.Limit, false, expiresAt).Query(collectInto(&own))
+		}
+		var taken []int16
+		batch.Queue(s.q.claimTake, params.Owner, s.holder, params.Now, params.Handlers,
+			min(step, relaybus.LaneCount), expiresAt, expiredFinalAttempt, tried, params.Limit).
+			QueryRow(func(row pgx.Row) error {
+				var charged int64
+				var setting string
+				return row.Scan(&taken, &charged, &setting)
+			})
+		var more []*relaybus.Delivery
+		batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
+			params.Limit, true, expiresAt).Query(collectInto(&more))
+		if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+			return sortClaimed(claimed), errorFrom("claim", err)
+		}
+		// The take asked for as many lanes as the claim needed, at most
+		// step; fewer means no more were to be had.
+		asked := min(step, relaybus.LaneCount, params.Limit-len(claimed)-len(own))
+		claimed = append(append(claimed, own...), more...)
+		if len(taken) < asked || len(claimed) >= params.Limit || suspectAlone(claimed) {
+			return sortClaimed(claimed), nil
+		}
+		tried = append(tried, taken...)
 	}
-	// RETURNING has no order; hand them out in claim order.
-	slices.SortFunc(claimed, func(a, b *relaybus.Delivery) int {
+}
+
+// collectInto returns a batch callback that scans claimed deliveries into
+// out.
+func collectInto(out *[]*relaybus.Delivery) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		var err error
+		*out, err = pgx.CollectRows(rows, scanDelivery)
+		return err
+	}
+}
+
+// suspectAlone reports whether a claim returned a suspect, which it
+// returns alone: nothing more may join it.
+func suspectAlone(ds []*relaybus.Delivery) bool {
+	return len(ds) == 1 && ds[0].Suspect
+}
+
+// sortClaimed hands claimed deliveries out in claim order: due time, then
+// ID (RETURNING has no order, and steps add to the list).
+func sortClaimed(ds []*relaybus.Delivery) []*relaybus.Delivery {
+	slices.SortFunc(ds, func(a, b *relaybus.Delivery) int {
 		if c := a.AvailableAt.Compare(b.AvailableAt); c != 0 {
 			return c
 		}
 		return compareIDs(a.ID, b.ID)
 	})
-	return claimed, nil
+	return ds
 }
 
 // compareIDs orders the decimal IDs of this store numerically.

@@ -19,10 +19,11 @@ import (
 // shares: they run in parallel against one server.
 const conformancePoolMaxConns = 16
 
-// TestConformance runs the shared suite. Each subtest gets a fresh store
-// in a schema of its own, all in one database: creating a schema is a few
-// milliseconds of catalog work, a database (with fsync on) much more,
-// and the suite creates one store per subtest.
+// TestConformance runs the shared suite, with and without the completion
+// history. Each subtest gets a fresh store in a schema of its own, all in
+// one database: creating a schema is a few milliseconds of catalog work, a
+// database (with fsync on) much more, and the suite creates one store per
+// subtest.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	cfg, err := pgxpool.ParseConfig(dbtest.TestDatabase(t))
@@ -34,10 +35,18 @@ func TestConformance(t *testing.T) {
 	t.Cleanup(pool.Close)
 
 	var schemas atomic.Int64
-	storetest.Run(t, func(t *testing.T) relaybus.Store[pgx.Tx] {
-		s, err := postgres.New(pool, &postgres.Options{Schema: fmt.Sprintf("conformance_%d", schemas.Add(1))})
-		require.NoError(t, err)
-		require.NoError(t, s.Setup(t.Context()))
-		return s
-	}, &storetest.Options{DeletesCompleted: false})
+	for _, history := range []bool{false, true} {
+		t.Run(fmt.Sprintf("CompletionHistory=%v", history), func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, func(t *testing.T) relaybus.Store[pgx.Tx] {
+				s, err := postgres.New(pool, &postgres.Options{
+					Schema:            fmt.Sprintf("conformance_%d", schemas.Add(1)),
+					CompletionHistory: history,
+				})
+				require.NoError(t, err)
+				require.NoError(t, s.Setup(t.Context()))
+				return s
+			}, &storetest.Options{KeepsCompleted: history})
+		})
+	}
 }

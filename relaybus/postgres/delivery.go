@@ -14,29 +14,39 @@ import (
 // scanDelivery reads one row of deliveryColumns and checks what it read:
 // a row this store did not write (a hand edit, another version) is an
 // error, not a delivery with made-up fields.
+//
+// A pending delivery that is in flight in a lane (the f columns are set)
+// is reported as processing, with the lane's owner and expiry and its
+// lease token, and Attempts counts the running attempt: the stored
+// attempts are the attempts that have ended.
 func scanDelivery(row pgx.CollectableRow) (*relaybus.Delivery, error) {
 	var (
 		d                                  relaybus.Delivery
-		id                                 int64
-		key, lastError, owner, token       *string
+		id, claims                         int64
+		lane                               int16
+		key, lastError, owner              *string
 		headers                            []byte
 		status                             string
 		attempts, maxAttempts              int32
+		epoch                              *int64
 		leaseExpiresAt, completedAt        *time.Time
 		eventCreatedAt, createdAt, updated time.Time
 	)
 	err := row.Scan(&id, &d.EventID, &d.EventType, &key, &d.Sequence,
 		&d.Payload, &headers, &eventCreatedAt,
 		&d.Handler, &status, &attempts, &maxAttempts, &d.AvailableAt, &lastError,
-		&owner, &token, &leaseExpiresAt,
-		&createdAt, &updated, &completedAt)
+		&createdAt, &updated, &completedAt, &lane, &claims, &d.Suspect,
+		&owner, &epoch, &leaseExpiresAt)
 	if err != nil {
 		return nil, err
 	}
 	d.ID = strconv.FormatInt(id, 10)
 	d.Status = relaybus.Status(status)
-	if !d.Status.Valid() {
+	if d.Status != relaybus.StatusPending && d.Status != relaybus.StatusCompleted && d.Status != relaybus.StatusDead {
 		return nil, fmt.Errorf("relaybus/postgres: delivery %d has unknown status %q", id, status)
+	}
+	if lane < 0 || lane >= relaybus.LaneCount {
+		return nil, fmt.Errorf("relaybus/postgres: delivery %d has lane %d, out of range [0, %d)", id, lane, relaybus.LaneCount)
 	}
 	if headers != nil {
 		if err := json.Unmarshal(headers, &d.Headers); err != nil {
@@ -47,10 +57,12 @@ func scanDelivery(row pgx.CollectableRow) (*relaybus.Delivery, error) {
 	d.Attempts, d.MaxAttempts = int(attempts), int(maxAttempts)
 	d.Key = deref(key)
 	d.LastError = deref(lastError)
-	d.LeaseOwner = deref(owner)
-	d.LeaseToken = deref(token)
-	if leaseExpiresAt != nil {
+	if owner != nil && epoch != nil && leaseExpiresAt != nil && d.Status == relaybus.StatusPending {
+		d.Status = relaybus.StatusProcessing
+		d.Attempts++
+		d.LeaseOwner = *owner
 		d.LeaseExpiresAt = *leaseExpiresAt
+		d.LeaseToken = relaybus.LaneToken{Lane: int(lane), Epoch: *epoch, Claims: claims}.String()
 	}
 	if completedAt != nil {
 		d.CompletedAt = *completedAt
@@ -65,12 +77,45 @@ func deref(s *string) string {
 	return *s
 }
 
-// parseID reads a delivery ID this store handed out. ok is false for
-// anything else: such an ID names no delivery.
+// parseID reads a delivery ID this store handed out: a canonical positive
+// decimal. ok is false for anything else, which names no delivery of this
+// store.
 func parseID(s string) (id int64, ok bool) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, false
+	id, ok = relaybus.ParseDecimal(s)
+	return id, ok && id > 0
+}
+
+// lease is a parsed relaybus.Lease of this store.
+type lease struct {
+	id  int64
+	tok relaybus.LaneToken
+}
+
+// parseLease reads a lease this store handed out. A delivery ID or token
+// of another form was never issued by this store (a caller's bug, a lease
+// of another store): it is an ErrInvalid error, and the call writes
+// nothing. A well-formed lease that is merely stale is not an error: its
+// write reports false.
+func parseLease(op string, l relaybus.Lease) (lease, error) {
+	id, ok := parseID(l.DeliveryID)
+	if !ok {
+		return lease{}, fmt.Errorf("relaybus/postgres: %s: delivery id %q is not one of this store's: %w", op, l.DeliveryID, relaybus.ErrInvalid)
 	}
-	return id, true
+	tok, err := relaybus.ParseLaneToken(l.Token)
+	if err != nil {
+		return lease{}, fmt.Errorf("relaybus/postgres: %s: delivery %d: %w", op, id, err)
+	}
+	return lease{id: id, tok: tok}, nil
+}
+
+// parseLeases parses every lease of a call before anything is written.
+func parseLeases(op string, ls []relaybus.Lease) ([]lease, error) {
+	out := make([]lease, len(ls))
+	for i, l := range ls {
+		var err error
+		if out[i], err = parseLease(op, l); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

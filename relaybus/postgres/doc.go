@@ -1,20 +1,22 @@
-// Package postgres is the PostgreSQL store of relaybus 0.1.0, on pgx/v5:
-// row leases. A claim writes the lease onto the delivery row; renewals
-// and the completion write that row again.
-//
-// It is the baseline later versions are measured against, so it is built
-// to be correct and reasonable, not to be beaten: it passes the same
-// conformance suite (relaybus/storetest) as every store.
+// Package postgres is the PostgreSQL store of relaybus 0.2.0, on pgx/v5:
+// lane leases and delete on complete. A claim writes lane rows, not
+// delivery rows; a completion deletes the delivery. On the happy path a
+// delivery row is inserted once and deleted once, and every other write is
+// a HOT update of one of 256 lane rows.
 //
 //	pool, err := pgxpool.New(ctx, dsn)
 //	...
 //	store, err := postgres.New(pool, nil) // schema "public", tables "relaybus_*"
 //	...
-//	if err := store.Setup(ctx); err != nil { ... }
+//	if err := store.Setup(ctx); err != nil { ... } // installs 0.2.0, or upgrades 0.1.0 in place
 //
 //	tx, err := store.TxBegin(ctx) // or a pgx.Tx of your own
 //	res, err := store.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{...})
 //	err = store.TxCommit(ctx, tx)
+//
+// The protocol, the same for every 0.2.0 store, is docs/lane-protocol.md;
+// the conformance suite (relaybus/storetest) holds this store to it, with
+// and without the completion history.
 //
 // # Schema
 //
@@ -22,58 +24,166 @@
 // validated Options.Schema and Options.TablePrefix (lower case letters,
 // digits and underscores only, always double quoted); SchemaSQL returns
 // it. Setup runs it in one transaction under a transaction-level advisory
-// lock, and every statement is CREATE ... IF NOT EXISTS, so Setup is
-// idempotent and several processes may run it at once. The file is the
-// verbatim 0.1.0 fixture that the 0.2.0 upgrade starts from.
+// lock. Every statement is idempotent: Setup can run any number of times
+// and from several processes at once.
 //
-//   - relaybus_events: one row per event (id, type, key, sequence,
-//     payload bytea, headers jsonb, created_at).
+//   - relaybus_events: one row per event (id, type, key, sequence, payload
+//     bytea, headers jsonb, created_at) and handlers, every handler the
+//     event ever had a delivery for. A republished event id gets
+//     deliveries only for handlers not in the list, so a completed
+//     handler never runs twice although its delivery row is gone.
 //   - relaybus_keys: one counter row per ordering key. A publish upserts
-//     it (INSERT ... ON CONFLICT DO UPDATE), which keeps it locked until
-//     the publishing transaction ends: the next publisher of the key
-//     waits, so sequences are given out in commit order.
-//   - relaybus_deliveries: one row per (event, handler) with its status
-//     (pending, processing, completed, dead), attempts, due time, lease
-//     (owner, token, expiry), last error and timestamps. Eight indexes
-//     besides the primary key: due (available_at, id) for pending rows,
-//     the same for unkeyed pending rows, the ordering index (handler,
-//     key, sequence), status+created and handler+created for listing,
-//     completed_at for retention, lease expiry for processing rows, and
-//     the (event_id, handler) unique key.
+//     it, which keeps it locked until the publishing transaction ends, so
+//     sequences are given out in commit order.
+//   - relaybus_deliveries: one row per (event, handler) from publish until
+//     its completion commits: status (pending or dead; completed only for
+//     rows 0.1.0 left), attempts (the attempts that have ended), the due
+//     time, lane (relaybus.LaneOf(key, event id)), claims (raised by
+//     every write that ends a claim without deleting the row) and
+//     suspect (in flight when its lane was taken over). No lease columns.
+//     Indexes: the primary key; (event_id, handler) unique (idempotent
+//     publish); (lane, available_at, id) of pending unkeyed rows (claims);
+//     (lane, handler, key, sequence) of pending keyed rows (the heads of a
+//     lane's keys, and the per-key rule); (updated_at, id) of dead rows
+//     (retention). None of them covers a column the happy path writes.
+//     autovacuum_vacuum_scale_factor is 0.02: deletes leave a dead tuple
+//     per delivery.
+//   - relaybus_lanes: 256 rows (epoch, lease owner, holder, expiry,
+//     in_flight ids), fillfactor 50, no secondary index, each row in a
+//     page of its own, so that every update of a lane is HOT.
+//   - relaybus_history: the optional completion history
+//     (Options.CompletionHistory): one row inserted per completion, listed
+//     and counted as completed, deleted by Purge.
+//   - relaybus_schema_version: the schema version, 2.
+//
+// The seed's design indexed every pending row by (lane, available_at,
+// id). This store indexes only unkeyed ones there: through the seed's
+// index, a claim on lanes whose hot keys have long backlogs behind their
+// running heads walked every one of those followers (with an ordering
+// check each) to find the unkeyed work or the next head. Keyed deliveries
+// are found instead by a skip scan of the key index, one probe per key,
+// and TestPlans bounds the buffers a claim touches on such a backlog.
 //
 // # Claims, leases and fencing
 //
-// DeliveryClaim sends two statements in one round trip: first it buries
-// the expired leases whose attempt budget is spent (status dead, "lease
-// expired after the final attempt"), then one UPDATE leases the oldest
-// due rows of three FOR UPDATE SKIP LOCKED selections, each an ordered
-// index scan that stops at the limit: expired processing rows (a
-// takeover), unkeyed pending rows and keyed pending rows. A keyed row qualifies
-// only when no row of its handler and key with a lower sequence is
-// pending or processing, so each key has at most one delivery in flight
-// per handler. Each claimed delivery gets a new token (128 random bits and
-// its ID); every later write under the lease is fenced by
-// "id = $1 AND status = 'processing' AND lease_token = $2", so a holder
-// whose lease was taken over changes nothing and is told false.
-// DeliveryCompleteTx runs the same fenced UPDATE in the caller's
-// transaction: the row stays locked until it ends, so a takeover skips
-// it, and a rollback leaves the lease as it was.
+// A dispatcher (owner) leases lanes, and within a lane every delivery it
+// claims; the lane is held by (owner, holder), where holder is a random
+// name of the Store instance, new at every New. DeliveryClaim:
+//
+//  1. Lock the lanes held (FOR NO KEY UPDATE, lane order), then in one
+//     statement drop the completed ids from their in_flight, pick the
+//     oldest due unkeyed deliveries (an ordered index scan per lane that
+//     stops at the limit) and the due heads of the lanes' keys (nothing of
+//     the key in flight), record the picks in the lanes' rows and hand
+//     back every lane left with nothing in flight. The lock comes first in
+//     a statement of its own: a statement that waited for a lane lock
+//     would see the lane as it is now and the deliveries as they were,
+//     and could hand out a stale token.
+//  2. If that did not fill the limit: take up to 4 lanes that are free or
+//     whose lease expired and that have due work, oldest first (FOR
+//     UPDATE SKIP LOCKED; lanes with any work are found by a skip scan of
+//     each index), raising their epoch; taking an abandoned lane charges
+//     each delivery it had in flight one attempt, marks it a suspect and
+//     buries it when that spends its budget. Then step 1 on the lanes
+//     just taken.
+//
+// Steps 1 and 2 are one round trip and one implicit transaction: the
+// statements pass the claim's count and the lanes taken along in
+// transaction-local settings, so step 2 takes nothing when step 1 filled
+// the claim. Only when step 2 got every lane it asked for and the claim is
+// still short does another round trip take 8, then 16, ... lanes.
+//
+// A suspect is claimed alone, and only as the first thing a claim finds.
+// The claim's transactions commit without waiting for their WAL flush
+// (synchronous_commit off for them): a claim lost in a database crash only
+// makes its deliveries claimable again, which at-least-once allows, and
+// the completion that follows flushes it anyway.
+//
+// The lease token is "lane:epoch:claims" (relaybus.LaneToken). A fenced
+// write holds when the lane still has the epoch and lists the delivery in
+// in_flight, and the delivery's claims counter is the token's; a stale
+// lease's write changes nothing and reports false, and a token or ID of
+// another form is an ErrInvalid error that writes nothing.
+//
+//   - LeaseExtend writes lane rows only, for current leases only.
+//   - DeliveryCompleteMany is one statement: a primary-key probe per lease
+//     that checks its fence, then a DELETE of those rows by address (TID
+//     scan) that re-checks the claims, plus the history rows when on. The
+//     lane rows are read, never written or locked.
+//   - DeliveryCompleteTx takes FOR KEY SHARE on the lane in the caller's
+//     transaction and deletes there. A takeover locks the lane FOR UPDATE
+//     SKIP LOCKED, so it skips the lane until the transaction ends: a
+//     completion and a takeover never both commit.
+//   - Reschedule and bury lock the lane, charge the attempt, raise claims
+//     and take the delivery out of in_flight; release does the same
+//     without charging; OwnerRelinquish releases everything (owner,
+//     holder) has in flight and hands its lanes back at once.
+//
+// Lock order: lanes before deliveries; several lanes in lane order;
+// several deliveries in physical order (a completion's TID scan, a
+// takeover's charge and a relinquish all sort by ctid). A completion
+// locks no lane and a renewal no delivery, so the two never wait on each
+// other (0.1.0 deadlocked there). TestNoDeadlockRenewalsCompletionsClaims
+// runs all of them at once.
 //
 // # Costs
 //
-// This version's costs, which the 0.2.0 lane-lease design removes:
+// Measured with the benchmarks of bench_test.go on a 2-core machine shared
+// with other work, a server with fsync on (read the shapes and ratios,
+// not the rates):
 //
-//   - Three writes of the delivery row after its insert: the claim, every
-//     lease renewal, and the completion. Each of them changes status or
-//     the lease expiry, which indexes contain, so none is a HOT update:
-//     every write adds a new entry to every index of the table and
-//     leaves a dead row version and dead index entries for autovacuum.
-//   - Completed deliveries stay in the table (status completed) until
-//     Purge; the table and its indexes grow with the history.
-//   - A claim evaluates the per-key ordering check for each keyed
-//     candidate, and returns at most one delivery per key and handler.
-//   - Statistics and Purge of events scan their tables: they are admin
-//     and retention calls.
+//	RELAYBUS_TEST_DATABASE_URL=postgres://USER@127.0.0.1:PORT/postgres \
+//	go test ./relaybus/postgres -run '^$' -bench ClaimCompleteParallel -benchtime 400x
+//
+// Dispatch of a deep unkeyed backlog, four claimers, batches of 200: 0
+// delivery updates, 0.023 to 0.03 lane updates per delivery, all HOT,
+// 206 to 256 B of WAL per delivery after a checkpoint (a heap delete
+// record and the full-page images of the deleted rows' pages), 0.03
+// statements per delivery. A hot key costs a claim and a completion per
+// delivery (BenchmarkClaimHotKeys), the claim committing without a WAL
+// flush.
+//
+// What got worse, and what to do about it:
+//
+//   - Completed deliveries are deleted: not listed or counted unless
+//     CompletionHistory is on (one more insert per completion).
+//   - Lane exclusivity: while a dispatcher holds a lane under a live
+//     lease, other dispatchers do not see its deliveries. A crashed
+//     dispatcher delays its lanes by the lease duration; a stopping one
+//     hands them back (OwnerRelinquish). A few hot keys live in few lanes
+//     and run on few dispatchers.
+//   - A claim that its held lanes do not fill looks for more lanes (a skip
+//     scan of each index, a probe per busy free lane): the cost of a
+//     shallow queue. A claim from held lanes costs about a probe per
+//     in-flight delivery (to drop completed ids) and per key of the lane.
+//   - Deletes leave one dead tuple per delivery for autovacuum.
+//   - Reschedule, bury and requeue update indexed columns (not HOT): the
+//     rare path.
+//   - Listings, statistics and the purge of 0.1.0's completed rows scan
+//     the table (no index on status or created_at any more).
+//   - An attempt is charged when it ends or at takeover; between a crash
+//     and the takeover the deliveries are listed as processing.
+//   - Events outlive their deliveries until Purge; after a purge a
+//     republished event id is a new event.
+//
+// # Upgrading from 0.1.0
+//
+// Setup upgrades a 0.1.0 schema in place, in the same advisory-lock
+// transaction as an install, when deliveries.lease_token (0.1.0's marker)
+// exists, and can run any number of times: it fills events.handlers from
+// every delivery (completed ones included), adds lane, claims and suspect
+// and fills lane with the hash LaneOf uses, turns processing deliveries
+// into pending suspects with their attempt counted (buried when that
+// spends their budget, as a 0.1.0 takeover would have), drops the seven
+// 0.1.0 indexes and the lease columns, creates the new indexes, lanes,
+// history and version tables, and sets the storage parameters. 0.1.0's
+// completed rows stay, listed, counted and purged as completed. Every
+// delivery row is rewritten once: purge old completed deliveries first.
+// Stop every 0.1.0 worker before: they would fail on the dropped columns.
+// There is no way back but a backup. SchemaSQL is the same script, for a
+// migration tool of your own. Setup refuses, writing nothing, a schema
+// whose recorded version is newer than SchemaVersion or whose tables are
+// neither 0.1.0's nor 0.2.0's (ErrUnknownSchema).
 //
 // # Errors
 //

@@ -5,81 +5,144 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-// leaseArrays splits leases into the id and token arrays the set-based
-// statements unnest. A lease whose ID this store never handed out names
-// no delivery and is left out: its result stays false.
-func leaseArrays(leases []relaybus.Lease) (ids []int64, tokens []string) {
-	for _, l := range leases {
-		if id, ok := parseID(l.DeliveryID); ok {
-			ids = append(ids, id)
-			tokens = append(tokens, l.Token)
-		}
-	}
-	return ids, tokens
-}
-
-// leaseResults maps the (id, token) rows a set-based statement returned
-// back onto the leases, in order.
-func leaseResults(rows pgx.Rows, leases []relaybus.Lease) ([]bool, error) {
-	type lease struct {
-		id    int64
-		token string
-	}
-	matched := map[lease]bool{}
-	var l lease
-	if _, err := pgx.ForEachRow(rows, []any{&l.id, &l.token}, func() error {
-		matched[l] = true
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	out := make([]bool, len(leases))
-	for i, x := range leases {
-		if id, ok := parseID(x.DeliveryID); ok {
-			out[i] = matched[lease{id, x.Token}]
-		}
-	}
-	return out, nil
-}
-
-// LeaseExtend moves the expiry of each lease params.Owner still holds.
-// Each renewal rewrites the delivery row (and, as lease_expires_at is
-// indexed, adds index entries): one of the 0.1.0 costs.
+// LeaseExtend moves the expiry of the lanes that hold current leases of
+// params.Owner and this store instance, in one statement: a lease is
+// current when its lane still has the token's epoch, is held by them and
+// lists the delivery, and the delivery's claims counter is the token's.
+// A lease that is not current extends nothing. It writes lane rows only
+// (HOT updates) and reads the delivery rows without a lock.
 func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendParams) ([]bool, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	ids, tokens := leaseArrays(params.Leases)
-	if len(ids) == 0 {
-		return make([]bool, len(params.Leases)), nil
+	ls, err := parseLeases("extend", params.Leases)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, s.q.extend, ids, tokens, params.ExpiresAt, params.Now, params.Owner)
+	ids := make([]int64, len(ls))
+	lanes := make([]int16, len(ls))
+	epochs := make([]int64, len(ls))
+	claims := make([]int64, len(ls))
+	for i, l := range ls {
+		ids[i], lanes[i], epochs[i], claims[i] = l.id, int16(l.tok.Lane), l.tok.Epoch, l.tok.Claims
+	}
+	rows, err := s.pool.Query(ctx, s.q.extend, params.Owner, s.holder, ids, lanes, epochs, claims, params.ExpiresAt)
 	if err != nil {
 		return nil, errorFrom("extend", err)
 	}
-	out, err := leaseResults(rows, params.Leases)
+	renewed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		return nil, errorFrom("extend", err)
+	}
+	// An id is renewed under the token that matched; another token of the
+	// same delivery in the call cannot be current too.
+	ok := make(map[int64]bool, len(renewed))
+	for _, id := range renewed {
+		ok[id] = true
+	}
+	out := make([]bool, len(ls))
+	for i, l := range ls {
+		out[i] = ok[l.id] && s.currentIn(ls, i)
 	}
 	return out, nil
 }
 
-// DeliveryComplete marks the delivery completed if the lease is current.
+// currentIn reports whether lease i is the one lease of its delivery in ls
+// that can be current: when a call names one delivery under several
+// tokens, only the one with the highest claims and epoch can be (claims
+// and epochs only grow), so the others report false.
+func (s *Store) currentIn(ls []lease, i int) bool {
+	for j, o := range ls {
+		if j != i && o.id == ls[i].id && (o.tok.Epoch > ls[i].tok.Epoch ||
+			(o.tok.Epoch == ls[i].tok.Epoch && o.tok.Claims > ls[i].tok.Claims)) {
+			return false
+		}
+	}
+	return true
+}
+
+// DeliveryComplete deletes the delivery if the lease is current.
 func (s *Store) DeliveryComplete(ctx context.Context, params *relaybus.DeliveryCompleteParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	return s.fencedExec(ctx, s.pool, "complete", params.Lease, s.q.complete, params.Now)
+	oks, err := s.completeMany(ctx, []relaybus.Lease{params.Lease}, params.Now)
+	if err != nil {
+		return false, err
+	}
+	return oks[0], nil
 }
 
-// DeliveryCompleteTx completes the delivery inside tx: the row stays
-// locked until tx ends, so a takeover skips it meanwhile, and if tx rolls
-// back the delivery is still processing under the same lease.
+// DeliveryCompleteMany deletes the deliveries whose leases are current, in
+// one statement through the primary key (and inserts their history rows
+// in the same statement when CompletionHistory is on). The lanes are read,
+// not written: concurrent completions of one lane never wait on each
+// other, and a renewal (lane rows only) never waits on a completion
+// (delivery rows only).
+func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.DeliveryCompleteManyParams) ([]bool, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	return s.completeMany(ctx, params.Leases, params.Now)
+}
+
+func (s *Store) completeMany(ctx context.Context, leases []relaybus.Lease, now any) ([]bool, error) {
+	ls, err := parseLeases("complete", leases)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(ls))
+	lanes := make([]int16, len(ls))
+	claims := make([]int64, len(ls))
+	epochs := make([]int64, len(ls))
+	for i, l := range ls {
+		ids[i], lanes[i], claims[i], epochs[i] = l.id, int16(l.tok.Lane), l.tok.Claims, l.tok.Epoch
+	}
+	var rows pgx.Rows
+	if s.history {
+		rows, err = s.pool.Query(ctx, s.q.completeManyHistory, ids, lanes, claims, epochs, now)
+	} else {
+		rows, err = s.pool.Query(ctx, s.q.completeMany, ids, lanes, claims, epochs)
+	}
+	if err != nil {
+		return nil, errorFrom("complete", err)
+	}
+	// The lease each deleted row matched. A delivery named by two leases
+	// in one call is deleted once: only the first lease with the matching
+	// token reports true.
+	deleted := map[lease]bool{}
+	var (
+		l     lease
+		lane  int16
+		epoch *int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&l.id, &lane, &l.tok.Claims, &epoch}, func() error {
+		if epoch != nil {
+			l.tok.Lane, l.tok.Epoch = int(lane), *epoch
+			deleted[l] = true
+		}
+		return nil
+	}); err != nil {
+		return nil, errorFrom("complete", err)
+	}
+	out := make([]bool, len(ls))
+	for i, l := range ls {
+		if deleted[l] {
+			out[i] = true
+			deleted[l] = false
+		}
+	}
+	return out, nil
+}
+
+// DeliveryCompleteTx completes the delivery inside tx: it takes FOR KEY
+// SHARE on the lane row, which a takeover's FOR UPDATE SKIP LOCKED skips,
+// and deletes the delivery. If tx rolls back, the delivery is still in
+// flight under the same lease; if it commits, no takeover ran it.
 func (s *Store) DeliveryCompleteTx(ctx context.Context, tx pgx.Tx, params *relaybus.DeliveryCompleteParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
@@ -87,85 +150,81 @@ func (s *Store) DeliveryCompleteTx(ctx context.Context, tx pgx.Tx, params *relay
 	if tx == nil {
 		return false, fmt.Errorf("relaybus/postgres: complete: tx is nil: %w", relaybus.ErrInvalid)
 	}
-	return s.fencedExec(ctx, tx, "complete", params.Lease, s.q.complete, params.Now)
+	l, err := parseLease("complete", params.Lease)
+	if err != nil {
+		return false, err
+	}
+	var rows pgx.Rows
+	if s.history {
+		rows, err = tx.Query(ctx, s.q.completeTxHistory, l.id, int16(l.tok.Lane), l.tok.Claims, l.tok.Epoch, params.Now)
+	} else {
+		rows, err = tx.Query(ctx, s.q.completeTx, l.id, int16(l.tok.Lane), l.tok.Claims, l.tok.Epoch)
+	}
+	if err != nil {
+		return false, errorFrom("complete", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return false, errorFrom("complete", err)
+	}
+	return len(ids) == 1, nil
 }
 
-// DeliveryCompleteMany completes several deliveries in one statement.
-func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.DeliveryCompleteManyParams) ([]bool, error) {
-	if err := params.Validate(); err != nil {
-		return nil, err
-	}
-	ids, tokens := leaseArrays(params.Leases)
-	if len(ids) == 0 {
-		return make([]bool, len(params.Leases)), nil
-	}
-	rows, err := s.pool.Query(ctx, s.q.completeMany, ids, tokens, params.Now)
-	if err != nil {
-		return nil, errorFrom("complete", err)
-	}
-	out, err := leaseResults(rows, params.Leases)
-	if err != nil {
-		return nil, errorFrom("complete", err)
-	}
-	return out, nil
-}
-
-// DeliveryReschedule ends the attempt (counted at claim) as failed and
+// DeliveryReschedule ends the attempt as failed (it is charged now) and
 // makes the delivery pending again at params.AvailableAt.
 func (s *Store) DeliveryReschedule(ctx context.Context, params *relaybus.DeliveryRescheduleParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	return s.fencedExec(ctx, s.pool, "reschedule", params.Lease, s.q.reschedule,
-		params.AvailableAt, relaybus.TruncateError(params.Error), params.Now)
+	return s.endClaim(ctx, "reschedule", params.Lease, s.q.reschedule, params.Now,
+		params.AvailableAt, relaybus.TruncateError(params.Error))
 }
 
-// DeliveryBury ends the attempt as failed and makes the delivery dead.
+// DeliveryBury ends the attempt as failed (charged now) and makes the
+// delivery dead.
 func (s *Store) DeliveryBury(ctx context.Context, params *relaybus.DeliveryBuryParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	return s.fencedExec(ctx, s.pool, "bury", params.Lease, s.q.bury,
-		relaybus.TruncateError(params.Error), params.Now)
+	return s.endClaim(ctx, "bury", params.Lease, s.q.bury, params.Now, relaybus.TruncateError(params.Error))
 }
 
-// DeliveryRelease makes the delivery pending again and gives back the
-// attempt its claim counted.
+// DeliveryRelease gives the delivery back without spending an attempt:
+// it is pending again at once (to this holder's lane, or to anyone once
+// the lane is handed back).
 func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryReleaseParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	return s.fencedExec(ctx, s.pool, "release", params.Lease, s.q.release, params.Now)
+	return s.endClaim(ctx, "release", params.Lease, s.q.release, params.Now)
 }
 
-// OwnerRelinquish releases every delivery params.Owner holds, expired
-// leases included (nobody took them over yet).
+// endClaim runs one of the statements that end a claim without deleting
+// the delivery: $1 id, $2 lane, $3 claims, $4 epoch, $5 now, args from $6.
+func (s *Store) endClaim(ctx context.Context, op string, l relaybus.Lease, sql string, now any, args ...any) (bool, error) {
+	pl, err := parseLease(op, l)
+	if err != nil {
+		return false, err
+	}
+	var n int64
+	err = s.pool.QueryRow(ctx, sql, append([]any{pl.id, int16(pl.tok.Lane), pl.tok.Claims, pl.tok.Epoch, now}, args...)...).Scan(&n)
+	if err != nil {
+		return false, errorFrom(op, err)
+	}
+	return n == 1, nil
+}
+
+// OwnerRelinquish releases every delivery in flight in the lanes
+// params.Owner and this store instance hold (no attempt spent) and hands
+// those lanes back, so other claimers take them at once instead of after
+// the lease. It returns the number of deliveries released.
 func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelinquishParams) (int, error) {
 	if err := params.Validate(); err != nil {
 		return 0, err
 	}
-	tag, err := s.pool.Exec(ctx, s.q.relinquish, params.Owner, params.Now)
-	if err != nil {
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.q.relinquish, params.Owner, s.holder, params.Now).Scan(&n); err != nil {
 		return 0, errorFrom("relinquish", err)
 	}
-	return int(tag.RowsAffected()), nil
-}
-
-// execer is what a fenced write runs on: the pool or a caller's tx.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// fencedExec runs a statement whose WHERE is the fenced clause ($1 id,
-// $2 token) with args from $3 on, and reports whether it matched.
-func (s *Store) fencedExec(ctx context.Context, db execer, op string, lease relaybus.Lease, sql string, args ...any) (bool, error) {
-	id, ok := parseID(lease.DeliveryID)
-	if !ok {
-		return false, nil
-	}
-	tag, err := db.Exec(ctx, sql, append([]any{id, lease.Token}, args...)...)
-	if err != nil {
-		return false, errorFrom(op, err)
-	}
-	return tag.RowsAffected() == 1, nil
+	return int(n), nil
 }

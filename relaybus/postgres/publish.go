@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,10 +13,12 @@ import (
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-// EventPublishTx inserts events and their deliveries in tx, in at most
-// four statements whatever the number of events: insert the events, take
-// the sequences of the new keyed ones, then (one round trip) insert the
-// deliveries and read back every event's sequence.
+// EventPublishTx inserts events and their deliveries in tx. A call of new
+// events is two statements (three when some are keyed), whatever their
+// number: insert the events with their handlers, take the sequences of the
+// new keyed ones, insert the deliveries. Events that exist already cost
+// one more round trip: they are read, locked, and get deliveries only for
+// handlers not in their handlers list, which is extended.
 func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
 	if err := params.Validate(s.maxPayloadBytes); err != nil {
 		return nil, err
@@ -29,9 +32,8 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *relaybus.
 	keys := make([]*string, n)
 	payloads := make([][]byte, n)
 	headers := make([][]byte, n)
+	handlers := make([][]byte, n)
 	createdAts := make([]time.Time, n)
-	var deliveryEventIDs, deliveryHandlers []string
-	var deliveryMaxAttempts []int32
 	for i, ep := range params.Events {
 		e := ep.Event
 		ids[i], types[i], payloads[i] = e.ID, e.Type, e.Payload
@@ -47,19 +49,23 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *relaybus.
 			}
 			headers[i] = b
 		}
+		names := make([]string, len(ep.Deliveries))
+		for j, d := range ep.Deliveries {
+			names[j] = d.Handler
+		}
+		b, err := json.Marshal(names)
+		if err != nil {
+			return nil, fmt.Errorf("relaybus/postgres: publish: event %q: encode handlers: %w", e.ID, err)
+		}
+		handlers[i] = b
 		createdAts[i] = e.CreatedAt
 		if e.CreatedAt.IsZero() {
 			createdAts[i] = params.Now
 		}
-		for _, d := range ep.Deliveries {
-			deliveryEventIDs = append(deliveryEventIDs, e.ID)
-			deliveryHandlers = append(deliveryHandlers, d.Handler)
-			deliveryMaxAttempts = append(deliveryMaxAttempts, int32(d.MaxAttempts)) // bounded by relaybus.MaxAttemptsLimit
-		}
 	}
 
 	// Step 1: the events that are new.
-	rows, err := tx.Query(ctx, s.q.publishEvents, ids, types, keys, payloads, jsonbArray(headers), createdAts)
+	rows, err := tx.Query(ctx, s.q.publishEvents, ids, types, keys, payloads, jsonbArray(headers), createdAts, jsonbArray(handlers))
 	if err != nil {
 		return nil, errorFrom("publish: insert events", err)
 	}
@@ -72,13 +78,97 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *relaybus.
 		isNew[id] = true
 	}
 
+	res := &relaybus.EventPublishResult{Inserted: make([]bool, n), Sequences: make([]int64, n)}
+	sequences := make(map[string]int64, n)
+
 	// Step 2: sequences for the new keyed events, numbered per key in
 	// call order.
+	if err := s.takeSequences(ctx, tx, params.Events, isNew, sequences); err != nil {
+		return nil, err
+	}
+
+	// Step 3: the events that existed, as stored, and the handlers they
+	// lack.
+	stored := map[string]*storedEvent{}
+	if len(inserted) < n {
+		var existing []string
+		for _, id := range ids {
+			if !isNew[id] {
+				existing = append(existing, id)
+			}
+		}
+		if stored, err = s.readExisting(ctx, tx, existing); err != nil {
+			return nil, err
+		}
+	}
+
+	// Step 4: the handlers added to existing events, and the deliveries.
+	var dv deliveryRows
+	var addedIDs []string
+	var added [][]byte
+	for i, ep := range params.Events {
+		e := ep.Event
+		res.Inserted[i] = isNew[e.ID]
+		if isNew[e.ID] {
+			res.Sequences[i] = sequences[e.ID]
+			for _, d := range ep.Deliveries {
+				dv.add(e.ID, d, e.Type, e.Key, sequences[e.ID])
+			}
+			continue
+		}
+		st := stored[e.ID]
+		if st == nil {
+			// Step 1 found it, so only a concurrent delete (a Purge) can
+			// make it vanish.
+			return nil, fmt.Errorf("relaybus/postgres: publish: event %q vanished during the publish (purged concurrently?)", e.ID)
+		}
+		res.Sequences[i] = st.sequence
+		var names []string
+		for _, d := range ep.Deliveries {
+			if slices.Contains(st.handlers, d.Handler) {
+				continue
+			}
+			names = append(names, d.Handler)
+			st.handlers = append(st.handlers, d.Handler)
+			dv.add(e.ID, d, st.eventType, st.key, st.sequence)
+		}
+		if len(names) > 0 {
+			b, err := json.Marshal(names)
+			if err != nil {
+				return nil, fmt.Errorf("relaybus/postgres: publish: event %q: encode handlers: %w", e.ID, err)
+			}
+			addedIDs = append(addedIDs, e.ID)
+			added = append(added, b)
+		}
+	}
+	if len(dv.eventIDs) == 0 && len(addedIDs) == 0 {
+		return res, nil
+	}
+	batch := &pgx.Batch{}
+	if len(addedIDs) > 0 {
+		batch.Queue(s.q.publishHandlers, addedIDs, jsonbArray(added))
+	}
+	if len(dv.eventIDs) > 0 {
+		batch.Queue(s.q.publishDeliveries, dv.eventIDs, dv.handlers, dv.types, dv.keys, dv.sequences, dv.lanes, dv.maxAttempts, params.Now).
+			Exec(func(tag pgconn.CommandTag) error {
+				res.Deliveries = int(tag.RowsAffected())
+				return nil
+			})
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, errorFrom("publish: insert deliveries", err)
+	}
+	return res, nil
+}
+
+// takeSequences runs step 2 of a publish for the new keyed events and
+// records their sequences.
+func (s *Store) takeSequences(ctx context.Context, tx pgx.Tx, events []*relaybus.EventPublish, isNew map[string]bool, sequences map[string]int64) error {
 	var seqIDs, seqKeys []string
 	var seqRanks []int64
 	perKey := map[string]int64{}
 	var keyOrder []string
-	for _, ep := range params.Events {
+	for _, ep := range events {
 		e := ep.Event
 		if e.Key == "" || !isNew[e.ID] {
 			continue
@@ -91,64 +181,89 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *relaybus.
 		seqKeys = append(seqKeys, e.Key)
 		seqRanks = append(seqRanks, perKey[e.Key])
 	}
-	if len(seqIDs) > 0 {
-		counts := make([]int64, len(keyOrder))
-		for i, k := range keyOrder {
-			counts[i] = perKey[k]
-		}
-		seqTotals := make([]int64, len(seqIDs))
-		for i, k := range seqKeys {
-			seqTotals[i] = perKey[k]
-		}
-		if _, err := tx.Exec(ctx, s.q.publishSequences, keyOrder, counts, seqIDs, seqKeys, seqRanks, seqTotals); err != nil {
-			return nil, errorFrom("publish: take sequences", err)
-		}
+	if len(seqIDs) == 0 {
+		return nil
 	}
-
-	// Step 3: deliveries and the stored sequences, in one round trip.
-	batch := &pgx.Batch{}
-	var deliveriesInserted int64
-	if len(deliveryEventIDs) > 0 {
-		batch.Queue(s.q.publishDeliveries, deliveryEventIDs, deliveryHandlers, deliveryMaxAttempts, params.Now).
-			Exec(func(tag pgconn.CommandTag) error {
-				deliveriesInserted = tag.RowsAffected()
-				return nil
-			})
+	counts := make([]int64, len(keyOrder))
+	for i, k := range keyOrder {
+		counts[i] = perKey[k]
 	}
-	sequences := make(map[string]int64, n)
-	batch.Queue(s.q.publishRead, ids).Query(func(rows pgx.Rows) error {
-		var id string
-		var seq int64
-		_, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
-			sequences[id] = seq
-			return nil
-		})
-		return err
-	})
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, errorFrom("publish: insert deliveries", err)
+	seqTotals := make([]int64, len(seqIDs))
+	for i, k := range seqKeys {
+		seqTotals[i] = perKey[k]
 	}
-
-	res := &relaybus.EventPublishResult{
-		Inserted:   make([]bool, n),
-		Sequences:  make([]int64, n),
-		Deliveries: int(deliveriesInserted),
+	rows, err := tx.Query(ctx, s.q.publishSequences, keyOrder, counts, seqIDs, seqKeys, seqRanks, seqTotals)
+	if err != nil {
+		return errorFrom("publish: take sequences", err)
 	}
-	for i, id := range ids {
-		seq, ok := sequences[id]
-		if !ok {
-			// Step 1 inserted it or found it, so only a concurrent
-			// delete (a Purge) can make it vanish.
-			return nil, fmt.Errorf("relaybus/postgres: publish: event %q vanished during the publish (purged concurrently?)", id)
-		}
-		res.Inserted[i] = isNew[id]
-		res.Sequences[i] = seq
+	var id string
+	var seq int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
+		sequences[id] = seq
+		return nil
+	}); err != nil {
+		return errorFrom("publish: take sequences", err)
 	}
-	return res, nil
+	return nil
 }
 
-// jsonbArray turns encoded headers into a value pgx sends as jsonb[]:
-// a nil entry is NULL.
+// storedEvent is an event that existed before a publish, as stored.
+type storedEvent struct {
+	eventType string
+	key       string
+	sequence  int64
+	handlers  []string
+}
+
+// readExisting reads (and locks) the events of ids.
+func (s *Store) readExisting(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*storedEvent, error) {
+	rows, err := tx.Query(ctx, s.q.publishExisting, ids)
+	if err != nil {
+		return nil, errorFrom("publish: read existing events", err)
+	}
+	out := make(map[string]*storedEvent, len(ids))
+	var (
+		id  string
+		key *string
+		st  storedEvent
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &st.eventType, &key, &st.sequence, &st.handlers}, func() error {
+		e := st
+		e.key = deref(key)
+		e.handlers = slices.Clone(st.handlers)
+		out[id] = &e
+		return nil
+	}); err != nil {
+		return nil, errorFrom("publish: read existing events", err)
+	}
+	return out, nil
+}
+
+// deliveryRows are the columns of the deliveries a publish inserts.
+type deliveryRows struct {
+	eventIDs, handlers, types []string
+	keys                      []*string
+	sequences                 []int64
+	lanes                     []int16
+	maxAttempts               []int32
+}
+
+func (r *deliveryRows) add(eventID string, spec relaybus.DeliverySpec, eventType, key string, sequence int64) {
+	r.eventIDs = append(r.eventIDs, eventID)
+	r.handlers = append(r.handlers, spec.Handler)
+	r.types = append(r.types, eventType)
+	if key != "" {
+		r.keys = append(r.keys, &key)
+	} else {
+		r.keys = append(r.keys, nil)
+	}
+	r.sequences = append(r.sequences, sequence)
+	r.lanes = append(r.lanes, int16(relaybus.LaneOf(key, eventID))) // < LaneCount
+	r.maxAttempts = append(r.maxAttempts, int32(spec.MaxAttempts))  // bounded by relaybus.MaxAttemptsLimit
+}
+
+// jsonbArray turns encoded JSON documents into a value pgx sends as
+// jsonb[]: a nil entry is NULL.
 func jsonbArray(docs [][]byte) []*string {
 	out := make([]*string, len(docs))
 	for i, d := range docs {

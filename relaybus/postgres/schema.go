@@ -7,13 +7,20 @@ import (
 	"text/template"
 )
 
-// schemaTemplate is the whole 0.1.0 schema. It lives in one file so the
-// 0.2.0 upgrade test can start from it verbatim.
+// schemaTemplate is the whole 0.2.0 schema, install and upgrade from 0.1.0
+// in one idempotent script. The 0.1.0 file it replaced is kept verbatim as
+// testdata/schema-0.1.0.sql, the fixture of the upgrade tests.
 //
 //go:embed schema.sql
 var schemaTemplate string
 
 var parsedSchema = template.Must(template.New("schema.sql").Option("missingkey=error").Parse(schemaTemplate))
+
+// SchemaVersion is the version number this store records in the
+// <prefix>schema_version table. 0.1.0 recorded none (its marker is the
+// deliveries.lease_token column). Setup refuses a schema whose recorded
+// version is higher.
+const SchemaVersion = 2
 
 // renderSchema fills the schema template. schema and prefix must have
 // passed validateIdentifier: the template quotes them, and the pattern
@@ -30,70 +37,131 @@ func renderSchema(schema, prefix string) (string, error) {
 // queries are the statements of a store, with its schema and table
 // prefix applied once at New (from validated identifiers only).
 type queries struct {
-	events, deliveries, keys string // quoted, schema-qualified table names
+	events, deliveries, keys, lanes, history string // quoted, schema-qualified table names
+	inFlight                                 string // the inFlight join, for listings
 
 	publishEvents     string
 	publishSequences  string
+	publishExisting   string
+	publishHandlers   string
 	publishDeliveries string
-	publishRead       string
 
-	claimBury string
-	claim     string
-
+	claimPrelude string
+	claimLock    string
+	claimOwn     string
+	claimTake    string
 	extend       string
-	complete     string
-	completeMany string
-	reschedule   string
-	bury         string
-	release      string
-	relinquish   string
-	requeue      string
-	status       string
+
+	completeMany        string
+	completeManyHistory string
+	completeTx          string
+	completeTxHistory   string
+	reschedule          string
+	bury                string
+	release             string
+	relinquish          string
+
+	requeue       string
+	requeueStatus string
 
 	statisticsCounts string
 	statisticsOldest string
-	purgeDeliveries  string
-	purgeEvents      string
+
+	purgeDead      string
+	purgeCompleted string
+	purgeHistory   string
+	purgeEvents    string
 }
 
-// deliveryColumns are the columns scanDelivery reads, d = deliveries and
-// e = events.
+// deliveryColumns are the columns scanDelivery reads: d = deliveries,
+// e = events, f = the lane the delivery is in flight in (NULL columns
+// when it is not).
 const deliveryColumns = `d.id, d.event_id, d.event_type, d.key, d.sequence,
 	e.payload, e.headers, e.created_at,
 	d.handler, d.status, d.attempts, d.max_attempts, d.available_at, d.last_error,
-	d.lease_owner, d.lease_token, d.lease_expires_at,
-	d.created_at, d.updated_at, d.completed_at`
+	d.created_at, d.updated_at, d.completed_at, d.lane, d.claims, d.suspect,
+	f.lease_owner, f.epoch, f.lease_expires_at`
 
-// leaseCleared is the SET list that ends a lease.
-const leaseCleared = `lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL`
+// inFlight is the lateral subquery that finds the lane a pending delivery
+// d is in flight in: a lane with an owner that lists it. A lane whose
+// lease expired still counts until another claimer takes it over (the
+// delivery's attempt is charged then), so a listing between a crash and
+// the takeover shows the delivery as processing.
+const inFlight = `LEFT JOIN LATERAL (
+	SELECT l.lease_owner, l.epoch, l.lease_expires_at FROM {lanes} l
+	WHERE l.lane = d.lane AND l.lease_owner IS NOT NULL AND d.id = ANY (l.in_flight)
+) f ON d.status = 'pending'`
 
-// fenced is the WHERE clause every single-delivery write under a lease
-// carries: the row must still be processing under the very token the
-// claim handed out. A takeover writes a new token, so a stale holder's
-// writes match nothing.
-const fenced = `id = $1 AND status = 'processing' AND lease_token = $2`
+// fenced is the CTE of a plain completion that finds the rows whose fence
+// holds: per lease ($1 ids, $2 lanes, $3 claims, $4 epochs), a lookup of
+// the delivery by primary key (a lateral subquery with LIMIT 1, which the
+// planner can only run as a parameterized index probe, whatever the
+// table's statistics) checked against the token: its lane and claims, and
+// the lane's epoch and in_flight. The DELETE then goes by the rows'
+// physical addresses (a TID scan, in address order) and checks the
+// claims again, which every concurrent write of an in-flight delivery
+// raises. Written as a join (DELETE ... USING the leases or the lanes),
+// the statement is left to the planner's estimates: on a table never
+// analyzed it chose a sequential scan of every delivery for a batch of
+// 200 (and once, with lanes on the outer side of a nested loop, repeated
+// the id scan per lane).
+const fenced = `fenced AS MATERIALIZED (
+	SELECT x.ctid, u.id, u.claims FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[])
+		AS u(id, lane, claims, epoch)
+	CROSS JOIN LATERAL (
+		SELECT d.ctid FROM {deliveries} d
+		WHERE d.id = u.id AND d.lane = u.lane AND d.claims = u.claims AND d.status = 'pending'
+			AND EXISTS (SELECT 1 FROM {lanes} l WHERE l.lane = u.lane AND l.epoch = u.epoch AND u.id = ANY (l.in_flight))
+		LIMIT 1
+	) x
+)`
 
-// blocked is the per-key ordering check of a keyed delivery d: an
-// earlier delivery of its handler and key that is not finished. It walks
-// the ordering index (handler, key, sequence).
-const blocked = `SELECT 1 FROM {deliveries} p
-			WHERE p.handler = d.handler AND p.key = d.key AND p.sequence < d.sequence
-				AND p.status IN ('pending', 'processing')`
+// deleteFenced is the DELETE of the fenced rows (see fenced). The claims
+// check is for a row updated after the lookup's snapshot: the DELETE then
+// re-evaluates its conditions on the newest version, where the claims
+// have moved (a TID scan does not re-check the address). It is written
+// NOT (... NOT IN ...), which is IN for a set without NULLs, so that it
+// stays one hashed subplan: as IN the planner makes it a semi join and,
+// trusting a CTE's row estimate, nests it (200 x 200 comparisons for a
+// batch of 200).
+const deleteFenced = `DELETE FROM {deliveries} d
+WHERE d.ctid = ANY (ARRAY(SELECT f.ctid FROM fenced f))
+	AND NOT ((d.id, d.claims) NOT IN (SELECT f.id, f.claims FROM fenced f))
+	AND d.status = 'pending'`
+
+// historyInsert copies deleted rows (the CTE "gone") into the history.
+const historyInsert = `INSERT INTO {history} (id, event_id, handler, event_type, key, sequence, attempts, max_attempts,
+	available_at, last_error, created_at, completed_at)
+SELECT id, event_id, handler, event_type, key, sequence, attempts + 1, max_attempts,
+	available_at, last_error, created_at, $5
+FROM gone`
+
+// expiredFinalAttempt is the last error of a delivery buried by a
+// takeover.
+const expiredFinalAttempt = "lease expired after the final attempt"
 
 func buildQueries(schema, prefix string) queries {
 	table := func(name string) string { return fmt.Sprintf(`"%s"."%s%s"`, schema, prefix, name) }
-	q := queries{events: table("events"), deliveries: table("deliveries"), keys: table("keys")}
-	r := strings.NewReplacer("{events}", q.events, "{deliveries}", q.deliveries, "{keys}", q.keys,
-		"{columns}", deliveryColumns, "{blocked}", strings.ReplaceAll(blocked, "{deliveries}", q.deliveries), "{leaseCleared}", leaseCleared, "{fenced}", fenced)
+	q := queries{events: table("events"), deliveries: table("deliveries"), keys: table("keys"),
+		lanes: table("lanes"), history: table("history")}
+	names := strings.NewReplacer("{events}", q.events, "{deliveries}", q.deliveries, "{keys}", q.keys,
+		"{lanes}", q.lanes, "{history}", q.history)
+	r := strings.NewReplacer("{columns}", deliveryColumns, "{inFlight}", names.Replace(inFlight),
+		"{fenced}", names.Replace(fenced), "{deleteFenced}", names.Replace(deleteFenced),
+		"{historyInsert}", names.Replace(historyInsert))
+	sql := func(s string) string { return names.Replace(r.Replace(s)) }
+	q.inFlight = names.Replace(inFlight)
 
-	// Publish, step 1: insert the events that do not exist yet. Their
-	// sequence is set by step 2 once the new ones are known, so that a
-	// republished event never consumes a sequence number.
-	q.publishEvents = r.Replace(`
-INSERT INTO {events} (id, type, key, sequence, payload, headers, created_at)
-SELECT u.id, u.type, u.key, 0, u.payload, u.headers, u.created_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::timestamptz[])
-	WITH ORDINALITY AS u(id, type, key, payload, headers, created_at, ord)
+	// Publish, step 1: insert the events that do not exist yet, with the
+	// handlers this call gives them. Their sequence is set by step 2 once
+	// the new ones are known, so that a republished event never consumes
+	// a sequence number.
+	q.publishEvents = sql(`
+INSERT INTO {events} (id, type, key, sequence, payload, headers, created_at, handlers)
+SELECT u.id, u.type, u.key, 0, u.payload, u.headers, u.created_at,
+	ARRAY(SELECT jsonb_array_elements_text(u.handlers))
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::timestamptz[], $7::jsonb[])
+	WITH ORDINALITY AS u(id, type, key, payload, headers, created_at, handlers, ord)
 ORDER BY u.ord
 ON CONFLICT (id) DO NOTHING
 RETURNING id`)
@@ -103,7 +171,7 @@ RETURNING id`)
 	// number the new events of that key in call order. The upsert keeps
 	// the key's counter row locked until the transaction ends: a second
 	// publisher of the key waits, so sequences follow commit order.
-	q.publishSequences = r.Replace(`
+	q.publishSequences = sql(`
 WITH counters AS (
 	INSERT INTO {keys} AS k (key, last_sequence)
 	SELECT t.key, t.n FROM unnest($1::text[], $2::bigint[]) AS t(key, n)
@@ -114,163 +182,468 @@ WITH counters AS (
 UPDATE {events} AS e SET sequence = c.last_sequence - u.n + u.rank
 FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS u(id, key, rank, n)
 JOIN counters c ON c.key = u.key
+WHERE e.id = u.id
+RETURNING e.id, e.sequence`)
+
+	// Publish, step 3 (only for events that existed): read them, locked in
+	// id order until the transaction ends, so that two transactions adding
+	// the same handler to one event cannot both add it. FOR NO KEY UPDATE
+	// does not conflict with the foreign key checks of delivery inserts.
+	q.publishExisting = sql(`
+SELECT id, type, key, sequence, handlers FROM {events}
+WHERE id = ANY ($1::text[])
+ORDER BY id
+FOR NO KEY UPDATE`)
+
+	// Publish, step 4a: add the new handlers to events that existed.
+	q.publishHandlers = sql(`
+UPDATE {events} AS e SET handlers = e.handlers || ARRAY(SELECT jsonb_array_elements_text(u.added))
+FROM unnest($1::text[], $2::jsonb[]) AS u(id, added)
 WHERE e.id = u.id`)
 
-	// Publish, step 3: one delivery per (event, handler) that has none.
-	// Type, key and sequence come from the stored event, so a republished
-	// event's new handlers line up with its original sequence.
-	q.publishDeliveries = r.Replace(`
-INSERT INTO {deliveries} (event_id, handler, event_type, key, sequence, status, attempts, max_attempts,
+	// Publish, step 4b: the deliveries. Type, key, sequence and lane come
+	// from the caller, who took them from the event as stored. ON CONFLICT
+	// only guards a delivery inserted earlier in the same transaction;
+	// events.handlers is what keeps a completed (deleted) one from coming
+	// back.
+	q.publishDeliveries = sql(`
+INSERT INTO {deliveries} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
 	available_at, created_at, updated_at)
-SELECT e.id, u.handler, e.type, e.key, e.sequence, 'pending', 0, u.max_attempts, $4, $4, $4
-FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS u(event_id, handler, max_attempts, ord)
-JOIN {events} e ON e.id = u.event_id
+SELECT u.event_id, u.handler, u.event_type, u.key, u.sequence, u.lane, 'pending', 0, u.max_attempts, $8, $8, $8
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::smallint[], $7::int[])
+	WITH ORDINALITY AS u(event_id, handler, event_type, key, sequence, lane, max_attempts, ord)
 ORDER BY u.ord
 ON CONFLICT (event_id, handler) DO NOTHING`)
 
-	q.publishRead = r.Replace(`SELECT id, sequence FROM {events} WHERE id = ANY($1::text[])`)
+	// The first statement of every claim round trip: the claim commits
+	// without waiting for its WAL flush (a claim lost in a database crash
+	// only makes its deliveries claimable again, which at-least-once
+	// allows, and the holder's completion flushes it), and the
+	// transaction-local settings through which the round trip's later
+	// statements learn what the earlier ones did: relaybus.claimed, how
+	// many deliveries the claim has so far ($1; the claim's limit once it
+	// holds a suspect, which is claimed alone), and relaybus.taken, the
+	// lanes taken by claimTake.
+	q.claimPrelude = `SELECT set_config('synchronous_commit', 'off', true),
+	set_config('relaybus.claimed', ($1::int)::text, true), set_config('relaybus.taken', '{}', true),
+	set_config('relaybus.own', '{}', true)`
 
-	// Claim, step 1: a takeover whose attempt budget is spent buries the
-	// delivery instead of running it once more (a crash loop ends in the
-	// dead letters). Separate from step 2 so that the burial is visible
-	// to step 2's ordering check: a dead predecessor does not block.
-	q.claimBury = r.Replace(`
-WITH expired AS (
-	SELECT id FROM {deliveries}
-	WHERE status = 'processing' AND lease_expires_at <= $2 AND attempts >= max_attempts
-		AND handler = ANY($1::text[])
-	ORDER BY lease_expires_at
-	LIMIT $3
-	FOR UPDATE SKIP LOCKED
-)
-UPDATE {deliveries} AS d
-SET status = 'dead', last_error = 'lease expired after the final attempt', {leaseCleared}, updated_at = $2
-FROM expired WHERE d.id = expired.id`)
+	// Lock the lanes a claim from held lanes will look at, in lane order,
+	// in a statement of its own before the claim (both in one implicit
+	// transaction, one round trip): under READ COMMITTED a statement that
+	// waits for a row lock re-reads the locked row but keeps its older
+	// snapshot of every other row, so a claim that waited for the
+	// holder's own reschedule of a lane would see the lane without the
+	// delivery and the delivery still with its old claims counter, and
+	// hand out a token that is stale from birth. Locked first, the claim's
+	// snapshot is taken after every writer of those lanes committed. The
+	// lanes locked go to relaybus.own, so that the claim reads them through
+	// the primary key instead of scanning the 256 pages again. $1 owner,
+	// $2 holder, $3 now.
+	q.claimLock = sql(`
+SELECT set_config('relaybus.own', coalesce(array_agg(x.lane ORDER BY x.lane), '{}')::text, true)
+FROM (
+	SELECT l.lane FROM {lanes} l
+	WHERE l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
+	ORDER BY l.lane
+	FOR NO KEY UPDATE
+) x`)
 
-	// Claim, step 2: lease due pending deliveries and expired processing
-	// ones (a takeover), oldest due first. Three selections, each an
-	// ordered index scan that stops at the limit: expired leases (the
-	// processing index), unkeyed pending rows (the unkeyed due index) and
-	// keyed pending rows (the due index), then the oldest of them. One
-	// selection with an OR could not walk an index in order: it would
-	// read and sort the whole backlog at every claim.
+	// Claim from the lanes this (owner, holder) holds: one statement
+	// (after claimLock, in the same round trip). $1 owner, $2 holder, $3
+	// now, $4 handlers, $5 the claim's limit (less relaybus.claimed is
+	// what this statement may add), $6 true to look only at the lanes
+	// claimTake just took in this transaction (locked by it), $7 the new
+	// lease expiry.
 	//
-	// A keyed delivery qualifies only while no delivery of its handler
-	// and key with a lower sequence is pending or processing (the
-	// ordering index). Under READ COMMITTED this cannot let two
-	// deliveries of one key run at once: a delivery qualifies only when
-	// every predecessor is completed or dead in the statement's snapshot,
-	// and neither state goes back to pending except by an explicit
-	// Requeue. Rows a concurrent claim holds are skipped, not waited for;
-	// a row that a concurrent transaction changed and committed is
-	// re-checked against its selection's conditions before it is locked.
-	// Rows selected but not among the oldest stay locked only until the
-	// claim's implicit transaction ends, a moment later.
+	//   own:     the lanes (claimLock's, or claimTake's), through the
+	//            primary key, locked in lane order. FOR NO KEY UPDATE does
+	//            not conflict with the FOR KEY SHARE of a transactional
+	//            completion, so a claim never waits for a handler's
+	//            transaction.
+	//   flying:  the deliveries still in flight in them, through the
+	//            primary key (a completion deletes the row and leaves the
+	//            id in in_flight; it is dropped here).
+	//   heads:   per lane, the head of every (handler, key): a skip scan
+	//            of the key index, one probe per key, however long the
+	//            key's backlog. Only a head may run (the per-key rule),
+	//            and only while nothing of its key is in flight.
+	//   cand:    the oldest due unkeyed deliveries of each lane (an
+	//            ordered scan of the unkeyed index that stops at the
+	//            limit) and the due heads, not in flight, of the handlers;
+	//            then the oldest of all. Suspects only while the claim has
+	//            nothing yet.
+	//   pick:    a suspect only alone, when it is the oldest candidate;
+	//            otherwise the non-suspects.
+	//   rec:     write each lane whose in_flight changed: the survivors
+	//            and the picks, and a new expiry when something was
+	//            picked; a lane left with nothing in flight is handed back
+	//            (epoch kept), so drained lanes are never probed again.
 	//
-	// The lease token is the claim's random 128 bits ($5) and the
-	// delivery ID: unguessable, new at every claim, and different for
-	// each delivery of one claim, so one delivery's token never opens
-	// another.
-	q.claim = r.Replace(`
-WITH expired AS (
-	SELECT d.id, d.available_at FROM {deliveries} d
-	WHERE d.status = 'processing' AND d.lease_expires_at <= $2 AND d.attempts < d.max_attempts
-		AND d.handler = ANY($1::text[])
-		AND (d.key IS NULL OR NOT EXISTS ({blocked}))
-	ORDER BY d.lease_expires_at
-	LIMIT $3
-	FOR UPDATE SKIP LOCKED
-), due_unkeyed AS (
-	SELECT d.id, d.available_at FROM {deliveries} d
-	WHERE d.status = 'pending' AND d.key IS NULL AND d.available_at <= $2
-		AND d.handler = ANY($1::text[])
-	ORDER BY d.available_at, d.id
-	LIMIT $3
-	FOR UPDATE SKIP LOCKED
-), due_keyed AS (
-	SELECT d.id, d.available_at FROM {deliveries} d
-	WHERE d.status = 'pending' AND d.key IS NOT NULL AND d.available_at <= $2
-		AND d.handler = ANY($1::text[])
-		AND NOT EXISTS ({blocked})
-	ORDER BY d.available_at, d.id
-	LIMIT $3
-	FOR UPDATE SKIP LOCKED
-), picked AS (
-	SELECT c.id FROM (
-		SELECT * FROM expired UNION ALL SELECT * FROM due_unkeyed UNION ALL SELECT * FROM due_keyed
-	) c
-	ORDER BY c.available_at, c.id
-	LIMIT $3
+	// The final WHERE is a constant condition, which PostgreSQL evaluates
+	// once before the first row (a one-time filter), however many rows
+	// there are: it records the claim's new count in relaybus.claimed for
+	// the statements after it. No delivery row is written and no lock
+	// taken on one.
+	q.claimOwn = sql(`
+WITH RECURSIVE own AS MATERIALIZED (
+	SELECT l.lane, l.epoch, l.in_flight FROM {lanes} l
+	WHERE l.lane = ANY (coalesce(nullif(current_setting(CASE WHEN $6 THEN 'relaybus.taken' ELSE 'relaybus.own' END, true), ''), '{}')::smallint[])
+		AND l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
+	ORDER BY l.lane
+	FOR NO KEY UPDATE
+), flying AS MATERIALIZED (
+	SELECT o.lane, d.id, d.handler, d.key FROM own o
+	JOIN {deliveries} d ON d.id = ANY (o.in_flight)
+	WHERE d.status = 'pending'
+), heads AS (
+	SELECT o.lane, ''::text AS handler, ''::text AS key,
+		NULL::bigint AS id, NULL::timestamptz AS available_at, false AS suspect
+	FROM own o
+	UNION ALL
+	SELECT h.lane, n.handler, n.key, n.id, n.available_at, n.suspect FROM heads h
+	CROSS JOIN LATERAL (
+		SELECT p.handler, p.key, p.id, p.available_at, p.suspect FROM {deliveries} p
+		WHERE p.lane = h.lane AND p.key IS NOT NULL AND p.status = 'pending'
+			AND (p.handler, p.key) > (h.handler, h.key)
+		ORDER BY p.handler, p.key, p.sequence
+		LIMIT 1
+	) n
+), cand AS MATERIALIZED (
+	SELECT x.id, x.lane, x.available_at, x.suspect FROM (
+		SELECT c.id, c.lane, c.available_at, c.suspect FROM own o
+		CROSS JOIN LATERAL (
+			SELECT d.id, d.lane, d.available_at, d.suspect FROM {deliveries} d
+			WHERE d.lane = o.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
+				AND d.handler = ANY ($4::text[])
+				AND d.id <> ALL (o.in_flight)
+				AND (NOT d.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
+			ORDER BY d.available_at, d.id
+			LIMIT greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)
+		) c
+		UNION ALL
+		SELECT h.id, h.lane, h.available_at, h.suspect FROM heads h
+		WHERE h.id IS NOT NULL AND h.available_at <= $3 AND h.handler = ANY ($4::text[])
+			AND (NOT h.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
+			-- NOT IN over a set without NULLs, so that it is one hashed
+			-- subplan rather than an anti join the planner might nest.
+			AND (h.lane, h.handler, h.key) NOT IN (
+				SELECT f.lane, f.handler, f.key FROM flying f WHERE f.key IS NOT NULL)
+	) x
+	ORDER BY x.available_at, x.id
+	LIMIT greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)
+), first AS (
+	SELECT c.id, c.suspect FROM cand c ORDER BY c.available_at, c.id LIMIT 1
+), pick AS MATERIALIZED (
+	SELECT c.id, c.lane FROM cand c
+	WHERE CASE WHEN (SELECT suspect FROM first) THEN c.id = (SELECT id FROM first)
+		ELSE NOT c.suspect END
+), next AS MATERIALIZED (
+	SELECT o.lane, o.in_flight AS old,
+		ARRAY(
+			SELECT x.id FROM (
+				SELECT f.id FROM flying f WHERE f.lane = o.lane
+				UNION ALL
+				SELECT p.id FROM pick p WHERE p.lane = o.lane) x
+			ORDER BY x.id) AS new,
+		EXISTS (SELECT 1 FROM pick p WHERE p.lane = o.lane) AS picked
+	FROM own o
+), rec AS (
+	UPDATE {lanes} l SET
+		in_flight = n.new,
+		lease_owner = CASE WHEN cardinality(n.new) = 0 THEN NULL ELSE l.lease_owner END,
+		lease_holder = CASE WHEN cardinality(n.new) = 0 THEN NULL ELSE l.lease_holder END,
+		lease_expires_at = CASE WHEN cardinality(n.new) = 0 THEN NULL
+			WHEN n.picked THEN $7 ELSE l.lease_expires_at END
+	FROM next n
+	WHERE l.lane = n.lane AND n.new IS DISTINCT FROM n.old
 )
-UPDATE {deliveries} AS d
-SET status = 'processing', attempts = d.attempts + 1,
-	lease_owner = $4, lease_token = $5 || '-' || d.id::text, lease_expires_at = $6, updated_at = $2
-FROM picked, {events} e
-WHERE d.id = picked.id AND e.id = d.event_id
-RETURNING {columns}`)
+SELECT {columns} FROM pick
+JOIN own o ON o.lane = pick.lane
+CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $7::timestamptz AS lease_expires_at) f
+JOIN {deliveries} d ON d.id = pick.id
+JOIN {events} e ON e.id = d.event_id
+WHERE (SELECT set_config('relaybus.claimed', (CASE
+	WHEN (SELECT suspect FROM first) AND EXISTS (SELECT 1 FROM pick) THEN $5
+	ELSE coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int + (SELECT count(*) FROM pick)::int END)::text, true)) IS NOT NULL`)
 
-	q.extend = r.Replace(`
-UPDATE {deliveries} AS d SET lease_expires_at = $3, updated_at = $4
-FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
-WHERE d.id = u.id AND d.status = 'processing' AND d.lease_token = u.token AND d.lease_owner = $5
-RETURNING d.id, u.token`)
+	// Take up to $5 lanes, and no more than the claim still needs ($9,
+	// the claim's limit, less relaybus.claimed: none when the claim is
+	// full or holds a suspect), that are free or whose lease expired and that
+	// have due work of the handlers, oldest due work first. The lanes
+	// with any pending work are found by a skip scan of each index (one
+	// probe per such lane: with four hot keys that is four probes, not
+	// 512); each of those that is free is then probed for its oldest due
+	// unkeyed delivery and any due keyed one (which may be a blocked
+	// follower; then the lane is handed back at once). It skips lanes
+	// another transaction has locked (a claim taking them, or a
+	// transactional completion's FOR KEY SHARE: a takeover never waits for
+	// one and never overtakes it), and never one of $8 (lanes this claim
+	// already took and handed back). The lanes taken go to relaybus.taken
+	// for the claimOwn after it. Taking a lane raises its epoch, so
+	// every write under an older lease fails. Taking an abandoned lane
+	// (expired with deliveries in flight) charges each of them that still
+	// exists one attempt, marks it a suspect, and buries it when that
+	// spends its budget; the charge raises claims, so a completion of the
+	// old holder that commits after this finds its fence broken, and one
+	// that commits first has deleted the row, which is then not charged.
+	// The charged rows are locked in physical order (ctid), the order in
+	// which a completion's TID scan deletes them, so the two never wait on
+	// each other in a cycle.
+	q.claimTake = sql(`
+WITH RECURSIVE unkeyed AS (
+	(SELECT d.lane FROM {deliveries} d WHERE d.status = 'pending' AND d.key IS NULL ORDER BY d.lane LIMIT 1)
+	UNION ALL
+	SELECT n.lane FROM unkeyed u CROSS JOIN LATERAL (
+		SELECT d.lane FROM {deliveries} d
+		WHERE d.status = 'pending' AND d.key IS NULL AND d.lane > u.lane
+		ORDER BY d.lane LIMIT 1
+	) n
+), keyed AS (
+	(SELECT d.lane FROM {deliveries} d WHERE d.status = 'pending' AND d.key IS NOT NULL ORDER BY d.lane LIMIT 1)
+	UNION ALL
+	SELECT n.lane FROM keyed k CROSS JOIN LATERAL (
+		SELECT d.lane FROM {deliveries} d
+		WHERE d.status = 'pending' AND d.key IS NOT NULL AND d.lane > k.lane
+		ORDER BY d.lane LIMIT 1
+	) n
+), busy AS (
+	SELECT lane FROM unkeyed UNION SELECT lane FROM keyed
+), want AS MATERIALIZED (
+	SELECT l.lane, l.in_flight FROM busy b
+	JOIN {lanes} l ON l.lane = b.lane
+	CROSS JOIN LATERAL (
+		SELECT min(x.available_at) AS available_at FROM (
+			(SELECT d.available_at FROM {deliveries} d
+			WHERE d.lane = l.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
+				AND d.handler = ANY ($4::text[])
+			ORDER BY d.available_at, d.id
+			LIMIT 1)
+			UNION ALL
+			(SELECT d.available_at FROM {deliveries} d
+			WHERE d.lane = l.lane AND d.status = 'pending' AND d.key IS NOT NULL AND d.available_at <= $3
+				AND d.handler = ANY ($4::text[])
+			-- The key index's order: without it, LIMIT 1 let the planner
+			-- prefer a sequential scan, which reads the whole table for
+			-- every lane without keyed work.
+			ORDER BY d.handler, d.key, d.sequence
+			LIMIT 1)
+		) x
+	) due
+	WHERE (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3)
+		AND l.lane <> ALL ($8::smallint[])
+		AND due.available_at IS NOT NULL
+	ORDER BY due.available_at, l.lane
+	LIMIT least($5, greatest($9 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0))
+	FOR UPDATE OF l SKIP LOCKED
+), taken AS (
+	UPDATE {lanes} l SET epoch = l.epoch + 1, lease_owner = $1, lease_holder = $2,
+		lease_expires_at = $6, in_flight = '{}'
+	FROM want w WHERE l.lane = w.lane
+	RETURNING l.lane
+), lost AS MATERIALIZED (
+	SELECT d.id FROM {deliveries} d
+	WHERE d.id = ANY (ARRAY(SELECT unnest(w.in_flight) FROM want w)) AND d.status = 'pending'
+	ORDER BY d.ctid
+	FOR NO KEY UPDATE
+), charged AS (
+	UPDATE {deliveries} d SET
+		attempts = d.attempts + 1,
+		claims = d.claims + 1,
+		suspect = true,
+		status = CASE WHEN d.attempts + 1 >= d.max_attempts THEN 'dead' ELSE 'pending' END,
+		last_error = CASE WHEN d.attempts + 1 >= d.max_attempts THEN $7 ELSE d.last_error END,
+		updated_at = $3
+	FROM lost WHERE d.id = lost.id
+	RETURNING d.id
+)
+SELECT ARRAY(SELECT lane FROM taken ORDER BY lane), (SELECT count(*) FROM charged),
+	set_config('relaybus.taken', ARRAY(SELECT lane FROM taken ORDER BY lane)::text, true)`)
 
-	q.complete = r.Replace(`
-UPDATE {deliveries} SET status = 'completed', completed_at = $3, updated_at = $3, {leaseCleared}
-WHERE {fenced}`)
+	// Renew: move the expiry of the lanes that hold current leases of
+	// (owner, holder): $1 owner, $2 holder, $3..$6 the leases (ids, lanes,
+	// epochs, claims), $7 the new expiry. A lease is current when its lane
+	// has the token's epoch, is held by (owner, holder) and lists the
+	// delivery, and the delivery's claims are the token's; a lane moves
+	// only for a current lease. The lanes are locked in lane order (a
+	// claim locks its lanes in the same order, so the two never wait on
+	// each other in a cycle), and the lock re-checks epoch and holder. The
+	// deliveries are read, never locked or written: a renewal cannot wait
+	// for a completion. It returns the ids of the leases renewed.
+	q.extend = sql(`
+WITH t AS (
+	SELECT * FROM unnest($3::bigint[], $4::smallint[], $5::bigint[], $6::bigint[]) AS t(id, lane, epoch, claims)
+), cur AS MATERIALIZED (
+	SELECT t.id, t.lane, t.epoch FROM t
+	JOIN {lanes} l ON l.lane = t.lane AND l.epoch = t.epoch AND t.id = ANY (l.in_flight)
+	JOIN {deliveries} d ON d.id = t.id AND d.lane = t.lane AND d.claims = t.claims AND d.status = 'pending'
+	WHERE l.lease_owner = $1 AND l.lease_holder = $2
+), lk AS (
+	SELECT l.lane FROM {lanes} l
+	WHERE (l.lane, l.epoch) IN (SELECT lane, epoch FROM cur) AND l.lease_owner = $1 AND l.lease_holder = $2
+	ORDER BY l.lane
+	FOR NO KEY UPDATE
+), moved AS (
+	UPDATE {lanes} l SET lease_expires_at = $7 FROM lk WHERE l.lane = lk.lane
+	RETURNING l.lane
+)
+SELECT cur.id FROM cur JOIN moved ON moved.lane = cur.lane`)
 
-	q.completeMany = r.Replace(`
-UPDATE {deliveries} AS d SET status = 'completed', completed_at = $3, updated_at = $3, {leaseCleared}
-FROM unnest($1::bigint[], $2::text[]) AS u(id, token)
-WHERE d.id = u.id AND d.status = 'processing' AND d.lease_token = u.token
-RETURNING d.id, u.token`)
+	// Complete: delete the rows whose fence holds, in one statement; $1
+	// ids, $2 lanes, $3 claims, $4 epochs (one entry per lease), $5 now.
+	// The lane rows are read, not written or locked. It returns the token
+	// each deleted row matched.
+	q.completeMany = sql(`
+WITH {fenced}
+{deleteFenced}
+RETURNING d.id, d.lane, d.claims, (SELECT l.epoch FROM {lanes} l WHERE l.lane = d.lane)`)
 
-	q.reschedule = r.Replace(`
-UPDATE {deliveries} SET status = 'pending', available_at = $3, last_error = $4, updated_at = $5, {leaseCleared}
-WHERE {fenced}`)
+	q.completeManyHistory = sql(`
+WITH {fenced}, gone AS (
+	{deleteFenced}
+	RETURNING d.*
+), kept AS (
+	{historyInsert}
+)
+SELECT g.id, g.lane, g.claims, (SELECT l.epoch FROM {lanes} l WHERE l.lane = g.lane) FROM gone g`)
 
-	q.bury = r.Replace(`
-UPDATE {deliveries} SET status = 'dead', last_error = $3, updated_at = $4, {leaseCleared}
-WHERE {fenced}`)
+	// Complete in the caller's transaction: FOR KEY SHARE on the lane
+	// (the weakest lock that conflicts with a takeover's FOR UPDATE, and
+	// not with the owner's claims and renewals), then the fenced delete.
+	// $1 id, $2 lane, $3 claims, $4 epoch, $5 now.
+	q.completeTx = sql(`
+WITH l AS (
+	SELECT l.lane FROM {lanes} l WHERE l.lane = $2 AND l.epoch = $4 AND $1 = ANY (l.in_flight)
+	FOR KEY SHARE
+)
+DELETE FROM {deliveries} d USING l
+WHERE d.id = $1 AND d.lane = l.lane AND d.claims = $3 AND d.status = 'pending'
+RETURNING d.id`)
 
-	// A release gives back the attempt the claim counted: the handler
-	// did not fail, the process is stopping.
-	q.release = r.Replace(`
-UPDATE {deliveries} SET status = 'pending', attempts = attempts - 1, updated_at = $3, {leaseCleared}
-WHERE {fenced}`)
+	q.completeTxHistory = sql(`
+WITH l AS (
+	SELECT l.lane FROM {lanes} l WHERE l.lane = $2 AND l.epoch = $4 AND $1 = ANY (l.in_flight)
+	FOR KEY SHARE
+), gone AS (
+	DELETE FROM {deliveries} d USING l
+	WHERE d.id = $1 AND d.lane = l.lane AND d.claims = $3 AND d.status = 'pending'
+	RETURNING d.*
+), kept AS (
+	{historyInsert}
+)
+SELECT id FROM gone`)
 
-	q.relinquish = r.Replace(`
-UPDATE {deliveries} SET status = 'pending', attempts = attempts - 1, updated_at = $2, {leaseCleared}
-WHERE status = 'processing' AND lease_owner = $1`)
+	// The writes that end a claim without deleting the delivery: lock the
+	// lane (lanes before deliveries), check the fence, update the
+	// delivery and raise its claims, and take it out of in_flight. $1 id,
+	// $2 lane, $3 claims, $4 epoch, $5 now; {set} adds the changes.
+	ending := func(set string) string {
+		return sql(`
+WITH l AS (
+	SELECT l.lane FROM {lanes} l WHERE l.lane = $2 AND l.epoch = $4 AND $1 = ANY (l.in_flight)
+	FOR NO KEY UPDATE
+), ended AS (
+	UPDATE {deliveries} d SET claims = d.claims + 1, updated_at = $5, ` + set + `
+	FROM l WHERE d.id = $1 AND d.lane = l.lane AND d.claims = $3 AND d.status = 'pending'
+	RETURNING d.id
+), u AS (
+	UPDATE {lanes} x SET in_flight = array_remove(x.in_flight, $1)
+	FROM ended WHERE x.lane = $2
+)
+SELECT count(*) FROM ended`)
+	}
+	// A failed attempt: charged here, when it ends.
+	q.reschedule = ending(`attempts = d.attempts + 1, suspect = false, available_at = $6, last_error = $7`)
+	q.bury = ending(`attempts = d.attempts + 1, suspect = false, status = 'dead', last_error = $6`)
+	// A graceful release spends no attempt; a suspect stays one.
+	q.release = ending(`available_at = d.available_at`)
 
-	q.requeue = r.Replace(`
-UPDATE {deliveries} SET status = 'pending', attempts = 0, available_at = $2, updated_at = $2, {leaseCleared}
+	// Relinquish: release what (owner, holder) has in flight, expired
+	// leases included (nobody took them over, so those attempts did not
+	// end in a crash), and hand every such lane back. Lanes in lane
+	// order, then the deliveries in physical order (as a completion).
+	q.relinquish = sql(`
+WITH l AS MATERIALIZED (
+	SELECT l.lane, l.in_flight FROM {lanes} l
+	WHERE l.lease_owner = $1 AND l.lease_holder = $2
+	ORDER BY l.lane
+	FOR NO KEY UPDATE
+), x AS MATERIALIZED (
+	SELECT d.id FROM {deliveries} d
+	WHERE d.id = ANY (ARRAY(SELECT unnest(l.in_flight) FROM l)) AND d.status = 'pending'
+	ORDER BY d.ctid
+	FOR NO KEY UPDATE
+), released AS (
+	UPDATE {deliveries} d SET claims = d.claims + 1, updated_at = $3
+	FROM x WHERE d.id = x.id
+	RETURNING d.id
+), u AS (
+	UPDATE {lanes} y SET lease_owner = NULL, lease_holder = NULL, lease_expires_at = NULL, in_flight = '{}'
+	FROM l WHERE y.lane = l.lane
+)
+SELECT count(*) FROM released`)
+
+	q.requeue = sql(`
+UPDATE {deliveries} SET status = 'pending', attempts = 0, claims = claims + 1, suspect = false,
+	available_at = $2, updated_at = $2
 WHERE id = $1 AND status = 'dead'`)
 
-	q.status = r.Replace(`SELECT status FROM {deliveries} WHERE id = $1`)
+	// Why a requeue found nothing: the delivery's status, or completed
+	// when only the history has it.
+	q.requeueStatus = sql(`
+SELECT status FROM {deliveries} WHERE id = $1
+UNION ALL
+SELECT 'completed' FROM {history} WHERE id = $1`)
 
-	q.statisticsCounts = r.Replace(`SELECT handler, status, count(*) FROM {deliveries} GROUP BY handler, status`)
-	q.statisticsOldest = r.Replace(`
-SELECT min(available_at) FROM {deliveries} WHERE status = 'pending' AND available_at <= $1`)
-
-	// Purge: a NULL cutoff matches nothing, and LIMIT NULL is no limit.
-	q.purgeDeliveries = r.Replace(`
-WITH victims AS (
-	SELECT id FROM {deliveries}
-	WHERE (status = 'completed' AND completed_at < $1) OR (status = 'dead' AND updated_at < $2)
-	ORDER BY id
-	LIMIT $3
+	// Statistics scan the tables: an admin call. A pending delivery that
+	// is in flight counts as processing.
+	q.statisticsCounts = sql(`
+WITH flying AS MATERIALIZED (
+	SELECT DISTINCT unnest(in_flight) AS id FROM {lanes} WHERE lease_owner IS NOT NULL
 )
-DELETE FROM {deliveries} AS d USING victims
-WHERE d.id = victims.id`)
+SELECT d.handler,
+	CASE WHEN d.status = 'pending' AND EXISTS (SELECT 1 FROM flying f WHERE f.id = d.id)
+		THEN 'processing' ELSE d.status END,
+	count(*)
+FROM {deliveries} d GROUP BY 1, 2
+UNION ALL
+SELECT handler, 'completed', count(*) FROM {history} GROUP BY 1`)
+	q.statisticsOldest = sql(`
+WITH flying AS MATERIALIZED (
+	SELECT DISTINCT unnest(in_flight) AS id FROM {lanes} WHERE lease_owner IS NOT NULL
+)
+SELECT min(d.available_at) FROM {deliveries} d
+WHERE d.status = 'pending' AND d.available_at <= $1
+	AND NOT EXISTS (SELECT 1 FROM flying f WHERE f.id = d.id)`)
 
-	// Events without any delivery left, once they are older than the
-	// later cutoff (until then a republished event finds them). There is
-	// no index on events.created_at: this scans the events, as befits a
-	// retention job rather than a hot path.
-	q.purgeEvents = r.Replace(`
+	// Purge, in id order and bounded by $2 (NULL: no bound). Dead rows
+	// through their index; completed rows exist only as 0.1.0 left them
+	// and in the history. The 0.1.0 rows have no index any more (0.2.0
+	// does not write them), so their purge is a scan of the table.
+	q.purgeDead = sql(`
+WITH victims AS (
+	SELECT id FROM {deliveries} WHERE status = 'dead' AND updated_at < $1 ORDER BY id LIMIT $2
+)
+DELETE FROM {deliveries} d USING victims WHERE d.id = victims.id`)
+	q.purgeCompleted = sql(`
+WITH victims AS (
+	SELECT id FROM {deliveries} WHERE status = 'completed' AND completed_at < $1 ORDER BY id LIMIT $2
+)
+DELETE FROM {deliveries} d USING victims WHERE d.id = victims.id`)
+	q.purgeHistory = sql(`
+WITH victims AS (
+	SELECT id FROM {history} WHERE completed_at < $1 ORDER BY id LIMIT $2
+)
+DELETE FROM {history} h USING victims WHERE h.id = victims.id`)
+
+	// Events without any delivery or history row left, once they are
+	// older than the later cutoff (until then a republished event finds
+	// them and its handlers). There is no index on events.created_at: this
+	// scans the events, as befits a retention job rather than a hot path.
+	q.purgeEvents = sql(`
 DELETE FROM {events} AS e
 WHERE e.created_at < $1
-	AND NOT EXISTS (SELECT 1 FROM {deliveries} d WHERE d.event_id = e.id)`)
+	AND NOT EXISTS (SELECT 1 FROM {deliveries} d WHERE d.event_id = e.id)
+	AND NOT EXISTS (SELECT 1 FROM {history} h WHERE h.event_id = e.id)`)
 	return q
 }

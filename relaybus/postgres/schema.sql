@@ -1,11 +1,44 @@
--- relaybus 0.1.0 schema: row leases.
+-- relaybus 0.2.0 schema: lane leases, delete on complete.
 --
 -- This file is a text/template. Its only fields are Schema and Prefix: the
 -- validated Options.Schema and Options.TablePrefix (see schema.go), which
 -- can hold nothing but [a-z0-9_], and which the template always quotes.
--- Every statement is idempotent, so Setup can run it any number of times.
--- This file is also the verbatim 0.1.0 fixture the 0.2.0 upgrade starts
--- from: change it only in a new release, never in place.
+--
+-- Setup runs it in one transaction under an advisory lock, and SchemaSQL
+-- returns it. Every statement is idempotent, so it can run any number of
+-- times: on an empty schema it installs 0.2.0, on a 0.1.0 schema it
+-- upgrades in place, on a 0.2.0 schema it changes nothing, and on a schema
+-- it does not know (a newer version, or tables in a shape it cannot place)
+-- it raises an error before it writes anything.
+--
+-- Versions: 0.1.0 has no version table; its marker is the column
+-- deliveries.lease_token. 0.2.0 records schema version 2 in the table
+-- <prefix>schema_version. The 0.1.0 file is kept verbatim as
+-- testdata/schema-0.1.0.sql, the fixture the upgrade tests start from.
+
+-- 1. Refuse what this version does not know, before writing anything.
+DO $relaybus$
+DECLARE
+    found integer;
+BEGIN
+    IF to_regclass('"{{.Schema}}"."{{.Prefix}}schema_version"') IS NOT NULL THEN
+        EXECUTE 'SELECT max(version) FROM "{{.Schema}}"."{{.Prefix}}schema_version"' INTO found;
+        IF found IS NULL OR found > 2 THEN
+            RAISE EXCEPTION 'relaybus: schema "{{.Schema}}" with prefix "{{.Prefix}}" has schema version %, which relaybus 0.2.0 does not know; refusing to change it', coalesce(found::text, 'none')
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+    ELSIF to_regclass('"{{.Schema}}"."{{.Prefix}}deliveries"') IS NOT NULL
+        AND NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_attribute
+            WHERE attrelid = to_regclass('"{{.Schema}}"."{{.Prefix}}deliveries"')
+                AND attname = 'lease_token' AND NOT attisdropped) THEN
+        -- Tables without a version and without the 0.1.0 marker: not
+        -- something this version made. Do not guess.
+        RAISE EXCEPTION 'relaybus: table "{{.Schema}}"."{{.Prefix}}deliveries" is neither relaybus 0.1.0 nor 0.2.0 (no schema version, no lease_token column); refusing to change it'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+END
+$relaybus$;
 
 -- Not CREATE SCHEMA IF NOT EXISTS: that checks the CREATE privilege on the
 -- database before it checks existence, so a role that may only use an
@@ -18,8 +51,15 @@ BEGIN
 END
 $relaybus$;
 
+-- 2. The tables of a fresh install, in their 0.2.0 shape. On a 0.1.0
+-- schema they exist, and step 3 brings them to this shape.
+
 -- One row per published event. payload and headers are stored once and
--- joined into every delivery that is claimed or listed.
+-- joined into every delivery that is claimed or listed. handlers is every
+-- handler the event ever had a delivery for: the delivery rows go when
+-- they complete, the list stays, so a republished event id gets
+-- deliveries only for handlers that are not listed (a completed handler
+-- never runs twice).
 CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}events" (
     id         text        PRIMARY KEY,
     type       text        NOT NULL,
@@ -27,7 +67,8 @@ CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}events" (
     sequence   bigint      NOT NULL DEFAULT 0,
     payload    bytea,
     headers    jsonb,
-    created_at timestamptz NOT NULL
+    created_at timestamptz NOT NULL,
+    handlers   text[]      NOT NULL DEFAULT '{}'
 );
 
 -- The per-key sequence counter. A publish upserts the key's row
@@ -39,62 +80,225 @@ CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}keys" (
     last_sequence bigint NOT NULL
 );
 
--- One row per (event, handler): the unit of work. A claim, every lease
--- renewal and the completion each update this row; the lease lives on it.
+-- One row per (event, handler): the unit of work, from publish until its
+-- handler's success commits, when it is deleted. No lease lives here: a
+-- claim writes only lane rows, so on the happy path a delivery row is
+-- inserted once and deleted once. status is pending or dead (completed
+-- only for rows left by 0.1.0); a delivery is processing when its id is
+-- in the in_flight list of a lane that has an owner. lane is
+-- relaybus.LaneOf(key, event id); claims is raised by every write that
+-- ends a claim without deleting the row, and is part of the lease token;
+-- suspect marks a delivery that was in flight when its lane was taken
+-- over (it may be what crashed its process), which a claim returns alone.
 CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}deliveries" (
-    id               bigserial   PRIMARY KEY,
-    event_id         text        NOT NULL REFERENCES "{{.Schema}}"."{{.Prefix}}events" (id),
-    handler          text        NOT NULL,
-    event_type       text        NOT NULL,
-    key              text,
-    sequence         bigint      NOT NULL DEFAULT 0,
-    status           text        NOT NULL DEFAULT 'pending'
-                                 CHECK (status IN ('pending', 'processing', 'completed', 'dead')),
-    attempts         integer     NOT NULL DEFAULT 0,
-    max_attempts     integer     NOT NULL,
-    available_at     timestamptz NOT NULL,
-    lease_owner      text,
-    lease_token      text,
-    lease_expires_at timestamptz,
-    last_error       text,
-    created_at       timestamptz NOT NULL,
-    updated_at       timestamptz NOT NULL,
-    completed_at     timestamptz,
-    CONSTRAINT "{{.Prefix}}deliveries_event_handler_unique" UNIQUE (event_id, handler)
+    id           bigserial   PRIMARY KEY,
+    event_id     text        NOT NULL REFERENCES "{{.Schema}}"."{{.Prefix}}events" (id),
+    handler      text        NOT NULL,
+    event_type   text        NOT NULL,
+    key          text,
+    sequence     bigint      NOT NULL DEFAULT 0,
+    status       text        NOT NULL DEFAULT 'pending',
+    attempts     integer     NOT NULL DEFAULT 0,
+    max_attempts integer     NOT NULL,
+    available_at timestamptz NOT NULL,
+    last_error   text,
+    created_at   timestamptz NOT NULL,
+    updated_at   timestamptz NOT NULL,
+    completed_at timestamptz,
+    lane         smallint    NOT NULL,
+    claims       bigint      NOT NULL DEFAULT 0,
+    suspect      boolean     NOT NULL DEFAULT false,
+    CONSTRAINT "{{.Prefix}}deliveries_event_handler_unique" UNIQUE (event_id, handler),
+    CONSTRAINT "{{.Prefix}}deliveries_status_check" CHECK (status IN ('pending', 'completed', 'dead'))
 );
 
--- Claim: due pending deliveries in claim order.
-CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_due_idx"
-    ON "{{.Schema}}"."{{.Prefix}}deliveries" (available_at, id)
-    WHERE status = 'pending';
+-- 3. Upgrade a 0.1.0 schema in place (only while its marker column,
+-- deliveries.lease_token, exists; afterwards this block does nothing).
+-- The workers of 0.1.0 must be stopped: they would fail on the dropped
+-- columns. Every delivery row is rewritten once.
+DO $relaybus$
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_attribute
+        WHERE attrelid = to_regclass('"{{.Schema}}"."{{.Prefix}}deliveries"')
+            AND attname = 'lease_token' AND NOT attisdropped) THEN
+        RETURN;
+    END IF;
 
--- Claim: due pending deliveries without an ordering key (no ordering check).
-CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_due_unkeyed_idx"
-    ON "{{.Schema}}"."{{.Prefix}}deliveries" (available_at, id)
-    WHERE key IS NULL AND status = 'pending';
+    -- The lane hash of relaybus.LaneOf in SQL, for this upgrade only (a
+    -- temporary function, gone when the session ends): 32-bit FNV-1a of
+    -- the UTF-8 bytes of the key, or of the event id when the event has
+    -- no key, modulo 256. The product stays below 2^57, so bigint holds
+    -- it before the mask.
+    EXECUTE $fn$
+        CREATE OR REPLACE FUNCTION pg_temp.relaybus_lane(k text) RETURNS smallint
+        LANGUAGE plpgsql IMMUTABLE STRICT AS $body$
+        DECLARE
+            h bigint := 2166136261;
+            b bytea := convert_to(k, 'UTF8');
+        BEGIN
+            FOR i IN 0 .. length(b) - 1 LOOP
+                h := ((h # get_byte(b, i)) * 16777619) & 4294967295;
+            END LOOP;
+            RETURN (h % 256)::smallint;
+        END
+        $body$
+    $fn$;
 
--- Claim: the per-key ordering check (an earlier delivery of the same
--- handler and key that is still pending or processing). Only unfinished
--- rows are indexed, so the check stops at the first entry it finds
--- instead of walking past every completed predecessor of the key.
-CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_ordering_idx"
-    ON "{{.Schema}}"."{{.Prefix}}deliveries" (handler, key, sequence)
-    WHERE key IS NOT NULL AND status IN ('pending', 'processing');
+    -- Events remember every handler they had a delivery for, completed
+    -- ones included, so nothing completed under 0.1.0 runs again when its
+    -- event id is published again.
+    ALTER TABLE "{{.Schema}}"."{{.Prefix}}events" ADD COLUMN IF NOT EXISTS handlers text[] NOT NULL DEFAULT '{}';
+    UPDATE "{{.Schema}}"."{{.Prefix}}events" AS e SET handlers = h.handlers
+    FROM (
+        SELECT event_id, array_agg(handler ORDER BY handler) AS handlers
+        FROM "{{.Schema}}"."{{.Prefix}}deliveries" GROUP BY event_id
+    ) h
+    WHERE e.id = h.event_id;
 
--- Listing and statistics by status.
-CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_status_created_idx"
-    ON "{{.Schema}}"."{{.Prefix}}deliveries" (status, created_at);
+    -- The indexes of 0.1.0 that 0.2.0 does not have (they index columns
+    -- the hot path writes, or serve listings). Dropped first, so that the
+    -- rewrite below does not maintain them.
+    DROP INDEX IF EXISTS "{{.Schema}}"."{{.Prefix}}deliveries_due_idx";
+    DROP INDEX IF EXISTS "{{.Schema}}"."{{.Prefix}}deliveries_due_unkeyed_idx";
+    DROP INDEX IF EXISTS "{{.Schema}}"."{{.Prefix}}deliveries_ordering_idx";
+    DROP INDEX IF EXISTS "{{.Schema}}"."{{.Prefix}}deliveries_status_created_idx";
+    DROP INDEX IF EXISTS "{{.Schema}}"."{{.Prefix}}deliveries_handler_created_idx";
+    DROP INDEX IF EXISTS "{{.Schema}}"."{{.Prefix}}deliveries_completed_idx";
+    DROP INDEX IF EXISTS "{{.Schema}}"."{{.Prefix}}deliveries_processing_idx";
 
--- Listing by handler.
-CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_handler_created_idx"
-    ON "{{.Schema}}"."{{.Prefix}}deliveries" (handler, created_at);
+    ALTER TABLE "{{.Schema}}"."{{.Prefix}}deliveries"
+        ADD COLUMN IF NOT EXISTS lane smallint,
+        ADD COLUMN IF NOT EXISTS claims bigint NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS suspect boolean NOT NULL DEFAULT false,
+        DROP CONSTRAINT IF EXISTS "{{.Prefix}}deliveries_status_check";
 
--- Retention: completed deliveries by completion time.
-CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_completed_idx"
-    ON "{{.Schema}}"."{{.Prefix}}deliveries" (completed_at)
-    WHERE status = 'completed';
+    -- A processing delivery was running when its worker stopped: its
+    -- attempt was counted at claim and stays counted, exactly as a
+    -- takeover of its lost lease would count it. It becomes pending and a
+    -- suspect (run alone); one whose budget that spends is buried, as a
+    -- 0.1.0 takeover would have buried it.
+    EXECUTE $up$
+        UPDATE "{{.Schema}}"."{{.Prefix}}deliveries" SET
+            lane = pg_temp.relaybus_lane(coalesce(key, event_id)),
+            suspect = (status = 'processing'),
+            last_error = CASE WHEN status = 'processing' AND attempts >= max_attempts
+                THEN 'lease expired after the final attempt' ELSE last_error END,
+            status = CASE
+                WHEN status <> 'processing' THEN status
+                WHEN attempts >= max_attempts THEN 'dead'
+                ELSE 'pending' END
+    $up$;
 
--- Claim (takeover): processing deliveries by lease expiry.
-CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_processing_idx"
-    ON "{{.Schema}}"."{{.Prefix}}deliveries" (lease_expires_at)
-    WHERE status = 'processing';
+    ALTER TABLE "{{.Schema}}"."{{.Prefix}}deliveries"
+        ALTER COLUMN lane SET NOT NULL,
+        ADD CONSTRAINT "{{.Prefix}}deliveries_status_check" CHECK (status IN ('pending', 'completed', 'dead'));
+
+    ALTER TABLE "{{.Schema}}"."{{.Prefix}}deliveries"
+        DROP COLUMN lease_owner,
+        DROP COLUMN lease_token,
+        DROP COLUMN lease_expires_at;
+END
+$relaybus$;
+
+-- 4. The indexes of deliveries: only columns that no happy-path statement
+-- writes, so a claim writes no index entry and a completion (a delete)
+-- none either. Besides the primary key and the (event_id, handler) unique
+-- key (idempotent publish):
+
+-- Claims: the pending unkeyed deliveries of a lane by due time. Unkeyed
+-- only (the seed indexed every pending row here): a claim looking for
+-- unkeyed work would otherwise walk every keyed row of the lane, and a
+-- hot key's backlog behind its running head is thousands of rows none of
+-- which may run (see the package documentation).
+CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_lane_unkeyed_idx"
+    ON "{{.Schema}}"."{{.Prefix}}deliveries" (lane, available_at, id)
+    WHERE status = 'pending' AND key IS NULL;
+
+-- Claims: the keyed deliveries of a lane by (handler, key, sequence). A
+-- claim walks it from key to key (a skip scan, one probe per key) to find
+-- the head of each, which is the only delivery of its key that may run:
+-- the per-key ordering check is the walk itself. A key lives in one lane.
+CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_lane_key_idx"
+    ON "{{.Schema}}"."{{.Prefix}}deliveries" (lane, handler, key, sequence)
+    WHERE key IS NOT NULL AND status = 'pending';
+
+-- Retention: dead deliveries by their last change.
+CREATE INDEX IF NOT EXISTS "{{.Prefix}}deliveries_dead_idx"
+    ON "{{.Schema}}"."{{.Prefix}}deliveries" (updated_at, id)
+    WHERE status = 'dead';
+
+-- Deletes leave one dead tuple per delivery: vacuum the table after 2% of
+-- it changed instead of the default 20%.
+ALTER TABLE "{{.Schema}}"."{{.Prefix}}deliveries" SET (autovacuum_vacuum_scale_factor = 0.02);
+
+-- 5. The lanes: 256 rows, leased by dispatchers. epoch is the fencing
+-- token (raised whenever the lane changes hands); lease_owner is the
+-- bus's owner name and lease_holder the store instance (new at every
+-- New), so a restarted process with the same owner name does not adopt
+-- its predecessor's lanes; in_flight are the ids of the deliveries the
+-- holder claimed and has not finished. No secondary index and half of
+-- every page free, so that an update of a lane row can be heap-only
+-- (HOT): it adds no index entry. toast_tuple_target keeps an in_flight
+-- list of up to about a thousand ids in the row, uncompressed, rather
+-- than in the TOAST table.
+CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}lanes" (
+    lane             smallint    PRIMARY KEY CHECK (lane >= 0 AND lane < 256),
+    epoch            bigint      NOT NULL DEFAULT 0,
+    lease_owner      text,
+    lease_holder     text,
+    lease_expires_at timestamptz,
+    in_flight        bigint[]    NOT NULL DEFAULT '{}'
+) WITH (fillfactor = 50, toast_tuple_target = 8160);
+
+ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" SET (fillfactor = 50, toast_tuple_target = 8160);
+
+-- Each lane gets a page of its own. A HOT update needs room in the row's
+-- page for the new version until the old one is pruned, and an in_flight
+-- list of 200 ids is 1.7 KB: 67 lane rows to a page, updated by several
+-- claimers at once, left too little room, and many updates were not HOT
+-- (BenchmarkClaimCompleteParallel reports the share). So each row
+-- is first inserted with a filler of 300 ids (2.4 KB, more than half of
+-- what fillfactor 50 lets an insert use, so no second row joins it), and
+-- then emptied, in place. Only rows inserted by this statement carry the
+-- filler (-1 is never a delivery id); the UPDATE finds nothing on a
+-- second run.
+INSERT INTO "{{.Schema}}"."{{.Prefix}}lanes" (lane, in_flight)
+SELECT l, array_fill(-1::bigint, ARRAY[300]) FROM generate_series(0, 255) AS l
+ON CONFLICT (lane) DO NOTHING;
+
+UPDATE "{{.Schema}}"."{{.Prefix}}lanes" SET in_flight = '{}' WHERE in_flight[1] = -1;
+
+-- 6. The optional completion history (Options.CompletionHistory): one row
+-- inserted per completion, never updated, listed and counted as
+-- completed, deleted by Purge. id is the delivery's id. Its rows keep
+-- their events from being purged (the event index).
+CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}history" (
+    id           bigint      PRIMARY KEY,
+    event_id     text        NOT NULL,
+    handler      text        NOT NULL,
+    event_type   text        NOT NULL,
+    key          text,
+    sequence     bigint      NOT NULL,
+    attempts     integer     NOT NULL,
+    max_attempts integer     NOT NULL,
+    available_at timestamptz NOT NULL,
+    last_error   text,
+    created_at   timestamptz NOT NULL,
+    completed_at timestamptz NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS "{{.Prefix}}history_completed_idx"
+    ON "{{.Schema}}"."{{.Prefix}}history" (completed_at, id);
+
+CREATE INDEX IF NOT EXISTS "{{.Prefix}}history_event_idx"
+    ON "{{.Schema}}"."{{.Prefix}}history" (event_id);
+
+-- 7. The schema version, last: a version is recorded only with everything
+-- it names in place.
+CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}schema_version" (
+    version integer PRIMARY KEY
+);
+
+INSERT INTO "{{.Schema}}"."{{.Prefix}}schema_version" (version) VALUES (2)
+ON CONFLICT (version) DO NOTHING;

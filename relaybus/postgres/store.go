@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,6 +15,11 @@ import (
 
 	"github.com/berkcansavur/relaybus/relaybus"
 )
+
+// ErrUnknownSchema is wrapped by the error of a Setup that found relaybus
+// tables it cannot place: a schema version newer than SchemaVersion, or
+// tables that are neither 0.1.0 nor 0.2.0. Setup writes nothing then.
+var ErrUnknownSchema = errors.New("relaybus/postgres: unknown schema version")
 
 // Defaults of Options.
 const (
@@ -46,6 +54,13 @@ type Options struct {
 	// MaxPayloadBytes bounds event payloads; 0 means
 	// relaybus.DefaultMaxPayloadBytes, at most relaybus.MaxPayloadBytesLimit.
 	MaxPayloadBytes int
+	// CompletionHistory keeps a row per completed delivery in the history
+	// table (<prefix>history), listed and counted as completed until Purge
+	// deletes it. It costs one insert (three index entries) per
+	// completion, so it is off by default: a completed delivery is then
+	// simply deleted. Stores with and without it can share a schema; the
+	// table exists either way.
+	CompletionHistory bool
 }
 
 // identifierPattern is what Schema and TablePrefix may hold. Lower case
@@ -63,16 +78,26 @@ func validateIdentifier(what, s string, maxBytes int) error {
 	return nil
 }
 
-// Store is the 0.1.0 PostgreSQL store: row leases. See the package
-// documentation for the schema and what it costs.
+// Store is the 0.2.0 PostgreSQL store: lane leases, delete on complete.
+// See the package documentation for the schema, the protocol and what it
+// costs.
 type Store struct {
 	pool            *pgxpool.Pool
 	schema          string
 	prefix          string
 	maxPayloadBytes int
+	history         bool
 	schemaSQL       string
 	q               queries
+	// holder names this store instance in the lanes it holds: a lane is
+	// held by (owner, holder), so a process restarted with the same owner
+	// name does not adopt the lanes of its dead predecessor (it takes them
+	// over when their lease expires, charging what they had in flight).
+	holder string
 }
+
+// holderBytes is the entropy of a store instance's holder name.
+const holderBytes = 12
 
 var _ relaybus.Store[pgx.Tx] = (*Store)(nil)
 
@@ -108,13 +133,19 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	var h [holderBytes]byte
+	if _, err := rand.Read(h[:]); err != nil {
+		return nil, fmt.Errorf("relaybus/postgres: holder name: %w", err)
+	}
 	return &Store{
 		pool:            pool,
 		schema:          o.Schema,
 		prefix:          o.TablePrefix,
 		maxPayloadBytes: o.MaxPayloadBytes,
+		history:         o.CompletionHistory,
 		schemaSQL:       schemaSQL,
 		q:               buildQueries(o.Schema, o.TablePrefix),
+		holder:          hex.EncodeToString(h[:]),
 	}, nil
 }
 
@@ -129,9 +160,15 @@ func (s *Store) SchemaSQL() string { return s.schemaSQL }
 // the other. Advisory locks are per database.
 const setupLockKey int64 = 0x726c796275733031
 
-// Setup creates the schema, tables and indexes that do not exist yet, in
-// one transaction under an advisory lock. It is idempotent and safe to run
-// from several processes at once.
+// Setup installs the 0.2.0 schema, or upgrades a 0.1.0 one in place, in
+// one transaction under an advisory lock (the statements of SchemaSQL). It
+// is idempotent and safe to run from several processes at once. It
+// refuses, and changes nothing, when the schema holds relaybus tables of
+// a version it does not know (a newer one) or of no version it can tell:
+// the error wraps ErrUnknownSchema.
+//
+// Upgrading from 0.1.0 needs every 0.1.0 worker stopped first, and
+// rewrites every delivery row once; see the package documentation.
 func (s *Store) Setup(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", setupLockKey); err != nil {
@@ -142,6 +179,11 @@ func (s *Store) Setup(ctx context.Context) error {
 		_, err := tx.Exec(ctx, s.schemaSQL)
 		return err
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55000" && strings.HasPrefix(pgErr.Message, "relaybus: ") {
+		// The schema's own guard (object_not_in_prerequisite_state).
+		return fmt.Errorf("relaybus/postgres: setup: %w: %s", ErrUnknownSchema, pgErr.Message)
+	}
 	if err != nil {
 		return errorFrom("setup", err)
 	}

@@ -105,7 +105,7 @@ func TestSchemaSQLIsWhatSetupRuns(t *testing.T) {
 	require.NoError(t, err)
 
 	want := catalog(t, setupPool, "public")
-	require.Len(t, want, 26+6+11, "26 columns, 6 constraints, 11 indexes")
+	require.Len(t, want, 46+10+12+2, "46 columns, 10 constraints, 12 indexes, 2 tables with storage parameters")
 	require.Equal(t, want, catalog(t, byHand, "public"))
 }
 
@@ -121,6 +121,9 @@ SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_
 FROM pg_constraint WHERE connamespace = $1::regnamespace
 UNION ALL
 SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = $1
+UNION ALL
+SELECT 'options ' || relname || ' ' || array_to_string(reloptions, ',')
+FROM pg_class WHERE relnamespace = $1::regnamespace AND reloptions IS NOT NULL
 ORDER BY 1`, schema)
 	require.NoError(t, err)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
@@ -128,9 +131,10 @@ ORDER BY 1`, schema)
 	return out
 }
 
-// TestIndexSet pins the 0.1.0 index set of the deliveries table: eight
-// indexes besides the primary key, several of them on status or the due
-// time, which is why no claim or completion is a HOT update.
+// TestIndexSet pins the 0.2.0 index set of the deliveries table and the
+// cost of one delivery on the happy path: the claim and the completion
+// write no delivery row (one insert, one delete), and every write of a
+// lane row is a HOT update.
 func TestIndexSet(t *testing.T) {
 	t.Parallel()
 	_, pool := setup(t, nil)
@@ -140,19 +144,25 @@ func TestIndexSet(t *testing.T) {
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{
-		"relaybus_deliveries_completed_idx",
-		"relaybus_deliveries_due_idx",
-		"relaybus_deliveries_due_unkeyed_idx",
+		"relaybus_deliveries_dead_idx",
 		"relaybus_deliveries_event_handler_unique",
-		"relaybus_deliveries_handler_created_idx",
-		"relaybus_deliveries_ordering_idx",
+		"relaybus_deliveries_lane_key_idx",
+		"relaybus_deliveries_lane_unkeyed_idx",
 		"relaybus_deliveries_pkey",
-		"relaybus_deliveries_processing_idx",
-		"relaybus_deliveries_status_created_idx",
 	}, names)
+	rows, err = pool.Query(t.Context(),
+		`SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'relaybus_lanes' ORDER BY 1`)
+	require.NoError(t, err)
+	names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"relaybus_lanes_pkey"}, names, "the lanes have no secondary index")
+	var pages, filler int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(DISTINCT (ctid::text::point)[0]),
+		count(*) FILTER (WHERE cardinality(in_flight) > 0) FROM relaybus_lanes`).Scan(&pages, &filler))
+	require.Equal(t, relaybus.LaneCount, pages, "each lane in a page of its own")
+	require.Zero(t, filler, "a lane kept its filler")
 
-	// A claim and a completion each rewrite the row outside HOT. One
-	// connection, so that pg_stat_force_next_flush below reaches the
+	// One connection, so that pg_stat_force_next_flush below reaches the
 	// backend that holds the counters.
 	cfg := pool.Config()
 	cfg.MaxConns = 1
@@ -161,22 +171,32 @@ func TestIndexSet(t *testing.T) {
 	defer one.Close()
 	s, err := postgres.New(one, nil)
 	require.NoError(t, err)
-	publish(t, s, pool, []*relaybus.EventPublish{{
-		Event:      &relaybus.Event{ID: "e1", Type: "t"},
-		Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
-	}})
+	for i, key := range []string{"", "k"} {
+		publish(t, s, pool, []*relaybus.EventPublish{{
+			Event:      &relaybus.Event{ID: fmt.Sprintf("e%d", i), Type: "t", Key: key},
+			Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+		}})
+	}
 	ds := claim(t, s, "w", 10, t0.Add(time.Second), "h")
-	require.Len(t, ds, 1)
-	ok, err := s.DeliveryComplete(t.Context(), &relaybus.DeliveryCompleteParams{Lease: ds[0].Lease(), Now: t0.Add(2 * time.Second)})
+	require.Len(t, ds, 2)
+	ok, err := s.DeliveryCompleteMany(t.Context(), &relaybus.DeliveryCompleteManyParams{Leases: []relaybus.Lease{ds[0].Lease(), ds[1].Lease()}, Now: t0.Add(2 * time.Second)})
 	require.NoError(t, err)
-	require.True(t, ok)
+	require.Equal(t, []bool{true, true}, ok)
+	require.Empty(t, claim(t, s, "w", 10, t0.Add(3*time.Second), "h"), "the claim that hands the drained lanes back")
 	_, err = one.Exec(t.Context(), "SELECT pg_stat_force_next_flush()")
 	require.NoError(t, err)
-	var updated, hot int64
-	require.NoError(t, one.QueryRow(t.Context(),
-		`SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'relaybus_deliveries'`).Scan(&updated, &hot))
-	require.Equal(t, int64(2), updated, "updates of the deliveries table: claim and completion")
-	require.Zero(t, hot, "a 0.1.0 claim or completion was a HOT update")
+	type counters struct{ ins, upd, hot, del int64 }
+	read := func(table string) counters {
+		var c counters
+		require.NoError(t, one.QueryRow(t.Context(),
+			`SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables WHERE relname = $1`, table).
+			Scan(&c.ins, &c.upd, &c.hot, &c.del))
+		return c
+	}
+	require.Equal(t, counters{ins: 2, del: 2}, read("relaybus_deliveries"), "deliveries: inserted and deleted, never updated")
+	lanes := read("relaybus_lanes")
+	require.Positive(t, lanes.upd)
+	require.Equal(t, lanes.upd, lanes.hot, "every update of a lane row is HOT")
 }
 
 func TestCustomSchemaAndPrefix(t *testing.T) {
@@ -188,7 +208,8 @@ func TestCustomSchemaAndPrefix(t *testing.T) {
 	require.NoError(t, err)
 	tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{"rb_custom.app_deliveries", "rb_custom.app_events", "rb_custom.app_keys"}, tables)
+	require.Equal(t, []string{"rb_custom.app_deliveries", "rb_custom.app_events", "rb_custom.app_history",
+		"rb_custom.app_keys", "rb_custom.app_lanes", "rb_custom.app_schema_version"}, tables)
 
 	res := publish(t, s, pool, []*relaybus.EventPublish{{
 		Event:      &relaybus.Event{ID: "e1", Type: "t", Key: "k"},
@@ -200,9 +221,15 @@ func TestCustomSchemaAndPrefix(t *testing.T) {
 	ok, err := s.DeliveryComplete(t.Context(), &relaybus.DeliveryCompleteParams{Lease: ds[0].Lease(), Now: t0.Add(2 * time.Second)})
 	require.NoError(t, err)
 	require.True(t, ok)
-	var status string
-	require.NoError(t, pool.QueryRow(t.Context(), `SELECT status FROM rb_custom.app_deliveries`).Scan(&status))
-	require.Equal(t, "completed", status)
+	var n int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM rb_custom.app_deliveries`).Scan(&n))
+	require.Zero(t, n, "a completed delivery is deleted")
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM rb_custom.app_lanes`).Scan(&n))
+	require.Equal(t, relaybus.LaneCount, n)
+	// Nothing was written outside the schema.
+	require.NoError(t, pool.QueryRow(t.Context(),
+		`SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace`).Scan(&n))
+	require.Zero(t, n)
 }
 
 // queryCounter counts the statements and batches a pool sends.
@@ -382,7 +409,7 @@ func TestConcurrentKeyedClaims(t *testing.T) {
 	}
 	st, err := s.Statistics(t.Context(), &relaybus.StatisticsParams{Now: now})
 	require.NoError(t, err)
-	require.Equal(t, relaybus.Counts{Completed: events * 2}, st.Counts)
+	require.Equal(t, relaybus.Counts{}, st.Counts, "everything completed, and completed deliveries are deleted")
 }
 
 func TestListRejectsMalformedCursor(t *testing.T) {
@@ -394,10 +421,12 @@ func TestListRejectsMalformedCursor(t *testing.T) {
 	}
 	err := s.DeliveryRequeue(t.Context(), &relaybus.DeliveryRequeueParams{DeliveryID: "not-an-id", Now: t0})
 	require.ErrorIs(t, err, relaybus.ErrNotFound)
-	ok, err := s.DeliveryComplete(t.Context(), &relaybus.DeliveryCompleteParams{
-		Lease: relaybus.Lease{DeliveryID: "not-an-id", Token: "x"}, Now: t0})
-	require.NoError(t, err)
-	require.False(t, ok)
+	for _, id := range []string{"not-an-id", "007", "0", "-1", "99999999999999999999"} {
+		_, err = s.DeliveryComplete(t.Context(), &relaybus.DeliveryCompleteParams{
+			Lease: relaybus.Lease{DeliveryID: id, Token: "1:0:0"}, Now: t0})
+		require.ErrorIs(t, err, relaybus.ErrInvalid, "delivery id %q is not one of this store's", id)
+		require.True(t, strings.HasPrefix(err.Error(), "relaybus/postgres: "), err.Error())
+	}
 }
 
 func TestErrorsNameThePackage(t *testing.T) {
@@ -427,4 +456,73 @@ func claim(t *testing.T, s *postgres.Store, owner string, limit int, now time.Ti
 		Owner: owner, Handlers: handlers, Limit: limit, LeaseDuration: time.Minute, Now: now})
 	require.NoError(t, err)
 	return ds
+}
+
+// eventInLane returns an event id whose unkeyed deliveries live in lane.
+func eventInLane(prefix string, lane int) string {
+	for i := 0; ; i++ {
+		if id := fmt.Sprintf("%s-%d", prefix, i); relaybus.LaneOf("", id) == lane {
+			return id
+		}
+	}
+}
+
+// TestClaimRoundTrips: a claim is one round trip whether its held lanes
+// fill it (then it takes no lane, although free lanes have work) or not
+// (then it takes lanes and picks from them in the same round trip).
+func TestClaimRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg, err := pgxpool.ParseConfig(dbtest.TestDatabase(t))
+	require.NoError(t, err)
+	counter := &queryCounter{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Setup(ctx))
+	one := func(id string) *relaybus.EventPublish {
+		return &relaybus.EventPublish{Event: &relaybus.Event{ID: id, Type: "t"}, Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}}}
+	}
+	publish(t, s, pool, []*relaybus.EventPublish{one(eventInLane("a1", 10)), one(eventInLane("a2", 10))})
+	epochs := func() map[int]int64 {
+		rows, err := pool.Query(ctx, `SELECT lane, epoch FROM relaybus_lanes`)
+		require.NoError(t, err)
+		out := map[int]int64{}
+		var lane int16
+		var epoch int64
+		_, err = pgx.ForEachRow(rows, []any{&lane, &epoch}, func() error { out[int(lane)] = epoch; return nil })
+		require.NoError(t, err)
+		return out
+	}
+	claimCounted := func(limit int) ([]*relaybus.Delivery, int64) {
+		before := counter.n.Load()
+		ds := claim(t, s, "w", limit, t0.Add(time.Second), "h")
+		return ds, counter.n.Load() - before
+	}
+
+	// Nothing held: the claim takes lane 10 and picks from it, one round
+	// trip.
+	ds, calls := claimCounted(1)
+	require.Len(t, ds, 1)
+	require.EqualValues(t, 1, calls, "round trips of a claim that takes a lane")
+
+	// Lane 10 still has work and fills the next claim: no lane is taken,
+	// although lane 20 has work now.
+	publish(t, s, pool, []*relaybus.EventPublish{one(eventInLane("b", 20))})
+	before := epochs()
+	ds, calls = claimCounted(1)
+	require.Len(t, ds, 1)
+	require.Equal(t, 10, relaybus.LaneOf("", ds[0].EventID))
+	require.EqualValues(t, 1, calls, "round trips of a claim its held lanes fill")
+	require.Equal(t, before, epochs(), "a claim its held lanes filled took a lane")
+
+	// Not filled by lane 10 (now drained): lane 20 is taken in the same
+	// round trip.
+	ds, calls = claimCounted(5)
+	require.Len(t, ds, 1)
+	require.Equal(t, 20, relaybus.LaneOf("", ds[0].EventID))
+	require.EqualValues(t, 1, calls, "round trips of a claim that takes a lane after its own")
 }

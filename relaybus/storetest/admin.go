@@ -56,7 +56,7 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 
 		require.True(t, e.complete(held.Lease(), At(2*time.Second)))
 		err = requeue(e, held.ID, At(3*time.Second))
-		if e.opts.DeletesCompleted {
+		if !e.opts.KeepsCompleted {
 			require.True(t, errors.Is(err, relaybus.ErrNotFound), "requeue of a deleted delivery: %v", err)
 		} else {
 			require.True(t, errors.Is(err, relaybus.ErrNotDead), "requeue of a completed delivery: %v", err)
@@ -123,7 +123,7 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		for _, d := range e.list(relaybus.DeliveryListParams{}) {
 			kept = append(kept, d.Handler)
 		}
-		if e.opts.DeletesCompleted {
+		if !e.opts.KeepsCompleted {
 			require.Equal(t, int64(1), res.Deliveries, "deadOld")
 			require.ElementsMatch(t, []string{"deadNew", "pending", "processing", "mixedPending"}, kept)
 			// completedNew's event has no delivery left either; whether it

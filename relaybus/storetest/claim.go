@@ -32,12 +32,15 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, 3, d.MaxAttempts)
 		require.Equal(t, "worker-1", d.LeaseOwner)
 		requireTime(t, At(55*time.Second), d.LeaseExpiresAt)
+		require.False(t, d.Suspect, "a first claim is no suspect")
 
-		// The stored delivery says the same.
+		// The stored delivery says the same: in flight, it is listed as
+		// processing under the same lease, its running attempt counted.
 		got := e.get(d)
 		require.Equal(t, relaybus.StatusProcessing, got.Status)
 		require.Equal(t, 1, got.Attempts)
 		require.Equal(t, "worker-1", got.LeaseOwner)
+		require.Equal(t, d.LeaseToken, got.LeaseToken)
 		requireTime(t, At(55*time.Second), got.LeaseExpiresAt)
 
 		// A held lease is not claimed again before it expires.
@@ -114,6 +117,45 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, int64(1), st.Pending, "a rejected call changed the delivery")
 	})
 
+	t.Run("MalformedTokensWriteNothing", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publishN(2, nil)
+		ds := e.claim(nil)
+		require.Len(t, ds, 2)
+		now := At(time.Second)
+		for _, tok := range malformedTokens {
+			bad := relaybus.Lease{DeliveryID: ds[0].ID, Token: tok}
+			_, err := e.s.DeliveryComplete(e.ctx, &relaybus.DeliveryCompleteParams{Lease: bad, Now: now})
+			requireInvalid(t, err, "complete with token "+tok)
+			// One bad lease fails the whole call: the good one is not
+			// completed either.
+			_, err = e.s.DeliveryCompleteMany(e.ctx, &relaybus.DeliveryCompleteManyParams{Leases: []relaybus.Lease{ds[1].Lease(), bad}, Now: now})
+			requireInvalid(t, err, "complete many with token "+tok)
+			_, err = e.s.DeliveryReschedule(e.ctx, &relaybus.DeliveryRescheduleParams{Lease: bad, AvailableAt: At(time.Hour), Now: now})
+			requireInvalid(t, err, "reschedule with token "+tok)
+			_, err = e.s.DeliveryBury(e.ctx, &relaybus.DeliveryBuryParams{Lease: bad, Now: now})
+			requireInvalid(t, err, "bury with token "+tok)
+			_, err = e.s.DeliveryRelease(e.ctx, &relaybus.DeliveryReleaseParams{Lease: bad, Now: now})
+			requireInvalid(t, err, "release with token "+tok)
+			_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", Leases: []relaybus.Lease{ds[1].Lease(), bad}, ExpiresAt: At(time.Hour), Now: now})
+			requireInvalid(t, err, "extend with token "+tok)
+			tx := e.begin()
+			_, err = e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: bad, Now: now})
+			requireInvalid(t, err, "complete in a transaction with token "+tok)
+			require.NoError(t, e.s.TxRollback(e.ctx, tx))
+		}
+		for _, d := range ds {
+			got := e.get(d)
+			require.Equal(t, relaybus.StatusProcessing, got.Status, "a rejected call changed delivery %s", d.ID)
+			require.Equal(t, d.LeaseToken, got.LeaseToken)
+			require.Equal(t, 1, got.Attempts)
+			require.Empty(t, got.LastError)
+			requireTime(t, d.LeaseExpiresAt, got.LeaseExpiresAt, "a rejected extend moved the lease of %s", d.ID)
+		}
+		require.Equal(t, []bool{true, true}, e.completeMany(now, leases(ds)...), "the leases survived the rejected calls")
+	})
+
 	t.Run("Complete", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
@@ -136,7 +178,7 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		ds := e.claim(nil)
 		require.Len(t, ds, 4)
 		require.True(t, e.complete(ds[3].Lease(), At(time.Second)))
-		bogus := relaybus.Lease{DeliveryID: ds[1].ID, Token: ds[1].LeaseToken + "x"}
+		bogus := staleToken(t, ds[1])
 		ok, err := e.s.DeliveryCompleteMany(e.ctx, &relaybus.DeliveryCompleteManyParams{
 			Leases: []relaybus.Lease{ds[0].Lease(), bogus, ds[2].Lease(), ds[3].Lease()},
 			Now:    At(2 * time.Second),
@@ -210,6 +252,38 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		testCompleteTxAgainstTakeover(t, e)
 	})
 
+	t.Run("CompleteAgainstTakeover", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		testCompleteAgainstTakeover(t, e)
+	})
+
+	t.Run("HandsBackDrainedLanes", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		first, _ := e.publish(&eventOpts{Lane: Ptr(7)})
+		d := e.claimOne(nil) // owner-a holds lane 7 until T0+30s
+		require.Equal(t, first.ID, d.EventID)
+		require.True(t, e.complete(d.Lease(), At(time.Second)))
+		// While owner-a holds the lane, owner-b does not see what comes
+		// into it.
+		second, _ := e.publish(&eventOpts{Lane: Ptr(7), Now: Ptr(At(2 * time.Second))})
+		e.claimNone(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(3 * time.Second))}, "claimed from a lane another owner holds")
+		// owner-a's next claim picks it up from the lane it holds...
+		d2 := e.claimOne(&claimOpts{Now: Ptr(At(4 * time.Second))})
+		require.Equal(t, second.ID, d2.EventID)
+		require.True(t, e.complete(d2.Lease(), At(5*time.Second)))
+		// ...and the claim after that, finding the lane drained, hands it
+		// back: the next delivery of the lane goes to owner-b at once,
+		// long before owner-a's lease would have expired.
+		e.claimNone(&claimOpts{Now: Ptr(At(6 * time.Second))})
+		third, _ := e.publish(&eventOpts{Lane: Ptr(7), Now: Ptr(At(7 * time.Second))})
+		got := e.claimOne(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(8 * time.Second))})
+		require.Equal(t, third.ID, got.EventID)
+		require.Equal(t, 1, got.Attempts)
+		require.False(t, got.Suspect, "a lane handed back is not a takeover")
+	})
+
 	t.Run("CompleteTxStaleLease", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
@@ -217,7 +291,7 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		d := e.claimOne(nil)
 		tx := e.begin()
 		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{
-			Lease: relaybus.Lease{DeliveryID: d.ID, Token: d.LeaseToken + "x"},
+			Lease: staleToken(t, d),
 			Now:   At(time.Second),
 		})
 		require.NoError(t, err)
@@ -229,9 +303,10 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 
 // testCompleteTxAgainstTakeover completes a delivery in a transaction
 // while its lease expires and another owner claims it. A store may skip
-// or block the takeover until the transaction ends (PostgreSQL's row
-// lock), or let it win and fail the commit (memory): either way the
-// completion and the takeover must not both win.
+// or block the takeover until the transaction ends (PostgreSQL's FOR KEY
+// SHARE on the lane against the takeover's FOR UPDATE SKIP LOCKED; the
+// memory store's lane lock), or let it win and fail the commit: either
+// way the completion and the takeover must not both win.
 func testCompleteTxAgainstTakeover[TTx any](t *testing.T, e *env[TTx]) {
 	e.publish(nil)
 	d := e.claimOne(nil) // expires at T0+30s
@@ -282,4 +357,47 @@ func testCompleteTxAgainstTakeover[TTx any](t *testing.T, e *env[TTx]) {
 	require.Equal(t, relaybus.StatusProcessing, got.Status, "the failed commit completed the delivery")
 	require.Equal(t, o.ds[0].LeaseToken, got.LeaseToken)
 	require.Equal(t, 2, got.Attempts)
+}
+
+// completeTakeoverRounds is how many times testCompleteAgainstTakeover
+// races a completion against a takeover.
+const completeTakeoverRounds = 20
+
+// testCompleteAgainstTakeover races a plain completion under an expired
+// lease (the old holder finishing late) against another owner's claim
+// that takes the lane over, many times, each round on a delivery of its
+// own. Whatever the interleaving, exactly one of them may win: the
+// completion reports true and the takeover claims nothing, or the
+// completion reports false and the takeover runs the delivery again with
+// its lost attempt charged.
+func testCompleteAgainstTakeover[TTx any](t *testing.T, e *env[TTx]) {
+	for round := range completeTakeoverRounds {
+		base := time.Duration(round) * time.Hour
+		e.publish(&eventOpts{Now: Ptr(At(base))})
+		d := e.claimOne(&claimOpts{Now: Ptr(At(base))}) // expires at base+30s
+		start := make(chan struct{})
+		var completed bool
+		var completeErr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			<-start
+			completed, completeErr = e.s.DeliveryComplete(e.ctx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(base + 31*time.Second)})
+		}()
+		close(start)
+		taken, claimErr := e.s.DeliveryClaim(e.ctx, (&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(base + 31*time.Second))}).params())
+		<-done
+		require.NoError(t, completeErr, "round %d: complete", round)
+		require.NoError(t, claimErr, "round %d: takeover claim", round)
+		if completed {
+			require.Empty(t, taken, "round %d: the completion and the takeover both won", round)
+			e.requireCompleted(d, At(base+31*time.Second))
+			continue
+		}
+		require.Len(t, taken, 1, "round %d: the completion lost, but no takeover won", round)
+		require.Equal(t, d.ID, taken[0].ID)
+		require.Equal(t, 2, taken[0].Attempts, "round %d: the lost attempt is charged", round)
+		require.True(t, taken[0].Suspect, "round %d: a taken-over delivery is a suspect", round)
+		require.True(t, e.complete(taken[0].Lease(), At(base+32*time.Second)), "round %d", round)
+	}
 }

@@ -46,7 +46,7 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		idsOf := func(names ...string) []string {
 			var out []string
 			for _, n := range names {
-				if n == "b/h1" && e.opts.DeletesCompleted {
+				if n == "b/h1" && !e.opts.KeepsCompleted {
 					continue
 				}
 				out = append(out, m[n].ID)

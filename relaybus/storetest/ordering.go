@@ -124,8 +124,15 @@ func testOrdering[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, first.ID, taken.EventID)
 
 		require.True(t, e.release(taken.Lease(), At(32*time.Second)))
-		again := e.claimOne(&claimOpts{Owner: Ptr("owner-c"), Now: Ptr(At(32 * time.Second))})
+		again := e.claimOne(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(32 * time.Second))})
 		require.Equal(t, first.ID, again.EventID, "overtook a released earlier delivery")
+
+		// Handed back (relinquish), the key goes to another owner in order.
+		n, err := e.s.OwnerRelinquish(e.ctx, &relaybus.OwnerRelinquishParams{Owner: "owner-b", Now: At(33 * time.Second)})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		last := e.claimOne(&claimOpts{Owner: Ptr("owner-c"), Now: Ptr(At(33 * time.Second))})
+		require.Equal(t, first.ID, last.EventID, "overtook a relinquished earlier delivery")
 	})
 
 	t.Run("DeadEarlierDoesNotBlock", func(t *testing.T) {

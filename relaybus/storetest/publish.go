@@ -170,6 +170,40 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, 0, res.Deliveries)
 		e.claimNone(&claimOpts{Now: Ptr(At(time.Hour))}, "a completed handler got the event again")
 		e.requireCompleted(d, At(time.Second))
+
+		// A handler it never had is new: only that one gets a delivery,
+		// and only once.
+		for range 2 {
+			_, res = e.publish(&eventOpts{ID: &ev.ID, Handlers: []string{"h1", "h2"}, Now: Ptr(At(2 * time.Minute))})
+			require.Equal(t, []bool{false}, res.Inserted)
+		}
+		ds := e.claim(&claimOpts{Handlers: []string{"h1", "h2"}, Now: Ptr(At(time.Hour))})
+		require.Len(t, ds, 1)
+		require.Equal(t, "h2", ds[0].Handler)
+		require.True(t, e.complete(ds[0].Lease(), At(time.Hour)))
+		_, res = e.publish(&eventOpts{ID: &ev.ID, Handlers: []string{"h1", "h2"}, Now: Ptr(At(2 * time.Hour))})
+		require.Equal(t, 0, res.Deliveries, "a republish after both completed")
+		e.claimNone(&claimOpts{Handlers: []string{"h1", "h2"}, Now: Ptr(At(3 * time.Hour))})
+	})
+
+	t.Run("SameEventIDAfterCompletionManyEvents", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		// A redelivered batch of several events, some completed, some not.
+		var eps []*relaybus.EventPublish
+		for range 6 {
+			eps = append(eps, (&eventOpts{Handlers: []string{"h1", "h2"}}).publish())
+		}
+		e.publishTx(&relaybus.EventPublishParams{Events: eps, Now: T0})
+		ds := e.claim(&claimOpts{Handlers: []string{"h1"}})
+		require.Len(t, ds, 6)
+		for _, d := range ds[:4] {
+			require.True(t, e.complete(d.Lease(), At(time.Second)))
+		}
+		res := e.publishTx(&relaybus.EventPublishParams{Events: eps, Now: At(time.Minute)})
+		require.Equal(t, 0, res.Deliveries, "a republished batch added deliveries")
+		require.Len(t, e.list(relaybus.DeliveryListParams{Status: relaybus.StatusPending}), 6, "h2's six")
+		require.Len(t, e.list(relaybus.DeliveryListParams{Status: relaybus.StatusProcessing}), 2, "h1's two still running")
 	})
 
 	t.Run("SameEventIDInOneTransaction", func(t *testing.T) {

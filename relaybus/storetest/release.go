@@ -24,14 +24,45 @@ func testRelease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.True(t, e.release(d.Lease(), At(2*time.Second)))
 		got := e.get(d)
 		require.Equal(t, relaybus.StatusPending, got.Status)
-		require.Equal(t, 1, got.Attempts, "a release gives the attempt back")
+		require.Equal(t, 1, got.Attempts, "a release spends no attempt")
 		require.Empty(t, got.LeaseToken)
 		require.False(t, e.complete(d.Lease(), At(3*time.Second)), "the lease survived its release")
 		require.False(t, e.release(d.Lease(), At(3*time.Second)), "released twice")
 
-		again := e.claimOne(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(3 * time.Second))})
+		// The releasing owner still holds the lane: it claims the delivery
+		// again, as the same attempt.
+		again := e.claimOne(&claimOpts{Now: Ptr(At(3 * time.Second))})
 		require.Equal(t, d.ID, again.ID)
 		require.Equal(t, 2, again.Attempts, "the released attempt was spent")
+		require.False(t, again.Suspect, "a released delivery became a suspect")
+
+		// Lost after that (its lease expires): the takeover charges it,
+		// which spends the budget: dead, not run a third time.
+		e.claimNone(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(34 * time.Second))}, "ran a delivery past its budget")
+		require.Equal(t, relaybus.StatusDead, e.get(d).Status)
+		require.Equal(t, 2, e.get(d).Attempts)
+	})
+
+	t.Run("ReleaseKeepsSuspect", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(nil)
+		e.claimOne(nil) // crashes
+		taken := e.claimOne(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(31 * time.Second))})
+		require.True(t, taken.Suspect)
+		// A graceful shutdown releases it: still a suspect, no attempt
+		// spent, so it still runs alone.
+		require.True(t, e.release(taken.Lease(), At(32*time.Second)))
+		got := e.get(taken)
+		require.True(t, got.Suspect, "a release cleared the suspect mark")
+		require.Equal(t, 1, got.Attempts, "a release spent an attempt")
+		again := e.claimOne(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(33 * time.Second))})
+		require.True(t, again.Suspect)
+		require.Equal(t, 2, again.Attempts)
+		// A failure that ends in a reschedule clears it: the delivery ran
+		// and returned.
+		require.True(t, e.reschedule(again.Lease(), At(34*time.Second), At(33*time.Second), "failed"))
+		require.False(t, e.get(taken).Suspect, "a reschedule kept the suspect mark")
 	})
 
 	t.Run("OwnerRelinquish", func(t *testing.T) {
@@ -70,6 +101,41 @@ func testRelease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		}
 		for _, d := range theirs {
 			require.True(t, e.complete(d.Lease(), At(4*time.Second)))
+		}
+	})
+
+	t.Run("RelinquishHandsLanesBack", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		// owner-a holds lane 5 with one delivery in flight and one it has
+		// not claimed, and lane 6 with nothing left in flight.
+		e.publish(&eventOpts{Lane: Ptr(5)})
+		e.publish(&eventOpts{Lane: Ptr(5), Now: Ptr(At(time.Second))})
+		e.publish(&eventOpts{Lane: Ptr(6)})
+		mine := e.claim(&claimOpts{Limit: Ptr(2), Now: Ptr(At(time.Second))})
+		require.Len(t, mine, 2)
+		var inSix *relaybus.Delivery
+		for _, d := range mine {
+			if relaybus.LaneOf(d.Key, d.EventID) == 6 {
+				inSix = d
+			}
+		}
+		require.NotNil(t, inSix)
+		require.True(t, e.complete(inSix.Lease(), At(2*time.Second)))
+		e.publish(&eventOpts{Lane: Ptr(6), Now: Ptr(At(2 * time.Second))})
+		e.claimNone(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(3 * time.Second))}, "claimed from lanes owner-a holds")
+
+		n, err := e.s.OwnerRelinquish(e.ctx, &relaybus.OwnerRelinquishParams{Owner: "owner-a", Now: At(4 * time.Second)})
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "one delivery was in flight")
+
+		// At once, long before owner-a's leases (T0+31s) expire, owner-b
+		// gets everything, and nothing was charged.
+		got := e.claim(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(5 * time.Second))})
+		require.Len(t, got, 3)
+		for _, d := range got {
+			require.Equal(t, 1, d.Attempts, "delivery %s", d.ID)
+			require.False(t, d.Suspect, "a relinquished delivery is not a suspect")
 		}
 	})
 

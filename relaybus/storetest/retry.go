@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,12 @@ func testRetry[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.claimNone(&claimOpts{Now: Ptr(At(1000 * time.Hour))}, "claimed a dead delivery")
 	})
 
+	t.Run("CrashLoopChargesOnlyThePoison", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		testCrashLoop(t, e)
+	})
+
 	t.Run("CrashLoopEndsDead", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
@@ -105,4 +112,74 @@ func testRetry[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		st := e.stats(now)
 		require.Equal(t, relaybus.Counts{Dead: 1}, st.Counts)
 	})
+}
+
+// Sizes of testCrashLoop.
+const (
+	crashLoopBudget     = 3 // the poison delivery's max attempts
+	crashLoopBystanders = 4 // deliveries claimed beside it the first time
+	// crashLoopStepsMax bounds the claims of the loop: a store that never
+	// buries the poison delivery fails here instead of looping forever.
+	crashLoopStepsMax = 50
+)
+
+// testCrashLoop is a poison delivery that crashes its process every time
+// it runs (its lease expires again and again), claimed the first time in
+// one batch with bystanders, deliveries of the same lane whose handlers
+// would succeed but whose process died with it. The poison delivery must
+// end dead after exactly its budget of attempts; each bystander is
+// charged at most once (the first takeover cannot tell it from the
+// poison), and is then claimed alone, as a suspect, and completes.
+func testCrashLoop[TTx any](t *testing.T, e *env[TTx]) {
+	const lane = 11
+	var poison *relaybus.Event
+	bystanders := map[string]bool{}
+	for i := range crashLoopBystanders + 1 {
+		if i == crashLoopBystanders/2 {
+			poison, _ = e.publish(&eventOpts{Lane: Ptr(lane), MaxAttempts: Ptr(crashLoopBudget), Now: Ptr(At(time.Duration(i) * time.Second))})
+			continue
+		}
+		ev, _ := e.publish(&eventOpts{Lane: Ptr(lane), MaxAttempts: Ptr(crashLoopBudget), Now: Ptr(At(time.Duration(i) * time.Second))})
+		bystanders[ev.ID] = true
+	}
+	now := At(time.Minute)
+	first := e.claim(&claimOpts{Now: &now})
+	require.Len(t, first, crashLoopBystanders+1, "the first claim takes the whole lane")
+	// The process crashes: nothing is written; every lease expires.
+	now = first[0].LeaseExpiresAt.Add(time.Second)
+
+	poisonRuns, completed := 1, 0
+	// Every crash is a new process: a new owner, which takes the lane over
+	// once the lease has expired.
+	crashes := 1
+	owner := func() *string { return Ptr(fmt.Sprintf("process-%d", crashes)) }
+	for step := 0; ; step++ {
+		require.Less(t, step, crashLoopStepsMax, "the crash loop does not end")
+		ds := e.claim(&claimOpts{Owner: owner(), Now: &now})
+		if len(ds) == 0 {
+			break
+		}
+		require.Len(t, ds, 1, "step %d: after a takeover, suspects run alone", step)
+		d := ds[0]
+		require.True(t, d.Suspect, "step %d: delivery %s claimed after a takeover is not a suspect", step, d.ID)
+		if d.EventID == poison.ID {
+			poisonRuns++
+			require.Equal(t, poisonRuns, d.Attempts, "step %d: every crash of the poison delivery is charged", step)
+			now = d.LeaseExpiresAt.Add(time.Second) // crashes again
+			crashes++
+			continue
+		}
+		require.True(t, bystanders[d.EventID], "step %d: claimed %s, which is no bystander", step, d.EventID)
+		require.Equal(t, 2, d.Attempts, "step %d: bystander %s was charged more than the first crash", step, d.EventID)
+		require.True(t, e.complete(d.Lease(), now), "step %d", step)
+		completed++
+	}
+	require.Equal(t, crashLoopBudget, poisonRuns, "the poison delivery ran exactly its budget")
+	require.Equal(t, crashLoopBystanders, completed, "every bystander completed")
+	dead := e.deliveryOf(poison.ID, "h1")
+	require.Equal(t, relaybus.StatusDead, dead.Status)
+	require.Equal(t, crashLoopBudget, dead.Attempts)
+	require.NotEmpty(t, dead.LastError, "a delivery buried by a takeover says why")
+	st := e.stats(now)
+	require.Equal(t, relaybus.Counts{Dead: 1, Completed: e.completedCount(crashLoopBystanders)}, st.Counts)
 }

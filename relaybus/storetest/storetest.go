@@ -12,12 +12,29 @@
 // simulated without sleeping. It never assumes the format of delivery IDs
 // (decimal strings, ObjectIDs, ...) and never compares them as numbers.
 //
+// # The contract: relaybus 0.2.0, lane leases
+//
+// The suite holds every store to the lane-lease protocol of
+// docs/lane-protocol.md: deliveries live in relaybus.LaneOf(key, event
+// ID) lanes; a claim leases lanes, not deliveries, to (owner, store
+// instance), and returns lease tokens of the form lane:epoch:claims
+// (relaybus.LaneToken); an attempt is charged when it ends (reschedule,
+// bury) or when its lane is taken over, never at claim and never by a
+// release; a delivery that was in flight at a takeover is a suspect and
+// is claimed alone; completed deliveries are deleted unless the store
+// keeps them (Options.KeepsCompleted); events remember their handlers.
+// Lane exclusivity is part of it: while a lane is held under a live lease,
+// no other owner sees its deliveries. The fixtures therefore give each
+// unkeyed event of a test a lane of its own unless the test asks for one
+// (eventOpts.Lane), so tests of independent deliveries stay independent.
+//
 // # Areas
 //
 // One file per area: publish (atomic and idempotent), claim and
-// completion, leases (extension, expiry, takeover and fencing), retries
-// and dead letters, release, per-key ordering, list and statistics,
-// requeue and purge, and concurrency.
+// completion, leases (extension, expiry, takeover, fencing, lane
+// exclusivity), retries, dead letters and crash loops, release and
+// relinquish, per-key ordering, list and statistics, requeue and purge,
+// and concurrency.
 package storetest
 
 import (
@@ -36,10 +53,18 @@ import (
 
 // Options describe the store under test.
 type Options struct {
-	// DeletesCompleted: the store deletes a delivery when it completes
-	// (the 0.2.0 stores) instead of keeping it with status completed (the
-	// 0.1.0 ones). The suite then expects "gone" where it would expect
-	// "completed"; nothing else changes.
+	// KeepsCompleted: the store keeps completed deliveries, listed and
+	// counted with status completed until Purge (the PostgreSQL store with
+	// CompletionHistory, the memory store with RetainCompleted). The
+	// default, as in every 0.2.0 store out of the box, deletes a delivery
+	// when it completes: the suite then expects "gone" where it would
+	// expect "completed".
+	KeepsCompleted bool
+	// DeletesCompleted is ignored: deleting completed deliveries is the
+	// 0.2.0 default (see KeepsCompleted). It is kept so that callers
+	// written for the 0.1.0 suite still compile.
+	//
+	// Deprecated: use KeepsCompleted.
 	DeletesCompleted bool
 	// RetryableConflict, when set, recognises the error of a store that
 	// neither blocks a second transaction on the same key nor assigns
@@ -103,6 +128,32 @@ type env[TTx any] struct {
 	s    relaybus.Store[TTx]
 	ctx  context.Context
 	opts Options
+	// usedLanes are the lanes of the events published through env.publish
+	// so far; an unkeyed event without an ID or a Lane gets the first lane
+	// not among them, so that its deliveries share a lane with nothing
+	// else of the test.
+	usedLanes [relaybus.LaneCount]bool
+}
+
+// freshLane returns the first lane no event of the test uses yet (lane 0
+// again once all are used).
+func (e *env[TTx]) freshLane() int {
+	for l, used := range e.usedLanes {
+		if !used {
+			return l
+		}
+	}
+	return 0
+}
+
+// IDInLane returns an event ID not used before in this process whose
+// unkeyed deliveries live in lane (relaybus.LaneOf("", id) == lane).
+func IDInLane(lane int) string {
+	for {
+		if id := NewEventID(); relaybus.LaneOf("", id) == lane {
+			return id
+		}
+	}
 }
 
 // Ptr returns a pointer to v, for the pointer options of fixtures.
@@ -127,6 +178,10 @@ type eventOpts struct {
 	Handlers    []string          // default: {"h1"}
 	MaxAttempts *int              // default: 5
 	Now         *time.Time        // default: T0
+	// Lane, for an unkeyed event without an ID: the lane its deliveries
+	// live in. Default: env.publish gives it a lane of its own; a bare
+	// eventOpts.publish any lane.
+	Lane *int
 }
 
 const defaultMaxAttempts = 5
@@ -135,9 +190,14 @@ func (o *eventOpts) publish() *relaybus.EventPublish {
 	if o == nil {
 		o = &eventOpts{}
 	}
-	ev := &relaybus.Event{ID: NewEventID(), Type: "order.created", Payload: []byte(`{"n":1}`), Headers: o.Headers}
-	if o.ID != nil {
+	ev := &relaybus.Event{Type: "order.created", Payload: []byte(`{"n":1}`), Headers: o.Headers}
+	switch {
+	case o.ID != nil:
 		ev.ID = *o.ID
+	case o.Lane != nil && o.Key == nil:
+		ev.ID = IDInLane(*o.Lane)
+	default:
+		ev.ID = NewEventID()
 	}
 	if o.Type != nil {
 		ev.Type = *o.Type
@@ -174,9 +234,19 @@ func (o *eventOpts) now() time.Time {
 }
 
 // publish publishes one event in a transaction of its own and commits.
+// An unkeyed event without an ID or Lane gets a lane of its own.
 func (e *env[TTx]) publish(o *eventOpts) (*relaybus.Event, *relaybus.EventPublishResult) {
 	e.t.Helper()
+	if o == nil {
+		o = &eventOpts{}
+	}
+	if o.ID == nil && o.Key == nil && o.Lane == nil {
+		c := *o
+		c.Lane = Ptr(e.freshLane())
+		o = &c
+	}
 	ep := o.publish()
+	e.usedLanes[relaybus.LaneOf(ep.Event.Key, ep.Event.ID)] = true
 	res := e.publishTx(&relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: o.now()})
 	return ep.Event, res
 }
@@ -266,8 +336,41 @@ func (e *env[TTx]) claim(o *claimOpts) []*relaybus.Delivery {
 		require.NotEmpty(e.t, d.LeaseToken, "claimed delivery %s", d.ID)
 		requireTime(e.t, p.Now.Add(p.LeaseDuration), d.LeaseExpiresAt, "lease expiry of delivery %s", d.ID)
 		require.Contains(e.t, p.Handlers, d.Handler, "claimed delivery %s", d.ID)
+		tok, err := relaybus.ParseLaneToken(d.LeaseToken)
+		require.NoError(e.t, err, "the token of delivery %s is not lane:epoch:claims", d.ID)
+		require.Equal(e.t, relaybus.LaneOf(d.Key, d.EventID), tok.Lane, "the token of delivery %s names another lane than LaneOf", d.ID)
+	}
+	if len(ds) > 1 {
+		for _, d := range ds {
+			require.False(e.t, d.Suspect, "claim returned suspect %s with %d others: a suspect is claimed alone", d.ID, len(ds)-1)
+		}
 	}
 	return ds
+}
+
+// staleToken returns a well-formed lease of d that is not current: the
+// same lane and epoch, the claims counter one further. Every write under
+// it must report false and change nothing.
+func staleToken(t *testing.T, d *relaybus.Delivery) relaybus.Lease {
+	t.Helper()
+	tok, err := relaybus.ParseLaneToken(d.LeaseToken)
+	require.NoError(t, err)
+	tok.Claims++
+	return relaybus.Lease{DeliveryID: d.ID, Token: tok.String()}
+}
+
+// malformedTokens are tokens no lane-lease store hands out: each is an
+// ErrInvalid error, and the call writes nothing.
+var malformedTokens = []string{
+	"x",
+	"0123456789abcdef0123456789abcdef", // a 0.1.0 token
+	"1:2",
+	"1:2:3:4",
+	"256:0:0", // lane out of range
+	"-1:0:0",
+	"01:0:0",
+	" 1:0:0",
+	"1:0:99999999999999999999", // overflows int64
 }
 
 // claimOne claims and requires exactly one delivery.
@@ -289,6 +392,14 @@ func (e *env[TTx]) complete(l relaybus.Lease, now time.Time) bool {
 	e.t.Helper()
 	ok, err := e.s.DeliveryComplete(e.ctx, &relaybus.DeliveryCompleteParams{Lease: l, Now: now})
 	require.NoError(e.t, err)
+	return ok
+}
+
+func (e *env[TTx]) completeMany(now time.Time, ls ...relaybus.Lease) []bool {
+	e.t.Helper()
+	ok, err := e.s.DeliveryCompleteMany(e.ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: now})
+	require.NoError(e.t, err)
+	require.Len(e.t, ok, len(ls), "complete many results")
 	return ok
 }
 
@@ -367,23 +478,24 @@ func (e *env[TTx]) deliveryOf(eventID, handler string) *relaybus.Delivery {
 	return ds[0]
 }
 
-// requireCompleted checks that d was completed at now: status completed,
-// or gone when the store deletes completed deliveries.
+// requireCompleted checks that d was completed at now: gone, or status
+// completed when the store keeps completed deliveries.
 func (e *env[TTx]) requireCompleted(d *relaybus.Delivery, now time.Time) {
 	e.t.Helper()
 	got := e.find(d)
-	if e.opts.DeletesCompleted {
+	if !e.opts.KeepsCompleted {
 		require.Nil(e.t, got, "delivery %s should be deleted on completion", d.ID)
 		return
 	}
-	require.NotNil(e.t, got, "completed delivery %s is gone, but Options.DeletesCompleted is false", d.ID)
+	require.NotNil(e.t, got, "completed delivery %s is gone, but Options.KeepsCompleted is set", d.ID)
 	require.Equal(e.t, relaybus.StatusCompleted, got.Status, "delivery %s", d.ID)
 	requireTime(e.t, now, got.CompletedAt, "CompletedAt of delivery %s", d.ID)
+	require.Empty(e.t, got.LeaseToken, "completed delivery %s", d.ID)
 }
 
 // completedCount is the Completed count expected after n completions.
 func (e *env[TTx]) completedCount(n int64) int64 {
-	if e.opts.DeletesCompleted {
+	if !e.opts.KeepsCompleted {
 		return 0
 	}
 	return n

@@ -1,0 +1,328 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/postgres"
+)
+
+// Sizes of TestNoDeadlockRenewalsCompletionsClaims.
+const (
+	// statsFlushWait covers PostgreSQL's interval for flushing a backend's
+	// statistics (PGSTAT_MIN_INTERVAL, 1 s) with a margin.
+	statsFlushWait     = 1500 * time.Millisecond
+	lockTestDeliveries = 600
+	lockTestBatch      = 100
+	lockTestCompleters = 3
+)
+
+// TestNoDeadlockRenewalsCompletionsClaims runs, at once and for the
+// same deliveries, what 0.1.0 deadlocked on (v0.1.1's issue: renewals
+// and CompleteMany of reversed leases, 8 deadlocks in 10 rounds) and
+// everything else that locks lanes or deliveries: claims, renewals in
+// random order, completions in reversed and shuffled order, reschedules
+// and releases, and takeovers of expired lanes while their old holder
+// still completes. The lock order of docs/lane-protocol.md (lanes before
+// deliveries; ascending lane, ascending id; completions lock no lane,
+// renewals no delivery) means no statement ever waits in a cycle: no
+// 40P01, and the server's deadlock counter does not move.
+func TestNoDeadlockRenewalsCompletionsClaims(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newPool(t)
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Setup(ctx))
+	deadlocksBefore := deadlocks(t, pool)
+
+	var eps []*relaybus.EventPublish
+	for i := range lockTestDeliveries {
+		e := &relaybus.Event{ID: fmt.Sprintf("e%d", i), Type: "t"}
+		if i%3 == 0 {
+			e.Key = fmt.Sprintf("k%d", i%17)
+		}
+		eps = append(eps, &relaybus.EventPublish{Event: e, Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 100}}})
+	}
+	publish(t, s, pool, eps)
+
+	var (
+		failures  = make(chan error, 64)
+		completed atomic.Int64
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		held      = map[string]relaybus.Lease{} // owner-a's current leases
+		done      = make(chan struct{})
+	)
+	check := func(what string, err error) bool {
+		if err == nil {
+			return true
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+			failures <- fmt.Errorf("%s: deadlock: %w", what, err)
+		} else if ctx.Err() == nil {
+			failures <- fmt.Errorf("%s: %w", what, err)
+		}
+		return false
+	}
+	snapshot := func() []relaybus.Lease {
+		mu.Lock()
+		defer mu.Unlock()
+		ls := make([]relaybus.Lease, 0, len(held))
+		for _, l := range held {
+			ls = append(ls, l)
+		}
+		return ls
+	}
+	forget := func(ls []relaybus.Lease, oks []bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, l := range ls {
+			if oks == nil || oks[i] {
+				if held[l.DeliveryID] == l {
+					delete(held, l.DeliveryID)
+				}
+			}
+		}
+	}
+	// The store's clock: the publish's T0 plus the time the test has run.
+	began := time.Now()
+	now := func() time.Time { return t0.Add(time.Since(began)) }
+
+	// The claimer: owner-a keeps claiming what it can hold.
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			ds, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "owner-a", Handlers: []string{"h"},
+				Limit: lockTestBatch, LeaseDuration: time.Minute, Now: now()})
+			if !check("claim", err) {
+				return
+			}
+			mu.Lock()
+			for _, d := range ds {
+				held[d.ID] = d.Lease()
+			}
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+	})
+	// The renewer: every lease at once, in a random order each time.
+	wg.Go(func() {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			ls := snapshot()
+			if len(ls) == 0 {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			rng.Shuffle(len(ls), func(i, j int) { ls[i], ls[j] = ls[j], ls[i] })
+			_, err := s.LeaseExtend(ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", Leases: ls,
+				ExpiresAt: now().Add(time.Minute), Now: now()})
+			if !check("extend", err) {
+				return
+			}
+		}
+	})
+	// Completers: reversed and shuffled batches; one in ten reschedules
+	// or releases instead.
+	for c := range lockTestCompleters {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), 3))
+			for completed.Load() < lockTestDeliveries {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				ls := snapshot()
+				if len(ls) == 0 {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				ls = ls[:min(len(ls), 1+rng.IntN(lockTestBatch))]
+				if c%2 == 0 {
+					slices.Reverse(ls)
+				} else {
+					rng.Shuffle(len(ls), func(i, j int) { ls[i], ls[j] = ls[j], ls[i] })
+				}
+				if rng.IntN(10) == 0 {
+					l := ls[0]
+					var ok bool
+					var err error
+					if rng.IntN(2) == 0 {
+						ok, err = s.DeliveryReschedule(ctx, &relaybus.DeliveryRescheduleParams{Lease: l, Error: "again", AvailableAt: now(), Now: now()})
+					} else {
+						ok, err = s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{Lease: l, Now: now()})
+					}
+					if !check("reschedule or release", err) {
+						return
+					}
+					if ok {
+						forget([]relaybus.Lease{l}, nil)
+					}
+					continue
+				}
+				oks, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: now()})
+				if !check("complete", err) {
+					return
+				}
+				for _, ok := range oks {
+					if ok {
+						completed.Add(1)
+					}
+				}
+				forget(ls, oks)
+			}
+		})
+	}
+
+	deadline := time.After(time.Minute)
+	for completed.Load() < lockTestDeliveries {
+		select {
+		case err := <-failures:
+			close(done)
+			wg.Wait()
+			require.NoError(t, err)
+		case <-deadline:
+			close(done)
+			wg.Wait()
+			// What is left, to tell a lost lease from a stuck key.
+			rows, err := pool.Query(ctx, `SELECT d.id, d.key, d.sequence, d.claims, l.lane, l.epoch, l.in_flight
+				FROM relaybus_deliveries d JOIN relaybus_lanes l ON l.lane = d.lane ORDER BY d.id`)
+			require.NoError(t, err)
+			for rows.Next() {
+				v, err := rows.Values()
+				require.NoError(t, err)
+				t.Logf("left (id, key, sequence, claims, lane, epoch, in flight): %v", v)
+			}
+			t.Logf("leases held: %v", snapshot())
+			require.FailNow(t, "the deliveries did not all complete", "%d of %d", completed.Load(), lockTestDeliveries)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(done)
+	wg.Wait()
+	close(failures)
+	for err := range failures {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(lockTestDeliveries), completed.Load(), "every delivery completed exactly once")
+	var left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM relaybus_deliveries`).Scan(&left))
+	require.Zero(t, left)
+
+	testTakeoverAgainstLateCompletions(t, s, pool)
+	// Backends report their counters at most once a second.
+	time.Sleep(statsFlushWait)
+	require.Equal(t, deadlocksBefore, deadlocks(t, pool), "the server broke a deadlock")
+}
+
+// testTakeoverAgainstLateCompletions: owner-a claims with a short lease
+// and lets it expire; owner-b takes the lanes over (locking them FOR
+// UPDATE and charging the deliveries in id order) while owner-a completes
+// late in reversed order. Every delivery ends completed by exactly one of
+// them.
+func testTakeoverAgainstLateCompletions(t *testing.T, s *postgres.Store, pool *pgxpool.Pool) {
+	ctx := t.Context()
+	var eps []*relaybus.EventPublish
+	for i := range lockTestBatch * 2 {
+		eps = append(eps, &relaybus.EventPublish{
+			Event:      &relaybus.Event{ID: fmt.Sprintf("late%d", i), Type: "t"},
+			Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 100}},
+		})
+	}
+	publish(t, s, pool, eps)
+	start := t0.Add(24 * time.Hour) // after phase one's leases
+	ds := claim(t, s, "owner-a", len(eps), start, "h")
+	require.Len(t, ds, len(eps))
+	lateNow := start.Add(2 * time.Minute) // past the lease of a minute
+	var wg sync.WaitGroup
+	var lateOK, takenOK atomic.Int64
+	errs := make(chan error, 2)
+	wg.Go(func() {
+		ls := make([]relaybus.Lease, len(ds))
+		for i, d := range ds {
+			ls[len(ds)-1-i] = d.Lease()
+		}
+		oks, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: lateNow})
+		errs <- err
+		for _, ok := range oks {
+			if ok {
+				lateOK.Add(1)
+			}
+		}
+	})
+	wg.Go(func() {
+		// Claims by owner-b until it finds nothing: suspects come one at a
+		// time.
+		for {
+			taken, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "owner-b", Handlers: []string{"h"},
+				Limit: len(eps), LeaseDuration: time.Minute, Now: lateNow})
+			if err != nil || len(taken) == 0 {
+				errs <- err
+				return
+			}
+			ls := make([]relaybus.Lease, len(taken))
+			for i, d := range taken {
+				ls[i] = d.Lease()
+			}
+			oks, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: lateNow})
+			if err != nil {
+				errs <- err
+				return
+			}
+			for _, ok := range oks {
+				if ok {
+					takenOK.Add(1)
+				}
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			require.NotEqual(t, "40P01", pgErr.Code, "deadlock: %v", err)
+		}
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(len(eps)), lateOK.Load()+takenOK.Load(), "each delivery completed by exactly one of them")
+	var left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM relaybus_deliveries`).Scan(&left))
+	require.Zero(t, left)
+}
+
+// deadlocks reads the server's count of deadlocks broken in the current
+// database.
+func deadlocks(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), "SELECT pg_stat_clear_snapshot()")
+	require.NoError(t, err)
+	var n int64
+	require.NoError(t, pool.QueryRow(t.Context(),
+		`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n))
+	return n
+}

@@ -1,0 +1,326 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
+	"github.com/berkcansavur/relaybus/relaybus"
+)
+
+// Sizes of the plan tests' backlog: a deep keyed backlog (four hot keys
+// and many keys with a few events each) beside unkeyed work.
+const (
+	planHotKeys       = 4
+	planHotPerKey     = 2_000
+	planManyKeys      = 2_000
+	planManyPerKey    = 3
+	planUnkeyed       = 20_000
+	planLimit         = 200
+	planPublishBatch  = 1_000
+	planCompleteBatch = 200
+)
+
+// planNode is one node of EXPLAIN (FORMAT JSON).
+type planNode struct {
+	NodeType   string     `json:"Node Type"`
+	Relation   string     `json:"Relation Name"`
+	Index      string     `json:"Index Name"`
+	Parent     string     `json:"Parent Relationship"`
+	SharedHit  int64      `json:"Shared Hit Blocks"`
+	SharedRead int64      `json:"Shared Read Blocks"`
+	ActualRows float64    `json:"Actual Rows"`
+	Plans      []planNode `json:"Plans"`
+}
+
+// walk calls fn for n and every node below it, telling it whether the
+// node is inside a subplan (a correlated or initial subquery).
+func (n *planNode) walk(inSubplan bool, fn func(n *planNode, inSubplan bool)) {
+	fn(n, inSubplan)
+	for i := range n.Plans {
+		c := &n.Plans[i]
+		c.walk(inSubplan || c.Parent == "SubPlan" || c.Parent == "InitPlan", fn)
+	}
+}
+
+// planOf is the plan and text of one EXPLAIN.
+type planOf struct {
+	root planNode
+	text string
+}
+
+// scans lists "node on relation using index" for every scan of table.
+func (p *planOf) scans(table string) []string {
+	var out []string
+	p.root.walk(false, func(n *planNode, _ bool) {
+		if n.Relation == table && n.NodeType != "ModifyTable" {
+			out = append(out, strings.TrimSpace(n.NodeType+" "+n.Index))
+		}
+	})
+	return out
+}
+
+// buffers is the root's shared blocks, hit and read: what the statement
+// touched.
+func (p *planOf) buffers() int64 { return p.root.SharedHit + p.root.SharedRead }
+
+// explain runs sql as a prepared statement with args under EXPLAIN
+// (ANALYZE, BUFFERS, FORMAT JSON), in a transaction that is rolled back,
+// with PostgreSQL forced to a generic plan (the one a pgx statement cache
+// runs after five executions) or a custom one (the first five). pre are
+// statements run in the same transaction first, with their own args.
+func explain(t *testing.T, pool *pgxpool.Pool, generic bool, sql string, types string, args []any, pre ...func(tx pgx.Tx)) *planOf {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	mode := "force_custom_plan"
+	if generic {
+		mode = "force_generic_plan"
+	}
+	_, err = tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode)
+	require.NoError(t, err)
+	for _, f := range pre {
+		f(tx)
+	}
+	name := fmt.Sprintf("plan_test_%d", time.Now().UnixNano())
+	_, err = tx.Exec(ctx, fmt.Sprintf("PREPARE %s(%s) AS %s", name, types, sql))
+	require.NoError(t, err)
+	// EXECUTE takes no bind parameters: each argument goes in as a
+	// literal, rendered by the server from the value pgx sends.
+	typeList := strings.Split(types, ",")
+	require.Len(t, typeList, len(args))
+	params := make([]string, len(args))
+	for i, a := range args {
+		typ := strings.TrimSpace(typeList[i])
+		var lit string
+		require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf("SELECT quote_literal($1::%s::text)", typ), a).Scan(&lit))
+		params[i] = lit + "::" + typ
+	}
+	var raw []byte
+	require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE %s(%s)", name, strings.Join(params, ", "))).Scan(&raw))
+	var doc []struct {
+		Plan planNode `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.Len(t, doc, 1)
+	rows, err := tx.Query(ctx, fmt.Sprintf("EXPLAIN (COSTS OFF) EXECUTE %s(%s)", name, strings.Join(params, ", ")))
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return &planOf{root: doc[0].Plan, text: strings.Join(lines, "\n")}
+}
+
+// planStore is a store on a fresh database whose deliveries table is
+// never analyzed (autovacuum off for it), holding the plan tests'
+// backlog, with a claimer ("w") holding lanes: the state the hot
+// statements run in.
+func planStore(t *testing.T) (*Store, *pgxpool.Pool) {
+	t.Helper()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, dbtest.TestDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := New(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Setup(ctx))
+	for _, table := range []string{"deliveries", "events", "lanes"} {
+		_, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE relaybus_%s SET (autovacuum_enabled = false)`, table))
+		require.NoError(t, err)
+	}
+	// The hot keys are due first, so that the claimer takes their lanes.
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Hour)
+	n := 0
+	var eps []*relaybus.EventPublish
+	flush := func() {
+		if len(eps) == 0 {
+			return
+		}
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = s.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{Events: eps, Now: now})
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		eps = nil
+	}
+	add := func(key string) {
+		n++
+		eps = append(eps, &relaybus.EventPublish{
+			Event:      &relaybus.Event{ID: fmt.Sprintf("e%d", n), Type: "t", Key: key},
+			Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+		})
+		if len(eps) == planPublishBatch {
+			flush()
+		}
+	}
+	for i := range planHotPerKey * planHotKeys {
+		add(fmt.Sprintf("hot-%d", i%planHotKeys))
+	}
+	flush()
+	now = now.Add(time.Hour)
+	for i := range planManyKeys * planManyPerKey {
+		add(fmt.Sprintf("many-%d", i%planManyKeys))
+	}
+	for range planUnkeyed {
+		add("")
+	}
+	flush()
+	var analyzed int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_user_tables
+		WHERE relname = 'relaybus_deliveries' AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)`).Scan(&analyzed))
+	require.Zero(t, analyzed, "the deliveries table must never have been analyzed")
+	return s, pool
+}
+
+// claimArgs are claimOwn's arguments for owner "w" at now, from all the
+// lanes it holds.
+func (s *Store) claimArgs(now time.Time) []any {
+	return []any{"w", s.holder, now, []string{"h"}, planLimit, false, now.Add(time.Minute)}
+}
+
+const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz"
+
+// TestPlans checks the plan of every hot statement on a table that has
+// never been analyzed, with a deep keyed backlog, both as a custom plan
+// and as the generic plan a statement cache switches to. It asserts what
+// matters for the cost: the index each table is read through, that
+// deliveries are never scanned sequentially, that the lanes are never
+// the outer side of a join with the deliveries, and a bound on the
+// buffers each touches, which the plan and buffer counts it logs show
+// the margin of.
+func TestPlans(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, pool := planStore(t)
+	now := time.Date(2031, 1, 1, 0, 1, 0, 0, time.UTC)
+
+	// The claimer takes lanes until it holds some hot keys: their heads
+	// run, the rest of each hot key is a backlog that cannot.
+	var held []*relaybus.Delivery
+	for range 20 {
+		ds, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "w", Handlers: []string{"h"}, Limit: planLimit, LeaseDuration: time.Hour, Now: now})
+		require.NoError(t, err)
+		held = append(held, ds...)
+	}
+	hot := 0
+	for _, d := range held {
+		if strings.HasPrefix(d.Key, "hot-") {
+			hot++
+		}
+	}
+	t.Logf("the claimer holds %d deliveries, %d of them hot keys' heads", len(held), hot)
+	require.GreaterOrEqual(t, len(held), planCompleteBatch)
+
+	for _, generic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("generic=%v", generic), func(t *testing.T) {
+			// The claim from held lanes, after its lock statement.
+			lock := func(tx pgx.Tx) {
+				_, err := tx.Exec(ctx, s.q.claimPrelude, 0)
+				require.NoError(t, err)
+				_, err = tx.Exec(ctx, s.q.claimLock, "w", s.holder, now)
+				require.NoError(t, err)
+			}
+			p := explain(t, pool, generic, s.q.claimOwn, claimOwnTypes, s.claimArgs(now), lock)
+			require.Contains(t, p.text, "One-Time Filter", "claim: relaybus.claimed is set once, whatever the rows")
+			for _, scan := range p.scans("relaybus_deliveries") {
+				require.NotContains(t, scan, "Seq Scan", "claim:\n%s", p.text)
+			}
+			require.Contains(t, p.text, "relaybus_deliveries_lane_unkeyed_idx", "claim: unkeyed work by the lane index")
+			require.Contains(t, p.text, "relaybus_deliveries_lane_key_idx", "claim: heads by the key index")
+			require.Less(t, p.buffers(), int64(20_000), "claim: buffers\n%s", p.text)
+			t.Logf("claim from held lanes: %d buffers\n%s", p.buffers(), p.text)
+
+			// Taking more lanes.
+			p = explain(t, pool, generic, s.q.claimTake,
+				"text, text, timestamptz, text[], int, timestamptz, text, smallint[], int",
+				[]any{"v", s.holder, now, []string{"h"}, 4, now.Add(time.Minute), expiredFinalAttempt, []int16{}, planLimit})
+			for _, scan := range p.scans("relaybus_deliveries") {
+				require.NotContains(t, scan, "Seq Scan", "take:\n%s", p.text)
+			}
+			require.Less(t, p.buffers(), int64(10_000), "take: buffers\n%s", p.text)
+			t.Logf("take lanes: %d buffers", p.buffers())
+
+			// CompleteMany of a full batch: looked up through the primary
+			// key, deleted by address, the lanes only in the per-row fence.
+			ls := leasesOf(t, held[:planCompleteBatch])
+			p = explain(t, pool, generic, s.q.completeMany, "bigint[], smallint[], bigint[], bigint[]", ls.args())
+			requireFencedDelete(t, p, "complete")
+			var deleted float64
+			p.root.walk(false, func(n *planNode, _ bool) {
+				if n.NodeType == "ModifyTable" {
+					deleted = n.ActualRows
+				}
+			})
+			require.Equal(t, float64(planCompleteBatch), deleted, "complete: every lease held\n%s", p.text)
+			require.Less(t, p.buffers(), int64(40*planCompleteBatch), "complete: buffers\n%s", p.text)
+			t.Logf("complete %d: %d buffers\n%s", planCompleteBatch, p.buffers(), p.text)
+
+			// Renewal: lanes, and the deliveries by primary key only.
+			p = explain(t, pool, generic, s.q.extend, "text, text, bigint[], smallint[], bigint[], bigint[], timestamptz",
+				[]any{"w", s.holder, ls.ids, ls.lanes, ls.epochs, ls.claims, now.Add(time.Hour)})
+			for _, scan := range p.scans("relaybus_deliveries") {
+				require.Contains(t, scan, "relaybus_deliveries_pkey", "renew:\n%s", p.text)
+			}
+			t.Logf("renew %d: %d buffers", planCompleteBatch, p.buffers())
+
+			// Publish: the delivery insert reads no table but events (the
+			// foreign key, by its primary key).
+			p = explain(t, pool, generic, s.q.publishDeliveries,
+				"text[], text[], text[], text[], bigint[], smallint[], int[], timestamptz",
+				[]any{[]string{"e1"}, []string{"new-handler"}, []string{"t"}, []*string{nil}, []int64{0}, []int16{3}, []int32{3}, now})
+			for _, scan := range p.scans("relaybus_deliveries") {
+				require.NotContains(t, scan, "Seq Scan", "publish:\n%s", p.text)
+			}
+		})
+	}
+}
+
+// requireFencedDelete checks the plan of a fenced delete: the deliveries
+// looked up through the primary key and deleted by their addresses (a TID
+// scan), never scanned; the lanes read only inside subplans, never as a
+// side of a join.
+func requireFencedDelete(t *testing.T, p *planOf, what string) {
+	t.Helper()
+	scans := p.scans("relaybus_deliveries")
+	require.ElementsMatch(t, []string{"Index Scan relaybus_deliveries_pkey", "Tid Scan"}, scans, "%s:\n%s", what, p.text)
+	p.root.walk(false, func(n *planNode, inSubplan bool) {
+		if n.Relation == "relaybus_lanes" {
+			require.True(t, inSubplan, "%s: lanes read outside a subplan (%s):\n%s", what, n.NodeType, p.text)
+		}
+		require.NotContains(t, n.NodeType, "Semi Join", "%s: the claims re-check became a join:\n%s", what, p.text)
+	})
+	require.Contains(t, p.text, "hashed SubPlan", "%s: the claims re-check is not hashed:\n%s", what, p.text)
+}
+
+// leaseCols are leases as completeMany's four arrays.
+type leaseCols struct {
+	ids, claims, epochs []int64
+	lanes               []int16
+}
+
+func (c leaseCols) args() []any { return []any{c.ids, c.lanes, c.claims, c.epochs} }
+
+func leasesOf(t *testing.T, ds []*relaybus.Delivery) leaseCols {
+	t.Helper()
+	var c leaseCols
+	for _, d := range ds {
+		l, err := parseLease("test", d.Lease())
+		require.NoError(t, err)
+		c.ids = append(c.ids, l.id)
+		c.lanes = append(c.lanes, int16(l.tok.Lane))
+		c.claims = append(c.claims, l.tok.Claims)
+		c.epochs = append(c.epochs, l.tok.Epoch)
+	}
+	return c
+}

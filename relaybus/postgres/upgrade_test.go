@@ -1,0 +1,430 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/postgres"
+)
+
+// install010 installs the verbatim 0.1.0 schema (testdata/schema-0.1.0.sql,
+// the file as released) in schema "public" with the default prefix.
+func install010(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	text, err := os.ReadFile("testdata/schema-0.1.0.sql")
+	require.NoError(t, err)
+	tmpl, err := template.New("0.1.0").Option("missingkey=error").Parse(string(text))
+	require.NoError(t, err)
+	var b strings.Builder
+	require.NoError(t, tmpl.Execute(&b, struct{ Schema, Prefix string }{"public", "relaybus_"}))
+	_, err = pool.Exec(t.Context(), b.String())
+	require.NoError(t, err)
+}
+
+// row010 is a delivery as relaybus 0.1.0 stored it.
+type row010 struct {
+	event, key   string // key "" = unkeyed
+	seq          int64
+	handler      string
+	status       string
+	attempts     int
+	maxAttempts  int
+	wantRun      bool   // 0.2.0 must run it (it was not finished)
+	wantStatus   string // after the upgrade
+	wantSuspect  bool
+	completedAgo time.Duration
+}
+
+// upgradeFixture holds deliveries in every 0.1.0 status, keyed and
+// unkeyed, with keys and event ids whose lanes only a faithful FNV-1a of
+// their UTF-8 bytes gets right. Every event has both handlers, so that
+// publishing the same events again adds no delivery.
+var upgradeFixture = []row010{
+	{event: "pending-1", handler: "h1", status: "pending", maxAttempts: 5, wantRun: true, wantStatus: "pending"},
+	{event: "pending-1", handler: "h2", status: "completed", attempts: 1, maxAttempts: 5, wantStatus: "completed", completedAgo: time.Hour},
+	{event: "processing-é", handler: "h1", status: "processing", attempts: 2, maxAttempts: 5, wantRun: true, wantStatus: "pending", wantSuspect: true},
+	{event: "processing-é", handler: "h2", status: "dead", attempts: 5, maxAttempts: 5, wantStatus: "dead"},
+	{event: "processing-last", handler: "h1", status: "processing", attempts: 3, maxAttempts: 3, wantStatus: "dead", wantSuspect: true},
+	{event: "processing-last", handler: "h2", status: "pending", maxAttempts: 3, wantRun: true, wantStatus: "pending"},
+	{event: "completed-🙂", handler: "h1", status: "completed", attempts: 2, maxAttempts: 5, wantStatus: "completed", completedAgo: 2 * time.Hour},
+	{event: "completed-🙂", handler: "h2", status: "completed", attempts: 1, maxAttempts: 5, wantStatus: "completed", completedAgo: time.Minute},
+	// A key: its first event completed for h1, its second running when
+	// 0.1.0 stopped, then two pending; h2 completed the first three.
+	{event: "k-1", key: "клиент-7", seq: 1, handler: "h1", status: "completed", attempts: 1, maxAttempts: 5, wantStatus: "completed", completedAgo: time.Hour},
+	{event: "k-1", key: "клиент-7", seq: 1, handler: "h2", status: "completed", attempts: 1, maxAttempts: 5, wantStatus: "completed", completedAgo: time.Hour},
+	{event: "k-2", key: "клиент-7", seq: 2, handler: "h1", status: "processing", attempts: 1, maxAttempts: 5, wantRun: true, wantStatus: "pending", wantSuspect: true},
+	{event: "k-2", key: "клиент-7", seq: 2, handler: "h2", status: "completed", attempts: 1, maxAttempts: 5, wantStatus: "completed", completedAgo: time.Hour},
+	{event: "k-3", key: "клиент-7", seq: 3, handler: "h1", status: "pending", maxAttempts: 5, wantRun: true, wantStatus: "pending"},
+	{event: "k-3", key: "клиент-7", seq: 3, handler: "h2", status: "completed", attempts: 1, maxAttempts: 5, wantStatus: "completed", completedAgo: time.Hour},
+	{event: "k-4", key: "клиент-7", seq: 4, handler: "h1", status: "pending", maxAttempts: 5, wantRun: true, wantStatus: "pending"},
+	{event: "k-4", key: "клиент-7", seq: 4, handler: "h2", status: "pending", maxAttempts: 5, wantRun: true, wantStatus: "pending"},
+	// Another key, dead head: it does not block.
+	{event: "d-1", key: "key with spaces", seq: 1, handler: "h1", status: "dead", attempts: 5, maxAttempts: 5, wantStatus: "dead"},
+	{event: "d-1", key: "key with spaces", seq: 1, handler: "h2", status: "processing", attempts: 1, maxAttempts: 5, wantRun: true, wantStatus: "pending", wantSuspect: true},
+	{event: "d-2", key: "key with spaces", seq: 2, handler: "h1", status: "pending", maxAttempts: 5, wantRun: true, wantStatus: "pending"},
+	{event: "d-2", key: "key with spaces", seq: 2, handler: "h2", status: "completed", attempts: 3, maxAttempts: 5, wantStatus: "completed", completedAgo: time.Minute},
+}
+
+// fill010 writes the fixture as 0.1.0 did: events, key counters and
+// delivery rows with their leases.
+func fill010(t *testing.T, pool *pgxpool.Pool, now time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	seen := map[string]bool{}
+	lastSeq := map[string]int64{}
+	for _, r := range upgradeFixture {
+		if !seen[r.event] {
+			seen[r.event] = true
+			var key *string
+			if r.key != "" {
+				key = &r.key
+				lastSeq[r.key] = max(lastSeq[r.key], r.seq)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO relaybus_events (id, type, key, sequence, payload, headers, created_at)
+				VALUES ($1, 't', $2, $3, $4, '{"h":"v"}', $5)`, r.event, key, r.seq, []byte("payload of "+r.event), now.Add(-3*time.Hour))
+			require.NoError(t, err)
+		}
+		var key, owner, token *string
+		var expires, completed *time.Time
+		if r.key != "" {
+			key = &r.key
+		}
+		if r.status == "processing" {
+			o, tok, exp := "worker-010", "00112233445566778899aabbccddeeff-x", now.Add(time.Minute)
+			owner, token, expires = &o, &tok, &exp
+		}
+		if r.status == "completed" {
+			c := now.Add(-r.completedAgo)
+			completed = &c
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO relaybus_deliveries (event_id, handler, event_type, key, sequence, status,
+			attempts, max_attempts, available_at, lease_owner, lease_token, lease_expires_at, last_error,
+			created_at, updated_at, completed_at)
+			VALUES ($1, $2, 't', $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, $8, $8, $12)`,
+			r.event, r.handler, key, r.seq, r.status, r.attempts, r.maxAttempts, now.Add(-3*time.Hour),
+			owner, token, expires, completed)
+		require.NoError(t, err)
+	}
+	for k, n := range lastSeq {
+		_, err := tx.Exec(ctx, `INSERT INTO relaybus_keys (key, last_sequence) VALUES ($1, $2)`, k, n)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
+}
+
+// TestUpgradeFrom010 starts from the verbatim 0.1.0 schema holding
+// deliveries in every status, keyed and unkeyed, runs Setup twice, and
+// then runs a 0.2.0 bus on it: exactly the unfinished deliveries run, in
+// key order, none of the completed ones runs again even when every event
+// is published again, and 0.1.0's completed rows stay listable and
+// purgeable.
+func TestUpgradeFrom010(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newPool(t)
+	install010(t, pool)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	fill010(t, pool, now)
+
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Setup(ctx), "upgrade")
+	upgraded := catalog(t, pool, "public")
+	require.NoError(t, s.Setup(ctx), "a second Setup")
+	require.Equal(t, upgraded, catalog(t, pool, "public"), "a second Setup changed the schema")
+
+	// The upgraded schema is the schema of a fresh install.
+	_, fresh := setup(t, nil)
+	require.Equal(t, catalog(t, fresh, "public"), upgraded, "an upgraded schema differs from a fresh one")
+
+	// Every row as planned: lanes by LaneOf, statuses, suspects, handlers.
+	type stored struct {
+		lane             int16
+		status           string
+		attempts         int
+		suspect          bool
+		lastError        *string
+		claims           int64
+		completedAt      *time.Time
+		eventHandlersLen int
+	}
+	for _, r := range upgradeFixture {
+		var got stored
+		require.NoError(t, pool.QueryRow(ctx, `
+SELECT d.lane, d.status, d.attempts, d.suspect, d.last_error, d.claims, d.completed_at, cardinality(e.handlers)
+FROM relaybus_deliveries d JOIN relaybus_events e ON e.id = d.event_id
+WHERE d.event_id = $1 AND d.handler = $2`, r.event, r.handler).Scan(
+			&got.lane, &got.status, &got.attempts, &got.suspect, &got.lastError, &got.claims, &got.completedAt, &got.eventHandlersLen))
+		what := r.event + "/" + r.handler
+		require.Equal(t, int16(relaybus.LaneOf(r.key, r.event)), got.lane, "%s: lane", what)
+		require.Equal(t, r.wantStatus, got.status, "%s: status", what)
+		require.Equal(t, r.attempts, got.attempts, "%s: attempts stay counted", what)
+		require.Equal(t, r.wantSuspect, got.suspect, "%s: suspect", what)
+		require.Equal(t, 2, got.eventHandlersLen, "%s: events.handlers holds every handler, completed ones too", what)
+		if r.status == "processing" && r.wantStatus == "dead" {
+			require.NotNil(t, got.lastError, "%s: buried by the upgrade without a reason", what)
+		}
+		if r.status == "completed" {
+			require.NotNil(t, got.completedAt, "%s", what)
+		}
+	}
+	var flying int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM relaybus_lanes WHERE lease_owner IS NOT NULL OR cardinality(in_flight) > 0`).Scan(&flying))
+	require.Zero(t, flying, "the upgrade leaves every lane free")
+
+	// A 0.2.0 bus runs exactly the unfinished deliveries, after every
+	// event is published again (a broker redelivering them all).
+	var (
+		mu   sync.Mutex
+		runs = map[string]int{}
+		seqs = map[string][]int64{} // handler/key -> sequences in run order
+	)
+	bus, err := relaybus.New[pgx.Tx](s, relaybus.Config{
+		Owner: "upgraded", Concurrency: 4, BatchSize: 4, PollInterval: 5 * time.Millisecond,
+		RetryBaseDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	for _, h := range []string{"h1", "h2"} {
+		require.NoError(t, bus.Handle("t", h, func(_ context.Context, d *relaybus.Delivery) error {
+			mu.Lock()
+			defer mu.Unlock()
+			runs[d.EventID+"/"+d.Handler]++
+			if d.Key != "" {
+				seqs[d.Handler+"/"+d.Key] = append(seqs[d.Handler+"/"+d.Key], d.Sequence)
+			}
+			return nil
+		}, nil))
+	}
+	var republish []*relaybus.Event
+	for id := range eventIDs(upgradeFixture) {
+		republish = append(republish, &relaybus.Event{ID: id, Type: "t"})
+	}
+	require.NoError(t, bus.Publish(ctx, republish...))
+	var deliveries int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM relaybus_deliveries`).Scan(&deliveries))
+	require.Len(t, upgradeFixture, deliveries, "publishing the events again added deliveries")
+
+	require.NoError(t, bus.Start(ctx))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := bus.Statistics(ctx)
+		require.NoError(t, err)
+		if st.Pending+st.Processing == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the unfinished deliveries did not run: %+v", st.Counts)
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, bus.Stop(stopCtx))
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]int{}
+	for _, r := range upgradeFixture {
+		if r.wantRun {
+			want[r.event+"/"+r.handler] = 1
+		}
+	}
+	require.Equal(t, want, runs, "exactly the unfinished deliveries ran, once each")
+	require.Equal(t, []int64{2, 3, 4}, seqs["h1/клиент-7"], "key order across the upgrade")
+	require.Equal(t, []int64{2}, seqs["h1/key with spaces"], "a dead head does not block")
+
+	// 0.1.0's completed rows are listed and counted as completed...
+	page, err := s.DeliveryList(ctx, &relaybus.DeliveryListParams{Status: relaybus.StatusCompleted, Limit: relaybus.MaxListLimit})
+	require.NoError(t, err)
+	var legacy int
+	for _, r := range upgradeFixture {
+		if r.status == "completed" {
+			legacy++
+		}
+	}
+	require.Len(t, page.Deliveries, legacy)
+	for _, d := range page.Deliveries {
+		require.Equal(t, relaybus.StatusCompleted, d.Status)
+		require.False(t, d.CompletedAt.IsZero())
+		require.Equal(t, "payload of "+d.EventID, string(d.Payload))
+	}
+	st, err := s.Statistics(ctx, &relaybus.StatisticsParams{Now: now})
+	require.NoError(t, err)
+	require.Equal(t, int64(legacy), st.Completed)
+
+	// ...and purged by completion time: those completed over 30 minutes
+	// ago, then the rest.
+	res, err := s.Purge(ctx, &relaybus.PurgeParams{CompletedBefore: now.Add(-30 * time.Minute), Now: now})
+	require.NoError(t, err)
+	var old int64
+	for _, r := range upgradeFixture {
+		if r.status == "completed" && r.completedAgo > 30*time.Minute {
+			old++
+		}
+	}
+	require.Equal(t, old, res.Deliveries)
+	res, err = s.Purge(ctx, &relaybus.PurgeParams{CompletedBefore: now.Add(time.Minute), Now: now})
+	require.NoError(t, err)
+	require.Equal(t, int64(legacy)-old, res.Deliveries)
+	page, err = s.DeliveryList(ctx, &relaybus.DeliveryListParams{Status: relaybus.StatusCompleted})
+	require.NoError(t, err)
+	require.Empty(t, page.Deliveries)
+
+	// A dead 0.1.0 delivery can be requeued and runs under 0.2.0.
+	var deadID int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM relaybus_deliveries WHERE event_id = 'processing-last' AND handler = 'h1'`).Scan(&deadID))
+	require.NoError(t, s.DeliveryRequeue(ctx, &relaybus.DeliveryRequeueParams{DeliveryID: fmt.Sprint(deadID), Now: now}))
+	ds, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: 10, LeaseDuration: time.Minute, Now: now})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, fmt.Sprint(deadID), ds[0].ID)
+	require.Equal(t, 1, ds[0].Attempts)
+}
+
+func eventIDs(rows []row010) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range rows {
+		out[r.event] = true
+	}
+	return out
+}
+
+// TestUpgradeLaneHashMatchesLaneOf fills a 0.1.0 schema with keys and
+// event ids of every kind of UTF-8 and checks that the upgrade's SQL hash
+// gives each delivery the lane relaybus.LaneOf gives it.
+func TestUpgradeLaneHashMatchesLaneOf(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newPool(t)
+	install010(t, pool)
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	texts := []string{"", "a", "foobar", "é", "日本語", "🙂🙃", "key with spaces", "\t\x7f", strings.Repeat("z", 255),
+		"Ω≈ç√∫", "order-123456789", "\u00ff\u0100"}
+	for i := range 300 {
+		texts = append(texts, fmt.Sprintf("key-%d-%x", i, i*7919))
+	}
+	type want struct {
+		event string
+		lane  int
+	}
+	var wants []want
+	for i, k := range texts {
+		for _, keyed := range []bool{false, true} {
+			if keyed && k == "" {
+				continue
+			}
+			id := fmt.Sprintf("ev-%d-%v-%s", i, keyed, k)
+			var key *string
+			kk := ""
+			if keyed {
+				key, kk = &k, k
+			}
+			_, err := pool.Exec(ctx, `INSERT INTO relaybus_events (id, type, key, created_at) VALUES ($1, 't', $2, $3)`, id, key, now)
+			require.NoError(t, err)
+			_, err = pool.Exec(ctx, `INSERT INTO relaybus_deliveries (event_id, handler, event_type, key, status, max_attempts,
+				available_at, created_at, updated_at) VALUES ($1, 'h', 't', $2, 'pending', 3, $3, $3, $3)`, id, key, now)
+			require.NoError(t, err)
+			wants = append(wants, want{id, relaybus.LaneOf(kk, id)})
+		}
+	}
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Setup(ctx))
+	for _, w := range wants {
+		var lane int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT lane FROM relaybus_deliveries WHERE event_id = $1`, w.event).Scan(&lane))
+		require.Equal(t, w.lane, lane, "event %q", w.event)
+	}
+}
+
+// TestSetupRefusesUnknownSchemas: a schema version above this store's,
+// or relaybus tables that are neither 0.1.0 nor 0.2.0, make Setup fail
+// with ErrUnknownSchema, and nothing is written.
+func TestSetupRefusesUnknownSchemas(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+
+	t.Run("NewerVersion", func(t *testing.T) {
+		t.Parallel()
+		s, pool := setup(t, nil)
+		_, err := pool.Exec(ctx, `INSERT INTO relaybus_schema_version (version) VALUES ($1)`, postgres.SchemaVersion+1)
+		require.NoError(t, err)
+		// A newer version would have its own tables and columns: add one
+		// this version does not know of, and see that it survives.
+		_, err = pool.Exec(ctx, `ALTER TABLE relaybus_lanes DROP COLUMN in_flight; CREATE TABLE relaybus_future (x int)`)
+		require.NoError(t, err)
+		before := catalog(t, pool, "public")
+		err = s.Setup(ctx)
+		require.ErrorIs(t, err, postgres.ErrUnknownSchema)
+		require.True(t, strings.HasPrefix(err.Error(), "relaybus/postgres: "), err.Error())
+		require.Contains(t, err.Error(), fmt.Sprint(postgres.SchemaVersion+1))
+		require.Equal(t, before, catalog(t, pool, "public"), "a refused Setup changed the schema")
+	})
+
+	t.Run("NoVersionNoMarker", func(t *testing.T) {
+		t.Parallel()
+		pool := newPool(t)
+		_, err := pool.Exec(ctx, `CREATE TABLE relaybus_events (id text PRIMARY KEY);
+			CREATE TABLE relaybus_deliveries (id bigserial PRIMARY KEY, event_id text, status text)`)
+		require.NoError(t, err)
+		before := catalog(t, pool, "public")
+		s, err := postgres.New(pool, nil)
+		require.NoError(t, err)
+		require.ErrorIs(t, s.Setup(ctx), postgres.ErrUnknownSchema)
+		require.Equal(t, before, catalog(t, pool, "public"), "a refused Setup changed the schema")
+	})
+
+	t.Run("EmptyVersionTable", func(t *testing.T) {
+		t.Parallel()
+		s, pool := setup(t, nil)
+		_, err := pool.Exec(ctx, `DELETE FROM relaybus_schema_version`)
+		require.NoError(t, err)
+		require.ErrorIs(t, s.Setup(ctx), postgres.ErrUnknownSchema)
+	})
+
+	t.Run("OtherSchemaUntouched", func(t *testing.T) {
+		t.Parallel()
+		// The guard reads only its own schema and prefix: a newer
+		// installation under another prefix does not stop this one.
+		_, pool := setup(t, &postgres.Options{TablePrefix: "other_"})
+		_, err := pool.Exec(ctx, `INSERT INTO other_schema_version (version) VALUES ($1)`, postgres.SchemaVersion+1)
+		require.NoError(t, err)
+		s, err := postgres.New(pool, nil)
+		require.NoError(t, err)
+		require.NoError(t, s.Setup(ctx))
+	})
+}
+
+// TestSchemaSQLUpgrades applies SchemaSQL by hand (a migration tool of
+// the user's) to a 0.1.0 schema: the same upgrade as Setup.
+func TestSchemaSQLUpgrades(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newPool(t)
+	install010(t, pool)
+	fill010(t, pool, time.Now().UTC())
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, s.SchemaSQL())
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	_, fresh := setup(t, nil)
+	require.Equal(t, catalog(t, fresh, "public"), catalog(t, pool, "public"))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM relaybus_deliveries WHERE status = 'pending' AND suspect`).Scan(&n))
+	require.Equal(t, 3, n, "the processing rows with budget left")
+}
