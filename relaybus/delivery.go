@@ -8,10 +8,14 @@ type Status string
 const (
 	// StatusPending: waiting to be claimed (possibly not due yet).
 	StatusPending Status = "pending"
-	// StatusProcessing: claimed under a lease that has not been given back.
-	// A processing delivery whose lease has expired is claimable again.
+	// StatusProcessing: in flight in a lane whose lease has not been given
+	// back or taken over. Lane-lease stores do not store it: they report a
+	// pending delivery as processing while its lane lists it in flight.
 	StatusProcessing Status = "processing"
-	// StatusCompleted: its handler succeeded. Kept until retention purges it.
+	// StatusCompleted: its handler succeeded. Since 0.2.0 a completed
+	// delivery is deleted; it is listed and counted as completed only where
+	// the store keeps a completion history (or rows left by 0.1.0), until
+	// retention purges it.
 	StatusCompleted Status = "completed"
 	// StatusDead: its attempt budget is spent (a dead letter). Only
 	// Requeue brings it back.

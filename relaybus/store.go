@@ -16,10 +16,17 @@ import (
 // process on one machine consistent and makes the conformance suite
 // deterministic.
 //
+// The contract is the lane-lease protocol of 0.2.0 (docs/lane-protocol.md):
+// dispatchers lease lanes (relaybus.LaneOf), not deliveries; a claim writes
+// no delivery; a completion deletes the delivery; an attempt is charged when
+// it ends in failure or when its lane is taken over after the lease
+// expired.
+//
 // Fenced writes (complete, reschedule, bury, release, extend) take a Lease
 // and report whether it was still current. false is not an error: it means
-// the delivery was taken over, released, finished or never claimed with
-// that token, and the write changed nothing.
+// the lane was taken over, or the delivery was released, finished or never
+// claimed with that token, and the write changed nothing. A token the store
+// cannot have issued (it does not parse) is an ErrInvalid error.
 //
 // Every implementation runs relaybus/storetest.
 type Store[TTx any] interface {
@@ -35,28 +42,33 @@ type Store[TTx any] interface {
 
 	// EventPublishTx inserts events and their deliveries in tx. An event
 	// whose ID exists is not inserted again, and gets deliveries only for
-	// handlers it has none for. Keyed events get the next sequence of
-	// their key, in commit order: a key's counter stays locked until tx
-	// ends. Nothing is visible to claims before tx commits.
+	// handlers it never had one for (the event remembers its handlers, so
+	// a handler whose delivery was completed and deleted never gets a
+	// second one). Keyed events get the next sequence of their key, in
+	// commit order: a key's counter stays locked until tx ends. Nothing is
+	// visible to claims before tx commits.
 	EventPublishTx(ctx context.Context, tx TTx, params *EventPublishParams) (*EventPublishResult, error)
 
 	// DeliveryClaim leases up to params.Limit due deliveries of
-	// params.Handlers to params.Owner: pending ones whose AvailableAt has
-	// come, and processing ones whose lease expired (a takeover, which
-	// counts as a spent attempt; one whose budget is then spent is buried
-	// instead of returned). A keyed delivery is claimed only when no
-	// delivery of its handler and key with a lower sequence is pending or
-	// processing. Two concurrent claims never return the same delivery.
-	// A store that claims row by row may fail part way: it then returns
-	// the deliveries it did claim together with the error, and the caller
-	// runs or releases them.
+	// params.Handlers to params.Owner, from the lanes the owner holds and,
+	// when those do not fill the limit, from free lanes and lanes whose
+	// lease expired. Taking over an expired lane charges each delivery it
+	// had in flight one attempt (a lost attempt), marks it Suspect, and
+	// buries it when that spends its budget. A keyed delivery is claimed
+	// only when no delivery of its handler and key with a lower sequence
+	// is pending or in flight. A suspect is returned alone. Two concurrent
+	// claims never return the same delivery. A store that cannot claim in
+	// one step may fail part way: it then returns the deliveries it did
+	// claim together with the error, and the caller runs or releases them.
 	DeliveryClaim(ctx context.Context, params *DeliveryClaimParams) ([]*Delivery, error)
 
-	// LeaseExtend moves the lease expiry of each lease to params.ExpiresAt.
-	// The result has one entry per lease: whether it was still held.
+	// LeaseExtend moves the lease expiry of the lanes of the leases to
+	// params.ExpiresAt. The result has one entry per lease: whether it was
+	// still held.
 	LeaseExtend(ctx context.Context, params *LeaseExtendParams) ([]bool, error)
 
-	// DeliveryComplete marks a delivery completed.
+	// DeliveryComplete completes a delivery: it is deleted (and, where the
+	// store keeps a completion history, recorded there).
 	DeliveryComplete(ctx context.Context, params *DeliveryCompleteParams) (bool, error)
 	// DeliveryCompleteMany completes several deliveries at once; one
 	// result per lease, in order.
@@ -65,16 +77,17 @@ type Store[TTx any] interface {
 	// handler's). If tx rolls back, the delivery is not completed.
 	DeliveryCompleteTx(ctx context.Context, tx TTx, params *DeliveryCompleteParams) (bool, error)
 
-	// DeliveryReschedule records a failed attempt and makes the delivery
-	// pending again at params.AvailableAt.
+	// DeliveryReschedule charges the failed attempt and makes the delivery
+	// claimable again at params.AvailableAt.
 	DeliveryReschedule(ctx context.Context, params *DeliveryRescheduleParams) (bool, error)
-	// DeliveryBury records a failed attempt and makes the delivery dead.
+	// DeliveryBury charges the failed attempt and makes the delivery dead.
 	DeliveryBury(ctx context.Context, params *DeliveryBuryParams) (bool, error)
 	// DeliveryRelease gives a claimed delivery back without spending an
 	// attempt (graceful shutdown before or while its handler ran).
 	DeliveryRelease(ctx context.Context, params *DeliveryReleaseParams) (bool, error)
-	// OwnerRelinquish releases everything params.Owner holds, without
-	// spending attempts, and returns how many deliveries it released.
+	// OwnerRelinquish releases everything params.Owner holds through this
+	// store instance, without spending attempts, hands its lanes back at
+	// once, and returns how many deliveries it released.
 	OwnerRelinquish(ctx context.Context, params *OwnerRelinquishParams) (int, error)
 
 	// DeliveryRequeue makes a dead delivery pending again, due at
@@ -86,8 +99,9 @@ type Store[TTx any] interface {
 	DeliveryList(ctx context.Context, params *DeliveryListParams) (*DeliveryListResult, error)
 	// Statistics counts deliveries per status and handler.
 	Statistics(ctx context.Context, params *StatisticsParams) (*Statistics, error)
-	// Purge deletes completed and dead deliveries past their retention,
-	// then events that have no delivery left.
+	// Purge deletes completion history (and completed rows left by 0.1.0)
+	// and dead deliveries past their retention, then events that have no
+	// delivery left.
 	Purge(ctx context.Context, params *PurgeParams) (*PurgeResult, error)
 }
 
