@@ -47,7 +47,7 @@ type Delivery struct {
 
 	Handler     string
 	Status      Status
-	Attempts    int // attempts started; for a claimed delivery, the number of this attempt (1 = first)
+	Attempts    int // attempts ended (failed, or lost at a takeover); for a claimed delivery, the number of this attempt (1 = first)
 	MaxAttempts int // attempt budget; when spent the delivery is dead
 	AvailableAt time.Time
 	LastError   string
