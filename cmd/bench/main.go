@@ -85,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stdout, "relaybus %s (worker protocol %d, %s)\n", relaybus.Version, protocol.Version, runtime.Version())
 			return nil
+		case "lifecycle":
+			return runLifecycle(ctx, args[1:], stdout, stderr)
 		case "report":
 			return runReport(args[1:], stdout)
 		case "gate":
