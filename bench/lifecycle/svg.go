@@ -68,7 +68,7 @@ func SVG(rs []*Report) ([]byte, error) {
 
 func drawLegend(b *bytes.Buffer, x, y int) {
 	text(b, x, y, "bold", "", "row version made by the step:")
-	x += 200
+	x += 235
 	for _, st := range Steps {
 		fmt.Fprintf(b, `<rect x="%d" y="%d" width="14" height="12" fill="%s" stroke="#333"/>`+"\n", x, y-10, stepColors[st])
 		text(b, x+18, y, "", "", st)
