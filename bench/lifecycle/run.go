@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/berkcansavur/relaybus/bench/pgmetrics"
 	"github.com/berkcansavur/relaybus/bench/proc"
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/record"
@@ -144,7 +145,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err := checkRecords(pre.RecordPath, disp.RecordPath); err != nil {
 		return nil, err
 	}
-	if err := sessionsGone(ctx, conn); err != nil {
+	if err := pgmetrics.WaitSessionsGone(ctx, conn, stepTimeout); err != nil {
 		return nil, err
 	}
 	if err := mark(""); err != nil {
@@ -237,38 +238,4 @@ func autovacuumOff(ctx context.Context, conn *pgx.Conn) (string, error) {
 		}
 	}
 	return fmt.Sprintf("server autovacuum=%s; autovacuum_enabled=false on the %d relaybus tables after the setup", server, len(tables)), nil
-}
-
-// sessionsGone waits until no other session is connected to the
-// database: a backend flushes its table statistics when it exits, so
-// the counters read afterwards hold all of the workers' work.
-func sessionsGone(ctx context.Context, conn *pgx.Conn) error {
-	deadline := time.Now().Add(stepTimeout)
-	for {
-		var n int
-		if err := conn.QueryRow(ctx, harnessTag+`SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
-			return fmt.Errorf("lifecycle: %w", err)
-		}
-		if n == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("lifecycle: %d sessions still connected %s after the workers exited", n, stepTimeout)
-		}
-		if err := sleep(ctx, pollEvery); err != nil {
-			return err
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -203,6 +203,9 @@ func writeTables(w io.Writer, a *compare.Analysis, markdown bool) error {
 		writeItems(w, notes, markdown)
 		fmt.Fprintln(w)
 	}
+	if a.Run != nil {
+		writeSection(w, "Upgrade (scenario 6)", upgradeLines(a.Run), markdown)
+	}
 	writeSection(w, "Warnings", a.Warnings, markdown)
 	return nil
 }

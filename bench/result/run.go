@@ -67,7 +67,9 @@ type Run struct {
 	Machine   map[string]string
 	Databases []DatabaseInfo
 	Cells     []*Cell
-	Warnings  []string
+	// Upgrade is scenario 6 when the run included it (nil otherwise).
+	Upgrade  *Upgrade `json:",omitempty"`
+	Warnings []string
 }
 
 // Cell is one row of a report table: one configuration of one scenario

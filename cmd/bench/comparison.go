@@ -214,6 +214,10 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		{side: &runner.Side{Name: result.SideCandidate, ExtraCostPerDeliveryUs: int(o.plantDelay / time.Microsecond)}, ref: cand},
 	}
 	for _, s := range sides {
+		s.side.Code = s.ref.SHA
+		if s.ref.Dirty {
+			s.side.Code += "+dirty"
+		}
 		if s.side.Bin, err = b.Build(ctx, s.side.Name, s.ref, tmp); err != nil {
 			return err
 		}
@@ -318,6 +322,10 @@ func verdict(a *compare.Analysis, rules []compare.GateRule, stdout io.Writer) er
 	if invalid > 0 {
 		failed = append(failed, fmt.Sprintf("%d INVALID candidate run(s)", invalid))
 	}
+	if u := upgradeOf(a); u != nil && u.Skipped == "" && !u.IsValid() {
+		fmt.Fprintf(stdout, "INVALID upgrade (scenario 6): %s\n", report.UpgradeReason(u))
+		failed = append(failed, "the upgrade (scenario 6) is INVALID")
+	}
 	if len(rules) > 0 {
 		g := compare.Gate(a, rules)
 		for _, n := range g.Notes {
@@ -373,4 +381,11 @@ func machine() map[string]string {
 		}
 	}
 	return m
+}
+
+func upgradeOf(a *compare.Analysis) *result.Upgrade {
+	if a == nil || a.Run == nil {
+		return nil
+	}
+	return a.Run.Upgrade
 }
