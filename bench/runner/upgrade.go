@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
@@ -29,8 +31,10 @@ const (
 	// republishDir keeps the republish's records away from the
 	// validator's: a republished event is not a new event.
 	republishDir = "republish"
-	// maxStride bounds the search for republishable events.
-	maxStride = 64
+	// maxStride bounds the search for republishable events, and
+	// maxProgressions the republishing processes per kind of event.
+	maxStride       = 64
+	maxProgressions = 8
 )
 
 // upgradeRun is the state of one run of scenario 6: the same database
@@ -107,13 +111,20 @@ func (up *upgradeRun) run(ctx context.Context) error {
 	if _, err := up.base.runOnce(ctx, up.base.config(protocol.RoleSetup, "b-setup", 2)); err != nil {
 		return fmt.Errorf("base setup: %w", err)
 	}
-	for _, kind := range up.kinds() {
+	// The kinds are published side by side, so the base's dispatchers
+	// meet both from the start.
+	kinds := up.kinds()
+	errs := make([]error, len(kinds))
+	var wg sync.WaitGroup
+	for i, kind := range kinds {
 		cfg := up.base.config(protocol.RolePreload, "b-preload-"+kind.name, u.PreloadPublishers+2)
 		cfg.Workload = kind.workload
 		cfg.Publisher = protocol.Publisher{Publishers: u.PreloadPublishers, Batch: u.PreloadBatch, Events: kind.events}
-		if _, err := up.base.runOnce(ctx, cfg); err != nil {
-			return fmt.Errorf("base preload: %w", err)
-		}
+		wg.Go(func() { _, errs[i] = up.base.runOnce(ctx, cfg) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("base preload: %w", err)
 	}
 	up.phases.mark("base setup and preload")
 
@@ -331,10 +342,8 @@ func (up *upgradeRun) upgrade(ctx context.Context, dsn string) error {
 // republish publishes again, with the candidate's publisher, events whose
 // deliveries the base completed for sure: every handler handled them ok
 // in a base dispatcher that stopped gracefully (so their completions were
-// committed), and the killed one never touched them. Protocol 1 publishes
-// arithmetic progressions of indexes, so the sample is the longest one
-// found per kind, up to its half of u.Republish. It returns the number of
-// events republished.
+// committed), and the killed one never touched them: u.Republish of them,
+// shared between the kinds. It returns the number republished.
 func (up *upgradeRun) republish(ctx context.Context) (int, error) {
 	kinds := up.kinds()
 	if up.u.Republish == 0 || len(kinds) == 0 {
@@ -350,28 +359,37 @@ func (up *upgradeRun) republish(ctx context.Context) (int, error) {
 		if i == 0 {
 			want += up.u.Republish % len(kinds)
 		}
-		start, stride, n := progression(done[k.workload.IDPrefix], want)
-		if n == 0 {
-			continue
-		}
-		cfg := up.cand.config(protocol.RolePreload, "c-republish-"+k.name, 4)
-		cfg.RecordPath = filepath.Join(up.dir, republishDir, cfg.Name+validate.RecordFileExt)
-		cfg.Workload = k.workload
-		cfg.Publisher = protocol.Publisher{Publishers: 1, Batch: 10, Events: n, StartIndex: start, Stride: stride}
-		if _, err := up.cand.runOnce(ctx, cfg); err != nil {
-			return total, fmt.Errorf("candidate republish: %w", err)
-		}
-		f, err := record.ReadFile(cfg.RecordPath)
-		if err != nil {
-			return total, fmt.Errorf("runner: %w", err)
-		}
-		for _, p := range f.Published {
-			idx, ok := indexOf(p.EventID, k.workload.IDPrefix)
-			if !ok || !done[k.workload.IDPrefix][idx] {
-				return total, fmt.Errorf("runner: the republish published %s, which the base did not complete", p.EventID)
+		// Protocol 1 publishes arithmetic progressions of indexes: as
+		// many as it takes (up to maxProgressions) to reach want.
+		left := maps.Clone(done[k.workload.IDPrefix])
+		for j := 0; want > 0 && j < maxProgressions; j++ {
+			start, stride, n := progression(left, want)
+			if n == 0 {
+				break
 			}
+			for i := range n {
+				delete(left, start+int64(i)*stride)
+			}
+			want -= n
+			cfg := up.cand.config(protocol.RolePreload, fmt.Sprintf("c-republish-%s-%d", k.name, j), 4)
+			cfg.RecordPath = filepath.Join(up.dir, republishDir, cfg.Name+validate.RecordFileExt)
+			cfg.Workload = k.workload
+			cfg.Publisher = protocol.Publisher{Publishers: 1, Batch: 10, Events: n, StartIndex: start, Stride: stride}
+			if _, err := up.cand.runOnce(ctx, cfg); err != nil {
+				return total, fmt.Errorf("candidate republish: %w", err)
+			}
+			f, err := record.ReadFile(cfg.RecordPath)
+			if err != nil {
+				return total, fmt.Errorf("runner: %w", err)
+			}
+			for _, p := range f.Published {
+				idx, ok := indexOf(p.EventID, k.workload.IDPrefix)
+				if !ok || !done[k.workload.IDPrefix][idx] {
+					return total, fmt.Errorf("runner: the republish published %s, which the base did not complete", p.EventID)
+				}
+			}
+			total += len(f.Published)
 		}
-		total += len(f.Published)
 	}
 	return total, nil
 }

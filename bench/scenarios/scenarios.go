@@ -335,7 +335,7 @@ func Quick() Matrix {
 }
 
 // The upgrade's backlog in --quick: events per kind (keyed, unkeyed).
-const quickUpgradeEvents = 4000
+const quickUpgradeEvents = 3000
 
 // Full is the seed's matrix (publish, dispatch with 1/4/8 instances,
 // keyed, faults, mixed) and the handler-work cells. It takes hours.

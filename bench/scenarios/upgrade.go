@@ -78,17 +78,17 @@ func (u *Upgrade) Config() map[string]any {
 }
 
 // upgrade is scenario 6 with events of each kind: two handlers (so a
-// republished event could add a delivery per handler), 100 keys, base
+// republished event could add a delivery per handler), 1,000 keys, base
 // dispatchers whose handlers take 1 ms (so many deliveries are in flight
-// when one is killed) with a 2 s lease, 40% handled by the base.
+// when one is killed) with a 2 s lease, 30% handled by the base.
 func upgrade(events int) *Upgrade {
 	w := workload("none", 0)
 	w.Handlers = []string{"h1", "h2"}
 	w.HandlerCostUs = 1000
-	return &Upgrade{Workload: w, KeyedEvents: events, UnkeyedEvents: events, KeyCount: 100,
+	return &Upgrade{Workload: w, KeyedEvents: events, UnkeyedEvents: events, KeyCount: 1000,
 		PreloadPublishers: 4, PreloadBatch: 100,
 		BaseDispatchers: 2, DispatcherPool: 10,
 		BaseDispatcher: protocol.Dispatcher{Concurrency: 20, Batch: 20, PollMs: 50, LeaseMs: 2000},
-		HandledShare:   0.4, Republish: 100,
+		HandledShare:   0.3, Republish: 100,
 		CandidateDispatchers: 2, CandidateDispatcher: DrainDispatcher}
 }
