@@ -30,9 +30,7 @@ publishes ONE event with ONE handler, claims it and completes it; then
 pageinspect reads every heap line pointer of the deliveries table, every
 index of it with the heap tids of its entries, the lane rows' versions
 where the ref has lanes, and the tables' tuple counters. Printed side by
-side, and saved as text, JSON and SVG in <out>/<date>-lifecycle-<refs>/.
-
-flags:`
+side, and saved as text, JSON and SVG in <out>/<date>-lifecycle-<refs>/.`
 
 type lifecycleOptions struct {
 	refs          []string
@@ -42,12 +40,9 @@ type lifecycleOptions struct {
 	repo          string
 }
 
-func parseLifecycle(args []string, stderr io.Writer) (*lifecycleOptions, error) {
+// lifecycleFlagSet is the lifecycle's flags, bound to o and provider.
+func lifecycleFlagSet(o *lifecycleOptions, provider *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("lifecycle", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, lifecycleUsage); fs.PrintDefaults() }
-	o := &lifecycleOptions{}
-	var provider string
 	fs.Func("ref", "a ref to show (repeatable, at least one, at most 6): tag, branch, commit, HEAD, vX.Y.Z or WORKTREE", func(s string) error {
 		if strings.TrimSpace(s) == "" {
 			return errors.New("empty ref")
@@ -55,13 +50,20 @@ func parseLifecycle(args []string, stderr io.Writer) (*lifecycleOptions, error) 
 		o.refs = append(o.refs, s)
 		return nil
 	})
-	fs.StringVar(&provider, "db-provider", "auto", "PostgreSQL: auto, local, testcontainers or dsn")
+	fs.StringVar(provider, "db-provider", "auto", "PostgreSQL: auto, local, testcontainers or dsn")
 	fs.StringVar(&o.dsn, "dsn", "", "PostgreSQL server for --db-provider dsn (superuser: pageinspect; a database is created per ref)")
 	fs.StringVar(&o.image, "image", "", "PostgreSQL image for testcontainers")
 	fs.StringVar(&o.out, "out", "results", "results directory")
-	fs.StringVar(&o.cacheDir, "cache-dir", "", "build cache (default $XDG_CACHE_HOME/relaybus-bench)")
+	fs.StringVar(&o.cacheDir, "cache-dir", "", "build cache (empty: $XDG_CACHE_HOME/relaybus-bench)")
 	fs.StringVar(&o.repo, "repo", ".", "git repository to resolve refs in")
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+func parseLifecycle(args []string, stdout io.Writer) (*lifecycleOptions, error) {
+	o := &lifecycleOptions{}
+	var provider string
+	fs := lifecycleFlagSet(o, &provider)
+	if err := parseFlags(fs, lifecycleUsage, args, stdout); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -81,7 +83,7 @@ func parseLifecycle(args []string, stderr io.Writer) (*lifecycleOptions, error) 
 }
 
 func runLifecycle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseLifecycle(args, stderr)
+	o, err := parseLifecycle(args, stdout)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
