@@ -206,6 +206,11 @@ func writeTables(w io.Writer, a *compare.Analysis, markdown bool) error {
 	if a.Run != nil {
 		writeSection(w, "Upgrade (scenario 6)", upgradeLines(a.Run), markdown)
 	}
+	if markdown {
+		if err := writeStatements(w, a); err != nil {
+			return err
+		}
+	}
 	writeSection(w, "Warnings", a.Warnings, markdown)
 	return nil
 }

@@ -42,6 +42,9 @@ type PGServer struct {
 	// statements: pg_stat_statements is loaded, so windows count
 	// statements.
 	statements bool
+	// StatementDetail: snapshots also read each statement's counters
+	// (bench --profile), when pg_stat_statements is loaded.
+	StatementDetail bool
 }
 
 // NewPGServer wraps pg; statements says whether the server loads
@@ -97,7 +100,12 @@ func (s *PGServer) Snapshot(ctx context.Context, dsn string, checkpoint bool) (*
 			}
 		}
 		var err error
-		snap, err = pgmetrics.ReadSnapshot(ctx, conn, s.statements)
+		if snap, err = pgmetrics.ReadSnapshot(ctx, conn, s.statements); err != nil {
+			return err
+		}
+		if s.statements && s.StatementDetail {
+			snap.ByStatement, err = pgmetrics.ReadStatements(ctx, conn)
+		}
 		return err
 	})
 	return snap, err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -274,7 +275,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 
 	started := time.Now()
-	step := &runner.Step{Server: runner.NewPGServer(pg, info.PgStatStatementsLoaded), Launch: runner.ProcLauncher,
+	server := runner.NewPGServer(pg, info.PgStatStatementsLoaded)
+	server.StatementDetail = o.profile
+	step := &runner.Step{Server: server, Launch: runner.ProcLauncher, Profile: o.profile,
 		Warmup: o.matrix.Warmup, Window: o.matrix.Window, DrainTimeout: o.drain, Logf: logf}
 	r, err := runner.New(o.matrix, sides[0].side, sides[1].side, step, filepath.Join(tmp, "run"), logf)
 	if err != nil {
@@ -290,9 +293,20 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		run.Warnings = append(run.Warnings, fmt.Sprintf("self-test: candidate dispatchers carry a planted delay of %s per delivery", o.plantDelay))
 	}
 
+	if o.profile {
+		run.Warnings = append(run.Warnings, profileWarnings(run)...)
+	}
 	dir := result.Dir(o.out, run)
 	if err := result.Write(dir, run); err != nil {
 		return err
+	}
+	if o.profile {
+		if err := copyTree(filepath.Join(tmp, "run"), filepath.Join(dir, runner.ProfilesDir), func(path string) bool {
+			fi, err := os.Stat(path)
+			return err == nil && strings.HasSuffix(path, runner.ProfileExt) && fi.Size() > 0
+		}); err != nil {
+			return fmt.Errorf("bench: keeping the profiles: %w", err)
+		}
 	}
 	if o.keepRecords {
 		if err := keepRecords(filepath.Join(tmp, "run"), filepath.Join(dir, "records")); err != nil {
@@ -401,4 +415,29 @@ func upgradeOf(a *compare.Analysis) *result.Upgrade {
 		return nil
 	}
 	return a.Run.Upgrade
+}
+
+// profileWarnings says which side has no CPU profile: its workers ignore
+// cpu_profile_path (they predate it), or none was left.
+func profileWarnings(run *result.Run) []string {
+	var out []string
+	for _, side := range []string{result.SideBase, result.SideCandidate} {
+		ignored, profiled := false, 0
+		for _, c := range run.Cells {
+			for _, s := range c.Samples {
+				if s.Side != side {
+					continue
+				}
+				profiled += len(s.Profiles)
+				ignored = ignored || slices.Contains(s.Ignored, "cpu_profile_path")
+			}
+		}
+		switch {
+		case ignored:
+			out = append(out, fmt.Sprintf("--profile: no CPU profile from %s: its workers ignore cpu_profile_path (they predate it)", side))
+		case profiled == 0 && len(run.Cells) > 0:
+			out = append(out, fmt.Sprintf("--profile: no CPU profile from %s: its workers left none", side))
+		}
+	}
+	return out
 }

@@ -165,6 +165,13 @@ func recordDirs(root string) ([]string, error) {
 // keepRecords copies every window folder of runDir (record files, logs,
 // manifests) into dst, so `bench validate` can re-check them later.
 func keepRecords(runDir, dst string) error {
+	return copyTree(runDir, dst, func(string) bool { return true })
+}
+
+// copyTree copies the regular files under src that keep accepts to the
+// same places under dst.
+func copyTree(src, dst string, keep func(path string) bool) error {
+	runDir := src
 	return filepath.WalkDir(runDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -175,10 +182,13 @@ func keepRecords(runDir, dst string) error {
 		}
 		target := filepath.Join(dst, rel)
 		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if !d.Type().IsRegular() {
 			return nil
+		}
+		if !d.Type().IsRegular() || !keep(path) {
+			return nil
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
