@@ -76,7 +76,7 @@ func TestStatementsAndUpgradeSections(t *testing.T) {
 	}
 	run.Upgrade = &result.Upgrade{Metrics: map[string]float64{result.UpgradeSeconds: 0.7, result.UpgradeWALBytes: 8424824,
 		result.UpgradeBaseHandled: 3610, result.UpgradeCandidateHandled: 8390, result.UpgradeInFlightAtKill: 10},
-		Validation: &validate.Result{Valid: true, Published: 10, Expected: 20, HandledOK: 20},
+		Validation:    &validate.Result{Valid: true, Published: 10, Expected: 20, HandledOK: 20},
 		BeforeUpgrade: &protocol.Inspect{Pending: 8380, Processing: 10, Completed: 3610},
 		Checks:        []string{"deliveries added by republishing 33 events the base completed: 0"},
 		Tables:        []result.UpgradeTable{{Table: "relaybus_lanes", Inserted: 256, Created: true}}}
