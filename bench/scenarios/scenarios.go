@@ -107,6 +107,9 @@ func (c *Cell) Config() map[string]any {
 		if c.Dispatcher.LeaseMs > 0 {
 			m["lease_ms"] = c.Dispatcher.LeaseMs
 		}
+		if c.Dispatcher.CompletionWindowDisabled {
+			m["completion_window"] = "disabled"
+		}
 	}
 	if c.Workload.PoisonEvery > 0 {
 		m["poison_every"] = c.Workload.PoisonEvery
@@ -353,6 +356,12 @@ func Full() Matrix {
 			m.Cells = append(m.Cells, dispatchCell(Dispatch, inst, d, 200_000, workload("none", 0), ""))
 		}
 	}
+	// The unbatched completion path (protocol field
+	// completion_window_disabled; a worker older than it reports it
+	// ignored and batches, which the report shows).
+	unbatched := dispatchCell(Dispatch, 4, tuned, 200_000, workload("none", 0), "completion unbatched, ")
+	unbatched.Dispatcher.CompletionWindowDisabled = true
+	m.Cells = append(m.Cells, unbatched)
 	for _, inst := range []int{1, 4} {
 		m.Cells = append(m.Cells,
 			// 0.1.0 runs a hot key's deliveries one poll apart (about 60/s
