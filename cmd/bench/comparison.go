@@ -186,10 +186,7 @@ func parseCompare(args []string, stdout io.Writer) (*options, error) {
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseCompare(args, stdout)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return helpOK(err)
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
 	var warnings []string
@@ -244,22 +241,12 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		logf("%s %s: relaybus %s, protocol %d", s.side.Name, s.ref, hello.Version, hello.Protocol)
 	}
 
-	pg, err := dbenv.StartPostgres(ctx, dbenv.PostgresOptions{Provider: o.provider, DSN: o.dsn, Image: o.image,
+	pg, info, stop, err := startPostgres(ctx, dbenv.PostgresOptions{Provider: o.provider, DSN: o.dsn, Image: o.image,
 		Settings: map[string]string{"shared_preload_libraries": "pg_stat_statements"}, Logf: logf})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := pg.Stop(sctx); err != nil {
-			logf("warning: stopping PostgreSQL: %v", err)
-		}
-	}()
-	info, err := pg.Info(ctx)
-	if err != nil {
-		return err
-	}
+	defer stop()
 	if err := pgmetrics.CheckFsync(info.Settings, o.allowFsyncOff); err != nil {
 		return err
 	}
@@ -440,4 +427,27 @@ func profileWarnings(run *result.Run) []string {
 		}
 	}
 	return out
+}
+
+// startPostgres starts the server of a command and returns it, what it
+// runs with, and the function that stops it (a failure to stop is
+// logged).
+func startPostgres(ctx context.Context, opts dbenv.PostgresOptions) (*dbenv.Postgres, *dbenv.ServerInfo, func(), error) {
+	pg, err := dbenv.StartPostgres(ctx, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := pg.Stop(sctx); err != nil && opts.Logf != nil {
+			opts.Logf("warning: stopping PostgreSQL: %v", err)
+		}
+	}
+	info, err := pg.Info(ctx)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return pg, info, stop, nil
 }

@@ -85,10 +85,7 @@ func parseLifecycle(args []string, stdout io.Writer) (*lifecycleOptions, error) 
 func runLifecycle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseLifecycle(args, stdout)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return helpOK(err)
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
 	resolved := make([]refs.Ref, len(o.refs))
@@ -135,22 +132,12 @@ func runLifecycle(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		logf("%s: relaybus %s, protocol %d", ref, hello.Version, hello.Protocol)
 	}
 
-	pg, err := dbenv.StartPostgres(ctx, dbenv.PostgresOptions{Provider: o.provider, DSN: o.dsn, Image: o.image,
+	pg, info, stop, err := startPostgres(ctx, dbenv.PostgresOptions{Provider: o.provider, DSN: o.dsn, Image: o.image,
 		Settings: map[string]string{"autovacuum": "off"}, Logf: logf})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := pg.Stop(sctx); err != nil {
-			logf("warning: stopping PostgreSQL: %v", err)
-		}
-	}()
-	info, err := pg.Info(ctx)
-	if err != nil {
-		return err
-	}
+	defer stop()
 	logf("PostgreSQL %s (%s), autovacuum=%s", info.Version, info.Provider, info.Settings["autovacuum"])
 	set := &lifecycle.Set{Started: time.Now(), Machine: machine(),
 		Database: result.DatabaseInfo{Kind: "postgres", Provider: string(info.Provider), Version: info.Version, Settings: info.Settings}}
