@@ -21,6 +21,8 @@
 // Beside the flow: protocol defines worker protocol 1 (frozen since
 // v0.1.0: every release stays drivable), worker is the worker side of it
 // (`bench worker`), scenarios defines the cells of --smoke, --quick and
-// --full, and mongometrics reads MongoDB's counters for a runner that
-// does not exist yet.
+// --full and scenario 6 (the in-place upgrade, one run, driven by
+// runner/upgrade.go), lifecycle shows what one delivery leaves behind in
+// PostgreSQL (`bench lifecycle`, pageinspect), and mongometrics reads
+// MongoDB's counters for a runner that does not exist yet.
 package bench

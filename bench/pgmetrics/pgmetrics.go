@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -62,6 +63,9 @@ type Snapshot struct {
 	// (transaction control and the harness's own queries excluded); -1
 	// when pg_stat_statements is not available.
 	Statements int64
+	// ByStatement holds each statement's counters when they were asked
+	// for (bench --profile), by query id.
+	ByStatement map[int64]StatementStat
 }
 
 // ReadSnapshot reads the counters. conn must be connected to the window's
@@ -229,4 +233,79 @@ func CheckFsync(settings map[string]string, allow bool) error {
 		return errors.New("pgmetrics: the PostgreSQL server runs with fsync=off; benchmark numbers would not mean anything (pass --allow-fsync-off to run anyway)")
 	}
 	return nil
+}
+
+// StatementStat is one statement's cumulative pg_stat_statements counters
+// (the query text is the normalized one, with $n for constants).
+type StatementStat struct {
+	Query   string
+	Calls   int64
+	TotalMs float64
+}
+
+// ReadStatements reads every statement of conn's database but the
+// harness's own and transaction control, by query id.
+func ReadStatements(ctx context.Context, conn *pgx.Conn) (map[int64]StatementStat, error) {
+	rows, err := conn.Query(ctx, harnessTag+` SELECT queryid, query, sum(calls)::bigint, sum(total_exec_time)::float8
+		FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL
+		  AND query NOT LIKE '%relaybus-bench%'
+		  AND query !~* '^\s*(BEGIN|COMMIT|ROLLBACK|START TRANSACTION|SAVEPOINT|RELEASE|END|SET|SHOW|RESET|DISCARD|DEALLOCATE)\M'
+		GROUP BY queryid, query`)
+	if err != nil {
+		return nil, fmt.Errorf("pgmetrics: reading pg_stat_statements: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]StatementStat{}
+	for rows.Next() {
+		var id int64
+		var s StatementStat
+		if err := rows.Scan(&id, &s.Query, &s.Calls, &s.TotalMs); err != nil {
+			return nil, fmt.Errorf("pgmetrics: reading pg_stat_statements: %w", err)
+		}
+		old := out[id]
+		out[id] = StatementStat{Query: s.Query, Calls: old.Calls + s.Calls, TotalMs: old.TotalMs + s.TotalMs}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgmetrics: reading pg_stat_statements: %w", err)
+	}
+	return out, nil
+}
+
+// maxStatementText bounds a statement's text in the results.
+const maxStatementText = 110
+
+// TopStatements is the window's statements (after minus before) by total
+// time, at most n of them, with their text on one line and shortened,
+// and the total time of every statement of the window.
+func TopStatements(before, after map[int64]StatementStat, n int) (top []result.Statement, totalMs float64) {
+	for id, a := range after {
+		b := before[id]
+		calls, ms := a.Calls-b.Calls, a.TotalMs-b.TotalMs
+		if calls <= 0 {
+			continue
+		}
+		totalMs += ms
+		top = append(top, result.Statement{Query: ShortQuery(a.Query), Calls: calls, TotalMs: ms})
+	}
+	sort.Slice(top, func(i, j int) bool {
+		if top[i].TotalMs != top[j].TotalMs {
+			return top[i].TotalMs > top[j].TotalMs
+		}
+		return top[i].Query < top[j].Query
+	})
+	if len(top) > n {
+		top = top[:n]
+	}
+	return top, totalMs
+}
+
+// ShortQuery puts a query on one line, its runs of white space made one
+// space, cut at maxStatementText characters.
+func ShortQuery(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	if r := []rune(q); len(r) > maxStatementText {
+		q = string(r[:maxStatementText-3]) + "..."
+	}
+	return q
 }

@@ -58,6 +58,11 @@ type Config struct {
 	RecordPath string `json:"record_path,omitempty"`
 	// CountersIntervalMs: how often to write Counters; 0 means 1000.
 	CountersIntervalMs int `json:"counters_interval_ms,omitempty"`
+	// CPUProfilePath, when set, asks the worker to write a CPU profile
+	// (runtime/pprof) of its role to this file: from before it connects
+	// until it writes done. Added after v0.1.0: an older worker lists
+	// cpu_profile_path as ignored in its ready line and writes no profile.
+	CPUProfilePath string `json:"cpu_profile_path,omitempty"`
 
 	Store      Store      `json:"store"`
 	Workload   Workload   `json:"workload"`
@@ -139,6 +144,13 @@ type Dispatcher struct {
 	LeaseMs            int `json:"lease_ms,omitempty"`
 	CompletionWindowUs int `json:"completion_window_us,omitempty"`
 	CompletionBatchMax int `json:"completion_batch_max,omitempty"`
+	// CompletionWindowDisabled turns completion batching off
+	// (relaybus.Disabled: every success is completed on its own), which
+	// CompletionWindowUs cannot say: 0 there is the library default, and a
+	// negative window is out of range. It needs CompletionWindowUs 0.
+	// Added after v0.1.0: an older worker lists
+	// dispatcher.completion_window_disabled as ignored and batches.
+	CompletionWindowDisabled bool `json:"completion_window_disabled,omitempty"`
 	// ExtraCostPerDeliveryUs adds a fixed cost to every delivery on this
 	// side only (a planted slowdown for the harness's self-test).
 	ExtraCostPerDeliveryUs int `json:"extra_cost_per_delivery_us,omitempty"`

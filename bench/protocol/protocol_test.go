@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -67,5 +68,26 @@ func TestWireNamesAreFrozen(t *testing.T) {
 	}
 	if m.Type != TypeDone || m.Counters.Handled != 3 || m.Publish.P50Ms != 1.5 || m.Inspect.DeadLetters[0].EventID != "e" {
 		t.Errorf("done line decoded as %+v", m)
+	}
+}
+
+// TestAddedFields pins the wire names of the optional fields added after
+// v0.1.0: a worker that predates them lists exactly these as ignored.
+func TestAddedFields(t *testing.T) {
+	b, err := json.Marshal(Config{CPUProfilePath: "/p", Dispatcher: Dispatcher{CompletionWindowDisabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"cpu_profile_path":"/p"`, `"completion_window_disabled":true`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("config JSON %s lacks %s", b, want)
+		}
+	}
+	b, err = json.Marshal(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "cpu_profile_path") || strings.Contains(string(b), "completion_window_disabled") {
+		t.Errorf("unset added fields are on the wire: %s", b)
 	}
 }

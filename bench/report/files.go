@@ -13,6 +13,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // WriteFiles writes the rendered report of a into dir, beside the
@@ -27,13 +29,22 @@ func WriteFiles(dir string, a *compare.Analysis) error {
 		return fmt.Errorf("report: write files: %w", err)
 	}
 	var md, bench bytes.Buffer
-	if err := WriteMarkdown(&md, a); err != nil {
+	files := map[string][]byte{}
+	summary, ok, err := SummaryPlot(a)
+	if err != nil {
+		return err
+	}
+	summaryName := ""
+	if ok {
+		files[SummaryFile], summaryName = summary, SummaryFile
+	}
+	if err := writeMarkdown(&md, a, summaryName); err != nil {
 		return err
 	}
 	if err := WriteBench(&bench, a); err != nil {
 		return err
 	}
-	files := map[string][]byte{"bench.txt": bench.Bytes()}
+	files["bench.txt"] = bench.Bytes()
 	var plots []string
 	for i, c := range a.Run.Cells {
 		base := fmt.Sprintf("%02d-%s-%s-%s", i, result.Slug(c.Store), result.Slug(c.Scenario), result.Slug(c.Name))
@@ -65,6 +76,9 @@ func WriteFiles(dir string, a *compare.Analysis) error {
 	}
 	return nil
 }
+
+// minLatencyMs is the smallest latency the log axis shows.
+const minLatencyMs = 0.01
 
 var sideColors = map[string]color.Color{
 	result.SideBase:      color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
@@ -108,11 +122,14 @@ func throughputPlot(c *result.Cell) ([]byte, bool, error) {
 }
 
 // latencyPlot draws the empirical CDF of the end-to-end latencies of
-// each side's valid windows, pooled.
+// each side's valid windows, pooled, on a log axis (latencies span
+// orders of magnitude; a latency below minLatencyMs is drawn at it).
 func latencyPlot(c *result.Cell) ([]byte, bool, error) {
 	p := plot.New()
 	p.Title.Text = c.Store + " " + c.Scenario + ": " + c.Name + " (commit to handler)"
-	p.X.Label.Text = "latency ms"
+	p.X.Label.Text = "latency ms (log scale)"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Label.Text = "fraction of deliveries"
 	drawn := false
 	for _, side := range []string{result.SideBase, result.SideCandidate} {
@@ -128,7 +145,7 @@ func latencyPlot(c *result.Cell) ([]byte, bool, error) {
 		slices.Sort(lat)
 		xys := make(plotter.XYs, len(lat))
 		for i, v := range lat {
-			xys[i] = plotter.XY{X: v, Y: float64(i+1) / float64(len(lat))}
+			xys[i] = plotter.XY{X: max(v, minLatencyMs), Y: float64(i+1) / float64(len(lat))}
 		}
 		l, err := plotter.NewLine(xys)
 		if err != nil {
@@ -145,13 +162,20 @@ func latencyPlot(c *result.Cell) ([]byte, bool, error) {
 	return render(p)
 }
 
+// render draws p as SVG with its legend in a strip of its own above the
+// plot, so that the legend never covers a line.
 func render(p *plot.Plot) ([]byte, bool, error) {
-	wt, err := p.WriterTo(8*vg.Inch, 4*vg.Inch, "svg")
-	if err != nil {
-		return nil, false, fmt.Errorf("report: plot: %w", err)
-	}
+	const width, height = 8 * vg.Inch, 4 * vg.Inch
+	legend := p.Legend
+	p.Legend = plot.NewLegend()
+	c := vgsvg.New(width, height)
+	dc := draw.New(c)
+	strip := legend.Rectangle(dc).Size().Y + vg.Points(4)
+	p.Draw(draw.Crop(dc, 0, 0, 0, -strip))
+	legend.Top, legend.Left = true, true
+	legend.Draw(draw.Crop(dc, vg.Points(50), 0, height-strip, -vg.Points(2)))
 	var b bytes.Buffer
-	if _, err := wt.WriteTo(&b); err != nil {
+	if _, err := c.WriteTo(&b); err != nil {
 		return nil, false, fmt.Errorf("report: plot: %w", err)
 	}
 	return b.Bytes(), true, nil

@@ -203,6 +203,14 @@ func writeTables(w io.Writer, a *compare.Analysis, markdown bool) error {
 		writeItems(w, notes, markdown)
 		fmt.Fprintln(w)
 	}
+	if a.Run != nil {
+		writeSection(w, "Upgrade (scenario 6)", upgradeLines(a.Run), markdown)
+	}
+	if markdown {
+		if err := writeStatements(w, a); err != nil {
+			return err
+		}
+	}
 	writeSection(w, "Warnings", a.Warnings, markdown)
 	return nil
 }
@@ -296,6 +304,12 @@ func WriteTerminal(w io.Writer, a *compare.Analysis) error {
 
 // WriteMarkdown writes report.md.
 func WriteMarkdown(w io.Writer, a *compare.Analysis) error {
+	return writeMarkdown(w, a, "")
+}
+
+// writeMarkdown writes report.md; summary, when not empty, is the summary
+// plot's file, shown first.
+func writeMarkdown(w io.Writer, a *compare.Analysis, summary string) error {
 	if a.Run != nil {
 		r := a.Run
 		fmt.Fprintf(w, "# relaybus benchmark: %s vs %s\n\n", r.Base.Ref, r.Candidate.Ref)
@@ -317,6 +331,9 @@ func WriteMarkdown(w io.Writer, a *compare.Analysis) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "\n%s\n\n", legend(a))
+	}
+	if summary != "" {
+		fmt.Fprintf(w, "![every (cell, metric): the change with its interval, coloured by verdict](%s)\n\n", summary)
 	}
 	return writeTables(w, a, true)
 }

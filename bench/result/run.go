@@ -67,7 +67,9 @@ type Run struct {
 	Machine   map[string]string
 	Databases []DatabaseInfo
 	Cells     []*Cell
-	Warnings  []string
+	// Upgrade is scenario 6 when the run included it (nil otherwise).
+	Upgrade  *Upgrade `json:",omitempty"`
+	Warnings []string
 }
 
 // Cell is one row of a report table: one configuration of one scenario
@@ -101,9 +103,27 @@ type Sample struct {
 	// preload, vacuum, start, warm-up, window, drain, validate): where a
 	// mode's wall time goes.
 	PhaseSeconds map[string]float64 `json:",omitempty"`
+	// Statements are the window's top statements by total time
+	// (pg_stat_statements, bench --profile); StatementsTotalMs is the
+	// time of all of them and StatementUnits the deliveries (or events)
+	// they are divided by.
+	Statements        []Statement `json:",omitempty"`
+	StatementsTotalMs float64     `json:",omitempty"`
+	StatementUnits    float64     `json:",omitempty"`
+	// Profiles are the CPU profiles of the window's dispatchers and
+	// publishers, relative to the results folder (bench --profile).
+	Profiles []string `json:",omitempty"`
 	// Error says why a window failed to run; such a sample counts as
 	// INVALID.
 	Error string
+}
+
+// Statement is one statement of a window: its normalized text (one
+// line, shortened), its calls and their total execution time.
+type Statement struct {
+	Query   string
+	Calls   int64
+	TotalMs float64
 }
 
 // IsValid reports whether the sample ran and validated.

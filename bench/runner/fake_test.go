@@ -114,6 +114,16 @@ func (c *fakeCluster) Snapshot(_ context.Context, dsn string, checkpoint bool) (
 	return &pgmetrics.Snapshot{WALPos: db.walPos, Statements: -1, Tables: map[string]pgmetrics.TableStats{}}, nil
 }
 
+func (c *fakeCluster) Probe(_ context.Context, dsn string) (*pgmetrics.Probe, error) {
+	db := c.db(dsn)
+	if db == nil {
+		return nil, errors.New("fake: no database")
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return &pgmetrics.Probe{WALPos: db.walPos, Tables: map[string]pgmetrics.TableStats{}, FileNodes: map[string]uint32{}}, nil
+}
+
 func (c *fakeCluster) launch(_ string, cfg protocol.Config, _ string) (Worker, error) {
 	db := c.db(cfg.Store.DSN)
 	if db == nil {

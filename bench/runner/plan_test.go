@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -63,5 +64,33 @@ func TestPlanRejectsBadRunID(t *testing.T) {
 		if _, err := Plan(&m, id); err == nil || !strings.HasPrefix(err.Error(), "runner: ") {
 			t.Errorf("Plan(%q): %v", id, err)
 		}
+	}
+}
+
+func TestProgression(t *testing.T) {
+	set := map[int64]bool{}
+	for _, i := range []int64{1, 4, 7, 10, 12, 13, 20} {
+		set[i] = true
+	}
+	if s, st, n := progression(set, 10); s != 1 || st != 3 || n != 5 {
+		t.Errorf("progression = %d, %d, %d; want 1, 3, 5 (1 4 7 10 13)", s, st, n)
+	}
+	if s, st, n := progression(set, 2); s != 12 || st != 1 || n != 2 {
+		t.Errorf("want 2: %d, %d, %d; want 12, 1, 2 (stride 1 first)", s, st, n)
+	}
+	if _, _, n := progression(map[int64]bool{}, 5); n != 0 {
+		t.Errorf("empty set: n %d", n)
+	}
+	if s, st, n := progression(map[int64]bool{7: true}, 5); s != 7 || st != 1 || n != 1 {
+		t.Errorf("one index: %d, %d, %d", s, st, n)
+	}
+}
+
+func TestUpgradeNothingToUpgrade(t *testing.T) {
+	step := &Step{Server: newFakeCluster()}
+	u := scenarios.Quick().Upgrade
+	res := step.Upgrade(context.Background(), u, &Side{Name: result.SideBase, Code: "abc"}, &Side{Name: result.SideCandidate, Code: "abc"}, "rb_x_upgrade", t.TempDir())
+	if res.Skipped == "" || !strings.Contains(res.Skipped, "nothing to upgrade") || res.Verdict() != "skipped" || res.IsValid() {
+		t.Errorf("A/A upgrade: %+v", res)
 	}
 }

@@ -26,6 +26,10 @@ type Side struct {
 	// ExtraCostPerDeliveryUs is planted on this side's dispatchers (the
 	// harness's self-test: it must show up as a regression).
 	ExtraCostPerDeliveryUs int
+	// Code names the side's code (its commit, "+dirty" for a changed
+	// working tree): two sides with the same Code have nothing to
+	// upgrade (scenario 6). Empty: unknown, taken as different.
+	Code string
 }
 
 // Runner runs every window of a matrix.
@@ -37,6 +41,7 @@ type Runner struct {
 	logf   func(format string, args ...any)
 
 	windows []Window
+	runID   string
 	started time.Time
 }
 
@@ -58,7 +63,7 @@ func New(m scenarios.Matrix, base, candidate *Side, step *Step, runDir string, l
 		return nil, err
 	}
 	return &Runner{matrix: m, sides: map[string]*Side{base.Name: base, candidate.Name: candidate},
-		step: step, runDir: runDir, logf: logf, windows: windows}, nil
+		step: step, runDir: runDir, logf: logf, windows: windows, runID: runID}, nil
 }
 
 // Windows is the plan: every window in the order Run runs them.
@@ -83,7 +88,10 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 		return r.step.Prepare(ctx, w, &r.matrix.Cells[w.Cell], r.sides[w.Side], filepath.Join(r.runDir, w.Dir))
 	}
 	var err error
-	next := prepare(0)
+	var next *Prepared
+	if len(r.windows) > 0 {
+		next = prepare(0)
+	}
 	for i, w := range r.windows {
 		if err = ctx.Err(); err != nil {
 			break
@@ -125,9 +133,36 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 		// database and records nothing.
 		r.step.Measure(context.WithoutCancel(ctx), &Prepared{run: next.run, err: err}, nil)
 	}
+	if u := r.matrix.Upgrade; u != nil && err == nil {
+		err = ctx.Err()
+		if err == nil {
+			r.logf("scenario 6 [upgrade]: %s -> %s, one run", result.SideBase, result.SideCandidate)
+			run.Upgrade = r.step.Upgrade(ctx, u, r.sides[result.SideBase], r.sides[result.SideCandidate],
+				"rb_"+r.runID+"_upgrade", filepath.Join(r.runDir, "upgrade"))
+			r.logf("  %s", describeUpgrade(run.Upgrade))
+		}
+	}
 	run.Finished = time.Now()
 	run.Warnings = r.step.Warnings()
 	return run, err
+}
+
+// describeUpgrade is the upgrade's verdict in one line.
+func describeUpgrade(u *result.Upgrade) string {
+	switch {
+	case u.Skipped != "":
+		return u.Skipped
+	case u.Error != "":
+		return "INVALID: " + u.Error
+	}
+	s := u.Verdict()
+	if u.Validation != nil {
+		s = describeValidation(u.Validation)
+	}
+	if len(u.Failed) > 0 {
+		s = "INVALID: " + strings.Join(u.Failed, "; ") + "; " + s
+	}
+	return s
 }
 
 // eta estimates the time left before window i from the windows so far.

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,6 +31,9 @@ type Server interface {
 	// for a CHECKPOINT first, so every window starts with the same
 	// full-page-image debt.
 	Snapshot(ctx context.Context, dsn string, checkpoint bool) (*pgmetrics.Snapshot, error)
+	// Probe reads what an in-place upgrade changes (scenario 6), once no
+	// other session is connected to the database.
+	Probe(ctx context.Context, dsn string) (*pgmetrics.Probe, error)
 }
 
 // PGServer is a PostgreSQL server (dbenv) as the windows' Server.
@@ -38,6 +42,9 @@ type PGServer struct {
 	// statements: pg_stat_statements is loaded, so windows count
 	// statements.
 	statements bool
+	// StatementDetail: snapshots also read each statement's counters
+	// (bench --profile), when pg_stat_statements is loaded.
+	StatementDetail bool
 }
 
 // NewPGServer wraps pg; statements says whether the server loads
@@ -93,10 +100,29 @@ func (s *PGServer) Snapshot(ctx context.Context, dsn string, checkpoint bool) (*
 			}
 		}
 		var err error
-		snap, err = pgmetrics.ReadSnapshot(ctx, conn, s.statements)
+		if snap, err = pgmetrics.ReadSnapshot(ctx, conn, s.statements); err != nil {
+			return err
+		}
+		if s.statements && s.StatementDetail {
+			snap.ByStatement, err = pgmetrics.ReadStatements(ctx, conn)
+		}
 		return err
 	})
 	return snap, err
+}
+
+// probeTimeout bounds the wait for the workers' sessions to end.
+const probeTimeout = time.Minute
+
+// Probe implements Server.
+func (s *PGServer) Probe(ctx context.Context, dsn string) (*pgmetrics.Probe, error) {
+	var p *pgmetrics.Probe
+	err := withConn(ctx, dsn, func(conn *pgx.Conn) error {
+		var err error
+		p, err = pgmetrics.ReadProbe(ctx, conn, probeTimeout)
+		return err
+	})
+	return p, err
 }
 
 func withConn(ctx context.Context, dsn string, fn func(*pgx.Conn) error) error {

@@ -38,6 +38,8 @@ const (
 	drainPool = 20
 	// dropTimeout bounds dropping a window's database.
 	dropTimeout = time.Minute
+	// topStatements bounds the statements a window keeps (--profile).
+	topStatements = 10
 )
 
 // Step is the measurement step: it runs one window of one side of one
@@ -52,6 +54,10 @@ type Step struct {
 	DrainTimeout, StopTimeout, ReadyTimeout, SetupTimeout time.Duration
 	// Logf prints progress; nil is silent.
 	Logf func(format string, args ...any)
+	// Profile asks every window's dispatchers and publishers for a CPU
+	// profile (protocol field cpu_profile_path) and keeps the window's top
+	// statements (the Server must read them: PGServer.StatementDetail).
+	Profile bool
 
 	mu       sync.Mutex
 	warnings []string
@@ -109,7 +115,7 @@ type Prepared struct {
 // kept and becomes the window's Error when it is measured.
 func (s *Step) Prepare(ctx context.Context, w Window, c *scenarios.Cell, side *Side, dir string) *Prepared {
 	smp := &result.Sample{Side: side.Name, Round: w.Round, Order: w.Order, Metrics: map[string]float64{}}
-	wr := &windowRun{step: s, c: c, side: side, sample: smp, name: w.Name, dir: dir, phases: newPhases()}
+	wr := &windowRun{step: s, c: c, side: side, sample: smp, name: w.Name, dir: dir, rel: w.Dir, phases: newPhases()}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return &Prepared{run: wr, err: fmt.Errorf("runner: %w", err)}
 	}
@@ -130,6 +136,7 @@ func (s *Step) Measure(ctx context.Context, p *Prepared, windowDone func()) *res
 		err = wr.measure(ctx, windowDone)
 	}
 	wr.stopAll()
+	wr.sample.Profiles = profiles(wr.dir, wr.rel)
 	if wr.dbCreated {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
 		if derr := s.Server.DropDatabase(dctx, wr.name); derr != nil {
@@ -156,6 +163,7 @@ type windowRun struct {
 	sample *result.Sample
 	name   string // database name and id prefix
 	dir    string
+	rel    string // dir, relative to the run's folder
 	dsn    string
 
 	dbCreated   bool
@@ -219,6 +227,7 @@ func (w *windowRun) startPublisher(idx int, name, prefix string) (Worker, error)
 	cfg.Publisher = c.Publisher
 	cfg.Publisher.StartIndex = int64(idx)
 	cfg.Publisher.Stride = int64(c.PublisherProcs)
+	w.profile(&cfg)
 	w.prefixes = append(w.prefixes, prefix)
 	p, err := w.start(cfg)
 	if err == nil {
@@ -231,7 +240,39 @@ func (w *windowRun) startDispatcher(name string, d protocol.Dispatcher, pool int
 	cfg := w.config(protocol.RoleDispatcher, name, pool)
 	cfg.Dispatcher = d
 	cfg.Dispatcher.ExtraCostPerDeliveryUs = w.side.ExtraCostPerDeliveryUs
+	w.profile(&cfg)
 	return w.start(cfg)
+}
+
+// profile asks a window's worker for a CPU profile beside its record
+// file, when the step profiles.
+func (w *windowRun) profile(cfg *protocol.Config) {
+	if w.step.Profile && w.rel != "" {
+		cfg.CPUProfilePath = filepath.Join(w.dir, cfg.Name+ProfileExt)
+	}
+}
+
+// ProfileExt ends the name of a worker's CPU profile; ProfilesDir is
+// where a results folder keeps them, by window (cell01/r1-base/...).
+const (
+	ProfileExt  = ".pprof"
+	ProfilesDir = "profiles"
+)
+
+// profiles lists the non-empty CPU profiles in dir (a SIGKILLed worker
+// leaves an empty one) as paths under ProfilesDir/rel.
+func profiles(dir, rel string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil || rel == "" {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && !e.IsDir() && strings.HasSuffix(e.Name(), ProfileExt) && fi.Size() > 0 {
+			out = append(out, filepath.ToSlash(filepath.Join(ProfilesDir, rel, e.Name())))
+		}
+	}
+	return out
 }
 
 // startDrainDispatcher starts a dispatcher that only drains: fast
@@ -404,6 +445,10 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	}
 	if wm.units > 0 {
 		pgmetrics.WindowMetrics(w.sample.Metrics, before, after, wm.units, c.DispatcherProcs == 0)
+		if s.Profile && before.ByStatement != nil && after.ByStatement != nil {
+			w.sample.Statements, w.sample.StatementsTotalMs = pgmetrics.TopStatements(before.ByStatement, after.ByStatement, topStatements)
+			w.sample.StatementUnits = wm.units
+		}
 	}
 	w.sample.Series, w.sample.Latencies = wm.series, wm.latencies
 	if c.AllowRedelivery {

@@ -18,12 +18,16 @@ const (
 	Keyed    = 3 // keyed dispatch
 	Faults   = 4 // SIGKILL, poison, database restart
 	Mixed    = 5 // steady state: offered rate against dispatchers
-	// 6 is the upgrade of a live database across versions (issue 13).
-	Work = 7 // handlers that take time: leases renewed beside completions
+	// UpgradeScenario is the in-place upgrade of a live database from the
+	// base's version to the candidate's: one run, not a cell of windows
+	// (Matrix.Upgrade).
+	UpgradeScenario = 6
+	Work            = 7 // handlers that take time: leases renewed beside completions
 )
 
 // Names maps scenario numbers to the names used in results.
-var Names = map[int]string{Publish: "publish", Dispatch: "dispatch", Keyed: "keyed", Faults: "faults", Mixed: "mixed", Work: "work"}
+var Names = map[int]string{Publish: "publish", Dispatch: "dispatch", Keyed: "keyed", Faults: "faults", Mixed: "mixed",
+	UpgradeScenario: "upgrade", Work: "work"}
 
 // Limits checked by Validate.
 const (
@@ -103,6 +107,9 @@ func (c *Cell) Config() map[string]any {
 		if c.Dispatcher.LeaseMs > 0 {
 			m["lease_ms"] = c.Dispatcher.LeaseMs
 		}
+		if c.Dispatcher.CompletionWindowDisabled {
+			m["completion_window"] = "disabled"
+		}
 	}
 	if c.Workload.PoisonEvery > 0 {
 		m["poison_every"] = c.Workload.PoisonEvery
@@ -124,6 +131,8 @@ func (c *Cell) Validate() error {
 	switch {
 	case Names[c.Scenario] == "":
 		return fmt.Errorf("scenarios: cell %q: unknown scenario %d", c.Name, c.Scenario)
+	case c.Scenario == UpgradeScenario:
+		return fmt.Errorf("scenarios: cell %q: scenario %d (upgrade) is one run, Matrix.Upgrade, not a cell", c.Name, c.Scenario)
 	case len(c.Workload.Handlers) == 0:
 		return fmt.Errorf("scenarios: cell %q: no handlers", c.Name)
 	case c.Preload < 0 || c.Preload > MaxPreload:
@@ -150,6 +159,8 @@ type Matrix struct {
 	// Warmup runs before each window and is discarded.
 	Warmup, Window time.Duration
 	Cells          []Cell
+	// Upgrade is scenario 6, run once after the cells (nil: not run).
+	Upgrade *Upgrade
 }
 
 // Validate checks the matrix and every cell.
@@ -163,7 +174,7 @@ func (m *Matrix) Validate() error {
 		return fmt.Errorf("scenarios: window %s outside %s..%s", m.Window, MinWindow, MaxWindow)
 	case m.Warmup < 0 || m.Warmup > MaxWindow:
 		return fmt.Errorf("scenarios: warm-up %s outside 0..%s", m.Warmup, MaxWindow)
-	case len(m.Cells) == 0:
+	case len(m.Cells) == 0 && m.Upgrade == nil:
 		return fmt.Errorf("scenarios: no cells to run (check --scenarios)")
 	case len(m.Cells) > MaxCells:
 		return fmt.Errorf("scenarios: %d cells, more than %d", len(m.Cells), MaxCells)
@@ -172,6 +183,9 @@ func (m *Matrix) Validate() error {
 		if err := m.Cells[i].Validate(); err != nil {
 			return err
 		}
+	}
+	if m.Upgrade != nil {
+		return m.Upgrade.Validate()
 	}
 	return nil
 }
@@ -183,10 +197,15 @@ func (m *Matrix) Filter(numbers []int) error {
 	}
 	for _, n := range numbers {
 		if Names[n] == "" {
-			return fmt.Errorf("scenarios: unknown scenario %d (1 publish, 2 dispatch, 3 keyed, 4 faults, 5 mixed, 7 work)", n)
+			return fmt.Errorf("scenarios: unknown scenario %d (1 publish, 2 dispatch, 3 keyed, 4 faults, 5 mixed, 6 upgrade, 7 work)", n)
 		}
 	}
 	m.Cells = slices.DeleteFunc(m.Cells, func(c Cell) bool { return !slices.Contains(numbers, c.Scenario) })
+	if !slices.Contains(numbers, UpgradeScenario) {
+		m.Upgrade = nil
+	} else if m.Upgrade == nil {
+		return fmt.Errorf("scenarios: scenario 6 (upgrade) is not part of mode %s", m.Mode)
+	}
 	return nil
 }
 
@@ -315,8 +334,11 @@ func Quick() Matrix {
 		faultCell(false),
 		workCell(5, warmup, window),
 		workCell(20, warmup, window),
-	}}
+	}, Upgrade: upgrade(quickUpgradeEvents)}
 }
+
+// The upgrade's backlog in --quick: events per kind (keyed, unkeyed).
+const quickUpgradeEvents = 3000
 
 // Full is the seed's matrix (publish, dispatch with 1/4/8 instances,
 // keyed, faults, mixed) and the handler-work cells. It takes hours.
@@ -334,6 +356,12 @@ func Full() Matrix {
 			m.Cells = append(m.Cells, dispatchCell(Dispatch, inst, d, 200_000, workload("none", 0), ""))
 		}
 	}
+	// The unbatched completion path (protocol field
+	// completion_window_disabled; a worker older than it reports it
+	// ignored and batches, which the report shows).
+	unbatched := dispatchCell(Dispatch, 4, tuned, 200_000, workload("none", 0), "completion unbatched, ")
+	unbatched.Dispatcher.CompletionWindowDisabled = true
+	m.Cells = append(m.Cells, unbatched)
 	for _, inst := range []int{1, 4} {
 		m.Cells = append(m.Cells,
 			// 0.1.0 runs a hot key's deliveries one poll apart (about 60/s
@@ -346,6 +374,7 @@ func Full() Matrix {
 		mixedCell(1000, 1, defaults, "defaults"), mixedCell(5000, 1, defaults, "defaults"),
 		mixedCell(1000, 1, tuned, "tuned"), mixedCell(5000, 1, tuned, "tuned"), mixedCell(10000, 1, tuned, "tuned"))
 	m.Cells = append(m.Cells, workCell(5, m.Warmup, m.Window), workCell(20, m.Warmup, m.Window))
+	m.Upgrade = upgrade(25_000)
 	return m
 }
 

@@ -95,3 +95,39 @@ func TestFilterAndErrors(t *testing.T) {
 		t.Fatalf("kill with one dispatcher: %v", err)
 	}
 }
+
+func TestUpgradeScenario(t *testing.T) {
+	q := Quick()
+	if q.Upgrade == nil || q.Upgrade.Validate() != nil {
+		t.Fatalf("quick has no valid upgrade: %+v", q.Upgrade)
+	}
+	if err := q.Filter([]int{UpgradeScenario}); err != nil || len(q.Cells) != 0 || q.Upgrade == nil || q.Validate() != nil {
+		t.Errorf("--scenarios 6: %v, %d cells, upgrade %v", err, len(q.Cells), q.Upgrade)
+	}
+	q = Quick()
+	if err := q.Filter([]int{Dispatch}); err != nil || q.Upgrade != nil {
+		t.Errorf("--scenarios 2 keeps the upgrade: %v", err)
+	}
+	s := Smoke()
+	if err := s.Filter([]int{UpgradeScenario}); err == nil || !strings.Contains(err.Error(), "not part of mode smoke") {
+		t.Errorf("smoke has no upgrade: %v", err)
+	}
+	bad := *Quick().Upgrade
+	bad.BaseDispatchers = 1
+	if err := bad.Validate(); err == nil {
+		t.Error("an upgrade with one base dispatcher (the one killed) validates")
+	}
+	c := Cell{Scenario: UpgradeScenario, Name: "x", Workload: workload("none", 0), DispatcherProcs: 1}
+	if err := c.Validate(); err == nil {
+		t.Error("scenario 6 as a cell validates")
+	}
+	unbatched := false
+	for _, c := range Full().Cells {
+		if c.Dispatcher.CompletionWindowDisabled {
+			unbatched = c.Config()["completion_window"] == "disabled"
+		}
+	}
+	if !unbatched {
+		t.Error("the full matrix has no cell of the unbatched completion path")
+	}
+}

@@ -20,21 +20,12 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 	rec := &recorder{w: rw}
 	var handled, failed atomic.Int64
 
-	cfg := relaybus.Config{
-		Concurrency:           dc.Concurrency,
-		BatchSize:             dc.Batch,
-		PollInterval:          time.Duration(dc.PollMs) * time.Millisecond,
-		LeaseDuration:         time.Duration(dc.LeaseMs) * time.Millisecond,
-		CompletionBatchWindow: time.Duration(dc.CompletionWindowUs) * time.Microsecond,
-		CompletionBatchMax:    dc.CompletionBatchMax,
-		RetryBaseDelay:        time.Duration(wl.RetryBaseDelayMs) * time.Millisecond,
-		RetryMaxDelay:         time.Duration(wl.RetryMaxDelayMs) * time.Millisecond,
-		Logger:                w.log,
-		// The records of a completion batch reach the kernel before the
-		// completion is sent, so a SIGKILL cannot lose the record of a
-		// completed delivery.
-		BeforeComplete: func(context.Context, []*relaybus.Delivery) error { return rec.flush() },
-	}
+	cfg := busConfig(wl, dc)
+	cfg.Logger = w.log
+	// The records of a completion batch reach the kernel before the
+	// completion is sent, so a SIGKILL cannot lose the record of a
+	// completed delivery.
+	cfg.BeforeComplete = func(context.Context, []*relaybus.Delivery) error { return rec.flush() }
 	bus, err := relaybus.New(st, cfg)
 	if err != nil {
 		return err
@@ -103,4 +94,25 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 func spin(d time.Duration) {
 	for end := time.Now().Add(d); time.Now().Before(end); {
 	}
+}
+
+// busConfig is the dispatcher's relaybus.Config as the protocol's
+// workload and dispatcher groups set it (zero: the library's default).
+func busConfig(wl *protocol.Workload, dc *protocol.Dispatcher) relaybus.Config {
+	cfg := relaybus.Config{
+		Concurrency:           dc.Concurrency,
+		BatchSize:             dc.Batch,
+		PollInterval:          time.Duration(dc.PollMs) * time.Millisecond,
+		LeaseDuration:         time.Duration(dc.LeaseMs) * time.Millisecond,
+		CompletionBatchWindow: time.Duration(dc.CompletionWindowUs) * time.Microsecond,
+		CompletionBatchMax:    dc.CompletionBatchMax,
+		RetryBaseDelay:        time.Duration(wl.RetryBaseDelayMs) * time.Millisecond,
+		RetryMaxDelay:         time.Duration(wl.RetryMaxDelayMs) * time.Millisecond,
+	}
+	if dc.CompletionWindowDisabled {
+		// completion_window_us cannot say it: -1 µs would be -1000 ns,
+		// which relaybus rejects.
+		cfg.CompletionBatchWindow = relaybus.Disabled
+	}
+	return cfg
 }

@@ -25,6 +25,11 @@ func classifyOptions(raw []byte) (applied, ignored []string, err error) {
 	return applied, ignored, nil
 }
 
+// topLevelOptions are the top-level fields that are options (the worker
+// applies them or, when it predates them, ignores them); every other
+// top-level field is plumbing (protocol, role, name, record path).
+var topLevelOptions = map[string]bool{"cpu_profile_path": true}
+
 // knownOptions are the free-form Options keys this version applies, per
 // group ("store", "publisher", "dispatcher"). v0.1.0 applies none: every
 // key there is reported as ignored.
@@ -63,9 +68,8 @@ func walk(prefix string, m map[string]any, t reflect.Type, applied, ignored *[]s
 			if sub, ok := v.(map[string]any); ok {
 				walk(path, sub, f.Type, applied, ignored)
 			}
-		case prefix == "":
-			// Top-level plumbing (protocol, role, name, record path) is
-			// not an option.
+		case prefix == "" && !topLevelOptions[k]:
+			// Top-level plumbing is not an option.
 		default:
 			if !isZeroJSON(v) {
 				*applied = append(*applied, path)

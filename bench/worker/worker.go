@@ -69,6 +69,17 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 	log = log.With("worker", cfg.Name, "role", cfg.Role)
 
 	w := &worker{cfg: &cfg, out: out, log: log, applied: applied, ignored: ignored}
+	if cfg.CPUProfilePath != "" {
+		stop, err := startCPUProfile(cfg.CPUProfilePath)
+		if err != nil {
+			return out.fail(1, err)
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				log.Error("cpu profile", "error", err)
+			}
+		}()
+	}
 	if err := w.run(ctx); err != nil {
 		log.Error("role failed", "error", err)
 		return out.fail(1, err)
@@ -82,6 +93,7 @@ func capabilities() []string {
 		"store:postgres", "store:mongo",
 		"role:setup", "role:preload", "role:publisher", "role:dispatcher", "role:inspect",
 		"record:v1", "workload:poison", "workload:fail_first", "dispatcher:extra_cost",
+		"profile:cpu", "dispatcher:completion_window_disabled",
 	}
 }
 
@@ -171,6 +183,9 @@ func validateConfig(c *protocol.Config) error {
 		d := &c.Dispatcher
 		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > maxCostUs {
 			return fmt.Errorf("worker: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, maxCostUs)
+		}
+		if d.CompletionWindowDisabled && d.CompletionWindowUs != 0 {
+			return fmt.Errorf("worker: dispatcher completion_window_disabled with completion_window_us %d: set one of them", d.CompletionWindowUs)
 		}
 		// The other dispatcher fields are validated by relaybus.New,
 		// which names the field and its range.

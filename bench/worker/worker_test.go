@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,14 +92,14 @@ func TestHelloAndBadConfig(t *testing.T) {
 
 func TestClassifyOptions(t *testing.T) {
 	t.Parallel()
-	raw := []byte(`{"protocol":1,"role":"dispatcher","name":"d","future_top":1,
+	raw := []byte(`{"protocol":1,"role":"dispatcher","name":"d","future_top":1,"cpu_profile_path":"/p",
 		"store":{"kind":"postgres","dsn":"x","pool_size":0,"options":{"completion_history":true}},
-		"dispatcher":{"concurrency":50,"batch":0,"lane_claim":"adaptive","options":{"notify":true}}}`)
+		"dispatcher":{"concurrency":50,"batch":0,"completion_window_disabled":true,"lane_claim":"adaptive","options":{"notify":true}}}`)
 	applied, ignored, err := classifyOptions(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantApplied := []string{"dispatcher.concurrency", "store.dsn", "store.kind"}
+	wantApplied := []string{"cpu_profile_path", "dispatcher.completion_window_disabled", "dispatcher.concurrency", "store.dsn", "store.kind"}
 	wantIgnored := []string{"dispatcher.lane_claim", "dispatcher.options.notify", "future_top", "store.options.completion_history"}
 	if strings.Join(applied, ",") != strings.Join(wantApplied, ",") {
 		t.Errorf("applied %v, want %v", applied, wantApplied)
@@ -221,5 +223,88 @@ func TestRolesOnPostgres(t *testing.T) {
 	}
 	if ok != 108 {
 		t.Errorf("%d ok handled records, want 108", ok)
+	}
+}
+
+func TestBusConfigCompletionWindow(t *testing.T) {
+	t.Parallel()
+	wl := &protocol.Workload{}
+	if got := busConfig(wl, &protocol.Dispatcher{CompletionWindowUs: 250}).CompletionBatchWindow; got != 250*time.Microsecond {
+		t.Errorf("completion_window_us 250: window %v", got)
+	}
+	if got := busConfig(wl, &protocol.Dispatcher{}).CompletionBatchWindow; got != 0 {
+		t.Errorf("no window: %v, want 0 (the library default)", got)
+	}
+	if got := busConfig(wl, &protocol.Dispatcher{CompletionWindowDisabled: true}).CompletionBatchWindow; got != relaybus.Disabled {
+		t.Errorf("completion_window_disabled: window %v, want relaybus.Disabled", got)
+	}
+	var out bytes.Buffer
+	cfg := `{"protocol":1,"role":"dispatcher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
+		"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},
+		"dispatcher":{"completion_window_us":5,"completion_window_disabled":true}}`
+	if code := Main(context.Background(), strings.NewReader(cfg), &out, io.Discard); code != 2 || !strings.Contains(out.String(), "set one of them") {
+		t.Errorf("both a window and disabled: exit %d, %s", code, out.String())
+	}
+}
+
+// TestProfileAndUnbatchedCompletion runs a dispatcher with the two
+// protocol fields added after v0.1.0 against a real database: it reports
+// both applied, completes every delivery one by one, and leaves a CPU
+// profile (gzip-compressed, as runtime/pprof writes it).
+func TestProfileAndUnbatchedCompletion(t *testing.T) {
+	t.Parallel()
+	dsn := dbtest.TestDatabase(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	store := protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: 4}
+	wl := protocol.Workload{EventType: "bench.event", Handlers: []string{"h"}, Keys: "none", PayloadBytes: 16, IDPrefix: "u-"}
+	if code, msgs := runWorker(t, ctx, protocol.Config{Protocol: 1, Role: protocol.RoleSetup, Name: "setup", Store: store}); code != 0 {
+		t.Fatalf("setup exited %d: %+v", code, msgs)
+	}
+	const events = 30
+	if code, msgs := runWorker(t, ctx, protocol.Config{Protocol: 1, Role: protocol.RolePreload, Name: "pre",
+		RecordPath: filepath.Join(dir, "pre.rec"), Store: store, Workload: wl,
+		Publisher: protocol.Publisher{Publishers: 1, Batch: 10, Events: events}}); code != 0 {
+		t.Fatalf("preload exited %d: %+v", code, msgs)
+	}
+	profile := filepath.Join(dir, "disp.pprof")
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resCh := make(chan []protocol.Message, 1)
+	go func() {
+		_, msgs := runWorker(t, dctx, protocol.Config{Protocol: 1, Role: protocol.RoleDispatcher, Name: "disp",
+			RecordPath: filepath.Join(dir, "disp.rec"), CountersIntervalMs: 20, CPUProfilePath: profile, Store: store, Workload: wl,
+			Dispatcher: protocol.Dispatcher{Concurrency: 4, Batch: 10, PollMs: 10, CompletionWindowDisabled: true}})
+		resCh <- msgs
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, msgs := runWorker(t, ctx, protocol.Config{Protocol: 1, Role: protocol.RoleInspect, Name: "inspect", Store: store})
+		in := last(t, msgs, protocol.TypeDone).Inspect
+		if in != nil && in.Pending == 0 && in.Processing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not drained: %+v", in)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	msgs := <-resCh
+	if done := last(t, msgs, protocol.TypeDone); done.Error != "" || done.Counters.Completed != events {
+		t.Errorf("dispatcher done %+v: want %d completed", done, events)
+	}
+	ready := last(t, msgs, protocol.TypeReady)
+	for _, want := range []string{"cpu_profile_path", "dispatcher.completion_window_disabled"} {
+		if !slices.Contains(ready.Applied, want) || slices.Contains(ready.Ignored, want) {
+			t.Errorf("ready %+v: want %s applied", ready, want)
+		}
+	}
+	data, err := os.ReadFile(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Errorf("profile is %d bytes and not gzip-compressed", len(data))
 	}
 }

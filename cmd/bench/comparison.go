@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,48 +44,61 @@ type options struct {
 	plantDelay      time.Duration
 	allowFsyncOff   bool
 	keepRecords     bool
+	profile         bool
 	repo            string
 }
 
-func parseCompare(args []string, stderr io.Writer) (*options, error) {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, usage+"\n\nflags:"); fs.PrintDefaults() }
-	o := &options{}
-	var (
-		quick, full, smoke             bool
-		scenarioList, stores, provider string
-		rounds                         int
-		window, warmup                 time.Duration
-		gate                           string
-	)
+// compareVars are the comparison's flags that parseCompare turns into
+// options.
+type compareVars struct {
+	quick, full, smoke             bool
+	scenarioList, stores, provider string
+	rounds                         int
+	window, warmup                 time.Duration
+	gate                           string
+}
+
+// compareFlagSet is the comparison's flags, bound to o and v.
+func compareFlagSet(o *options, v *compareVars) *flag.FlagSet {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.StringVar(&o.base, "base", "", "base ref (required)")
 	fs.StringVar(&o.candidate, "candidate", "", "candidate ref (required; WORKTREE for uncommitted changes)")
-	fs.BoolVar(&quick, "quick", false, "small matrix, about 10 minutes on 2 cores (the default)")
-	fs.BoolVar(&full, "full", false, "the seed's full matrix (hours)")
-	fs.BoolVar(&smoke, "smoke", false, "one cell, short windows (CI)")
-	fs.StringVar(&scenarioList, "scenarios", "", "scenario numbers to run, e.g. 1,2,3 (default: all of the mode)")
-	fs.StringVar(&stores, "stores", "postgres", "stores: postgres, mongo or all")
-	fs.IntVar(&rounds, "rounds", 0, "ABBA rounds per cell (0: the mode's)")
-	fs.DurationVar(&window, "window", 0, "measured window per run (0: the mode's)")
-	fs.DurationVar(&warmup, "warmup", -1, "discarded warm-up before each window (-1: the mode's)")
+	fs.BoolVar(&v.quick, "quick", false, "small matrix, within 11 minutes on 2 cores (the mode when none is given)")
+	fs.BoolVar(&v.full, "full", false, "the seed's full matrix (hours)")
+	fs.BoolVar(&v.smoke, "smoke", false, "one cell, short windows (CI)")
+	fs.StringVar(&v.scenarioList, "scenarios", "", "scenario numbers to run, e.g. 1,2,6 (empty: all of the mode; 6 is the upgrade, one run)")
+	fs.StringVar(&v.stores, "stores", "postgres", "stores: postgres, mongo or all")
+	fs.IntVar(&v.rounds, "rounds", 0, "ABBA rounds per cell, even (0: the mode's)")
+	fs.DurationVar(&v.window, "window", 0, "measured window per run (0: the mode's)")
+	fs.DurationVar(&v.warmup, "warmup", -1, "discarded warm-up before each window (-1: the mode's)")
 	fs.DurationVar(&o.drain, "drain-timeout", runner.DefaultDrainTimeout, "a run that does not drain within this is INVALID")
-	fs.StringVar(&provider, "db-provider", "auto", "PostgreSQL: auto, local, testcontainers or dsn")
+	fs.StringVar(&v.provider, "db-provider", "auto", "PostgreSQL: auto, local, testcontainers or dsn")
 	fs.StringVar(&o.dsn, "dsn", "", "PostgreSQL server for --db-provider dsn (superuser; databases are created per window)")
 	fs.StringVar(&o.image, "image", "", "PostgreSQL image for testcontainers")
 	// The MongoDB runner does not exist yet; --mongo-uri is accepted so
 	// scripts that pass it keep working, and --stores says why it is unused.
 	fs.String("mongo-uri", os.Getenv("RELAYBUS_TEST_MONGO_URI"), "MongoDB replica set URI (unused until the MongoDB runner exists)")
 	fs.StringVar(&o.out, "out", "results", "results directory")
-	fs.StringVar(&o.cacheDir, "cache-dir", "", "build cache (default $XDG_CACHE_HOME/relaybus-bench)")
-	fs.StringVar(&gate, "gate", "", "fail when a metric regresses significantly past a threshold: METRIC[@SCENARIO]:PCT[,...] (Holm-corrected over the comparisons the rules cover)")
+	fs.StringVar(&o.cacheDir, "cache-dir", "", "build cache (empty: $XDG_CACHE_HOME/relaybus-bench)")
+	fs.StringVar(&v.gate, "gate", "", "fail when a metric regresses significantly past a threshold: METRIC[@SCENARIO]:PCT[,...] (Holm-corrected over the comparisons the rules cover)")
 	fs.DurationVar(&o.plantDelay, "plant-candidate-delay", 0, "self-test: add this cost to every candidate delivery")
 	fs.BoolVar(&o.allowFsyncOff, "allow-fsync-off", false, "run even when the server has fsync=off")
 	fs.BoolVar(&o.keepRecords, "keep-records", false, "keep every window's record files, logs and manifest in the results folder (records/), for bench validate")
+	fs.BoolVar(&o.profile, "profile", false, "save a CPU profile of every window's dispatchers and publishers (profiles/) and list each side's top statements per delivery in report.md")
 	fs.StringVar(&o.repo, "repo", ".", "git repository to resolve refs in")
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+func parseCompare(args []string, stdout io.Writer) (*options, error) {
+	o := &options{}
+	v := &compareVars{}
+	fs := compareFlagSet(o, v)
+	if err := parseFlags(fs, usage, args, stdout); err != nil {
 		return nil, err
 	}
+	quick, full, smoke := v.quick, v.full, v.smoke
+	scenarioList, stores, provider := v.scenarioList, v.stores, v.provider
+	rounds, window, warmup, gate := v.rounds, v.window, v.warmup, v.gate
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("bench: unexpected argument %q (flags come before arguments; see bench --help)", fs.Arg(0))
 	}
@@ -170,12 +184,9 @@ func parseCompare(args []string, stderr io.Writer) (*options, error) {
 }
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseCompare(args, stderr)
+	o, err := parseCompare(args, stdout)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
+		return helpOK(err)
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
 	var warnings []string
@@ -214,6 +225,10 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		{side: &runner.Side{Name: result.SideCandidate, ExtraCostPerDeliveryUs: int(o.plantDelay / time.Microsecond)}, ref: cand},
 	}
 	for _, s := range sides {
+		s.side.Code = s.ref.SHA
+		if s.ref.Dirty {
+			s.side.Code += "+dirty"
+		}
 		if s.side.Bin, err = b.Build(ctx, s.side.Name, s.ref, tmp); err != nil {
 			return err
 		}
@@ -226,22 +241,12 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		logf("%s %s: relaybus %s, protocol %d", s.side.Name, s.ref, hello.Version, hello.Protocol)
 	}
 
-	pg, err := dbenv.StartPostgres(ctx, dbenv.PostgresOptions{Provider: o.provider, DSN: o.dsn, Image: o.image,
+	pg, info, stop, err := startPostgres(ctx, dbenv.PostgresOptions{Provider: o.provider, DSN: o.dsn, Image: o.image,
 		Settings: map[string]string{"shared_preload_libraries": "pg_stat_statements"}, Logf: logf})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := pg.Stop(sctx); err != nil {
-			logf("warning: stopping PostgreSQL: %v", err)
-		}
-	}()
-	info, err := pg.Info(ctx)
-	if err != nil {
-		return err
-	}
+	defer stop()
 	if err := pgmetrics.CheckFsync(info.Settings, o.allowFsyncOff); err != nil {
 		return err
 	}
@@ -257,7 +262,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 
 	started := time.Now()
-	step := &runner.Step{Server: runner.NewPGServer(pg, info.PgStatStatementsLoaded), Launch: runner.ProcLauncher,
+	server := runner.NewPGServer(pg, info.PgStatStatementsLoaded)
+	server.StatementDetail = o.profile
+	step := &runner.Step{Server: server, Launch: runner.ProcLauncher, Profile: o.profile,
 		Warmup: o.matrix.Warmup, Window: o.matrix.Window, DrainTimeout: o.drain, Logf: logf}
 	r, err := runner.New(o.matrix, sides[0].side, sides[1].side, step, filepath.Join(tmp, "run"), logf)
 	if err != nil {
@@ -273,9 +280,20 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		run.Warnings = append(run.Warnings, fmt.Sprintf("self-test: candidate dispatchers carry a planted delay of %s per delivery", o.plantDelay))
 	}
 
+	if o.profile {
+		run.Warnings = append(run.Warnings, profileWarnings(run)...)
+	}
 	dir := result.Dir(o.out, run)
 	if err := result.Write(dir, run); err != nil {
 		return err
+	}
+	if o.profile {
+		if err := copyTree(filepath.Join(tmp, "run"), filepath.Join(dir, runner.ProfilesDir), func(path string) bool {
+			fi, err := os.Stat(path)
+			return err == nil && strings.HasSuffix(path, runner.ProfileExt) && fi.Size() > 0
+		}); err != nil {
+			return fmt.Errorf("bench: keeping the profiles: %w", err)
+		}
 	}
 	if o.keepRecords {
 		if err := keepRecords(filepath.Join(tmp, "run"), filepath.Join(dir, "records")); err != nil {
@@ -317,6 +335,10 @@ func verdict(a *compare.Analysis, rules []compare.GateRule, stdout io.Writer) er
 	}
 	if invalid > 0 {
 		failed = append(failed, fmt.Sprintf("%d INVALID candidate run(s)", invalid))
+	}
+	if u := upgradeOf(a); u != nil && u.Skipped == "" && !u.IsValid() {
+		fmt.Fprintf(stdout, "INVALID upgrade (scenario 6): %s\n", report.UpgradeReason(u))
+		failed = append(failed, "the upgrade (scenario 6) is INVALID")
 	}
 	if len(rules) > 0 {
 		g := compare.Gate(a, rules)
@@ -373,4 +395,59 @@ func machine() map[string]string {
 		}
 	}
 	return m
+}
+
+func upgradeOf(a *compare.Analysis) *result.Upgrade {
+	if a == nil || a.Run == nil {
+		return nil
+	}
+	return a.Run.Upgrade
+}
+
+// profileWarnings says which side has no CPU profile: its workers ignore
+// cpu_profile_path (they predate it), or none was left.
+func profileWarnings(run *result.Run) []string {
+	var out []string
+	for _, side := range []string{result.SideBase, result.SideCandidate} {
+		ignored, profiled := false, 0
+		for _, c := range run.Cells {
+			for _, s := range c.Samples {
+				if s.Side != side {
+					continue
+				}
+				profiled += len(s.Profiles)
+				ignored = ignored || slices.Contains(s.Ignored, "cpu_profile_path")
+			}
+		}
+		switch {
+		case ignored:
+			out = append(out, fmt.Sprintf("--profile: no CPU profile from %s: its workers ignore cpu_profile_path (they predate it)", side))
+		case profiled == 0 && len(run.Cells) > 0:
+			out = append(out, fmt.Sprintf("--profile: no CPU profile from %s: its workers left none", side))
+		}
+	}
+	return out
+}
+
+// startPostgres starts the server of a command and returns it, what it
+// runs with, and the function that stops it (a failure to stop is
+// logged).
+func startPostgres(ctx context.Context, opts dbenv.PostgresOptions) (*dbenv.Postgres, *dbenv.ServerInfo, func(), error) {
+	pg, err := dbenv.StartPostgres(ctx, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := pg.Stop(sctx); err != nil && opts.Logf != nil {
+			opts.Logf("warning: stopping PostgreSQL: %v", err)
+		}
+	}
+	info, err := pg.Info(ctx)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return pg, info, stop, nil
 }

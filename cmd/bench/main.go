@@ -33,7 +33,7 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "worker" {
+	if len(os.Args) > 1 && os.Args[1] == "worker" && !isHelp(os.Args[2:]) {
 		// Protocol 1 entry point: it must never change. The worker handles
 		// SIGTERM through ctx.
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -62,7 +62,8 @@ type exitError int
 func (e exitError) Error() string { return "exit " + strconv.Itoa(int(e)) }
 
 const usage = `usage:
-  bench --base REF --candidate REF [--quick|--full|--smoke] [flags]
+  bench [compare] --base REF --candidate REF [--quick|--full|--smoke] [flags]
+  bench lifecycle --ref REF [--ref REF ...] [flags]  (what one delivery leaves behind)
   bench report RUN.json
   bench gate --rules METRIC[@SCENARIO]:PCT[,...] RUN.json
   bench validate [flags] DIR
@@ -70,21 +71,33 @@ const usage = `usage:
   bench version
   bench worker  (started by the harness)
 
-REF is a tag, branch, commit, HEAD, vX.Y.Z (a tag or the commit with the
-trailer "Release: vX.Y.Z"), or WORKTREE (the working tree, uncommitted
-changes included).`
+Each command has its own --help. REF is a tag, branch, commit, HEAD,
+vX.Y.Z (a tag or the commit with the trailer "Release: vX.Y.Z"), or
+WORKTREE (the working tree, uncommitted changes included).
+
+The comparison (bench compare, or bench with no command) builds both refs,
+runs every scenario cell as ABBA-interleaved windows on fresh databases,
+runs scenario 6 (the upgrade) once when the refs differ, validates every
+run and reports the differences.`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "worker":
+			if _, err := noFlagArgs("worker", workerUsage, args[1:], 0, stdout); err != nil {
+				return helpOK(err)
+			}
 			return errors.New("bench: worker is the protocol entry point; run it as the first argument of the binary")
 		case "version":
-			if len(args) > 1 {
-				return errors.New("bench: version takes no arguments")
+			if _, err := noFlagArgs("version", versionUsage, args[1:], 0, stdout); err != nil {
+				return helpOK(err)
 			}
 			fmt.Fprintf(stdout, "relaybus %s (worker protocol %d, %s)\n", relaybus.Version, protocol.Version, runtime.Version())
 			return nil
+		case "compare":
+			return runCompare(ctx, args[1:], stdout, stderr)
+		case "lifecycle":
+			return runLifecycle(ctx, args[1:], stdout, stderr)
 		case "report":
 			return runReport(args[1:], stdout)
 		case "gate":
@@ -93,8 +106,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runValidate(args[1:], stdout, stderr)
 		case "selftest":
 			return runSelfTest(args[1:], stdout)
-		case "help", "-h", "--help":
-			fmt.Fprintln(stdout, usage)
+		case "help", "-h", "-help", "--help":
+			var o options
+			writeHelp(stdout, usage, compareFlagSet(&o, &compareVars{}))
 			return nil
 		}
 	}

@@ -5,15 +5,66 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/berkcansavur/relaybus/bench/compare"
 	"github.com/berkcansavur/relaybus/bench/report"
 	"github.com/berkcansavur/relaybus/bench/result"
 )
 
+const (
+	reportUsage = `usage: bench report RUN.json
+
+Renders a run.json again as the terminal tables (the statistics are
+computed anew from its samples).`
+	gateUsage = `usage: bench gate --rules METRIC[@SCENARIO]:PCT[,...] RUN.json
+
+Exits 1 when a rule's metric is significantly worse in the candidate by
+more than PCT percent (Holm's correction over the comparisons the rules
+cover), when a rule's metric has no data on a side, or when a candidate run
+(or the upgrade, scenario 6) is INVALID.`
+	selftestUsage = `usage: bench selftest RUN.json
+
+The error rates of an A/A run (both sides the same code): false verdicts
+per comparison, and per metric whether a 0% gate would fail, with and
+without Holm's correction.`
+	versionUsage = `usage: bench version
+
+Prints the relaybus version, the worker protocol and the Go version.`
+	workerUsage = `usage: bench worker  (started by the harness; not for people)
+
+The worker protocol 1 entry point: reads one JSON config on stdin, writes
+JSON lines (hello, ready, counters, error, done) on stdout and logs on
+stderr, and plays one role (setup, preload, publisher, dispatcher,
+inspect). bench/protocol documents the protocol.`
+)
+
+// noFlagArgs parses a command without flags: help, or exactly n
+// arguments.
+func noFlagArgs(name, usage string, args []string, n int, stdout io.Writer) ([]string, error) {
+	fs := emptyFlagSet(name)
+	if err := parseFlags(fs, usage, args, stdout); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != n {
+		first, _, _ := strings.Cut(usage, "\n")
+		return nil, fmt.Errorf("bench: %s (see bench %s --help)", first, name)
+	}
+	return fs.Args(), nil
+}
+
+// helpOK turns the help "error" into a clean exit.
+func helpOK(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
 func runReport(args []string, stdout io.Writer) error {
-	if len(args) != 1 {
-		return errors.New("bench: usage: bench report RUN.json")
+	args, err := noFlagArgs("report", reportUsage, args, 1, stdout)
+	if err != nil {
+		return helpOK(err)
 	}
 	run, err := result.Load(args[0])
 	if err != nil {
@@ -23,16 +74,15 @@ func runReport(args []string, stdout io.Writer) error {
 }
 
 func runGate(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	rulesFlag := fs.String("rules", "", "METRIC[@SCENARIO]:PCT[,...]")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("bench: gate: %w", err)
+	var rulesFlag string
+	fs := gateFlagSet(&rulesFlag)
+	if err := parseFlags(fs, gateUsage, args, stdout); err != nil {
+		return helpOK(err)
 	}
-	if *rulesFlag == "" || fs.NArg() != 1 {
-		return errors.New("bench: usage: bench gate --rules METRIC[@SCENARIO]:PCT[,...] RUN.json")
+	if rulesFlag == "" || fs.NArg() != 1 {
+		return errors.New("bench: usage: bench gate --rules METRIC[@SCENARIO]:PCT[,...] RUN.json (see bench gate --help)")
 	}
-	rules, err := compare.ParseGateRules(*rulesFlag)
+	rules, err := compare.ParseGateRules(rulesFlag)
 	if err != nil {
 		return err
 	}
@@ -47,8 +97,9 @@ func runGate(args []string, stdout io.Writer) error {
 // comparison and the gates that would fail, per metric, with and without
 // Holm's correction.
 func runSelfTest(args []string, stdout io.Writer) error {
-	if len(args) != 1 {
-		return errors.New("bench: usage: bench selftest RUN.json (an A/A run: both sides the same code)")
+	args, err := noFlagArgs("selftest", selftestUsage, args, 1, stdout)
+	if err != nil {
+		return helpOK(err)
 	}
 	run, err := result.Load(args[0])
 	if err != nil {
@@ -76,4 +127,11 @@ func pct(n, of int) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
+}
+
+// gateFlagSet is the gate command's flags, bound to rules.
+func gateFlagSet(rules *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
+	fs.StringVar(rules, "rules", "", "the rules, METRIC[@SCENARIO]:PCT[,...] (required)")
+	return fs
 }

@@ -27,9 +27,7 @@ below DIR that holds record files (a run's records/ folder, kept with
 --keep-records). Prints the verdict and its counts per folder and exits 1
 when one is INVALID. Without a manifest the records are taken as a clean
 cell (no poison, no fault, nothing left in the store); the flags add what
-the folder does not say.
-
-flags:`
+the folder does not say.`
 
 // validateFlags are the expectations a command line adds to (or sets
 // over) a folder's manifest.
@@ -42,39 +40,13 @@ type validateFlags struct {
 }
 
 func runValidate(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, validateUsage); fs.PrintDefaults() }
 	var vf validateFlags
-	fs.BoolVar(&vf.allowRedelivery, "allow-redelivery", false, "a fault cell: repeats that a fault explains are redeliveries")
-	fs.BoolVar(&vf.allowPublishErrors, "allow-publish-errors", false, "publish errors are allowed (a fault cell)")
-	fs.StringVar(&vf.handlers, "handlers", "", "the workload's handlers, comma separated (default: the manifest's, else those the records name)")
-	fs.IntVar(&vf.maxAttempts, "max-attempts", 0, "every handler's attempt budget (0: the manifest's; unchecked without one)")
-	fs.DurationVar(&vf.lease, "lease", 0, "the dispatchers' lease (0: the manifest's)")
-	fs.Func("kill", "a process the fault plan killed: NAME@UNIX_NS (repeatable)", func(s string) error {
-		name, at, ok := strings.Cut(s, "@")
-		ns, err := strconv.ParseInt(at, 10, 64)
-		if !ok || name == "" || err != nil || ns <= 0 {
-			return fmt.Errorf("want NAME@UNIX_NS, got %q", s)
-		}
-		vf.faults = append(vf.faults, validate.Fault{Kind: validate.FaultKill, Process: name, StartNs: ns, EndNs: ns})
-		return nil
-	})
-	fs.Func("restart", "a database restart: START_NS-END_NS (repeatable)", func(s string) error {
-		a, b, ok := strings.Cut(s, "-")
-		start, err1 := strconv.ParseInt(a, 10, 64)
-		end, err2 := strconv.ParseInt(b, 10, 64)
-		if !ok || err1 != nil || err2 != nil || start <= 0 || end < start {
-			return fmt.Errorf("want START_NS-END_NS, got %q", s)
-		}
-		vf.faults = append(vf.faults, validate.Fault{Kind: validate.FaultRestart, StartNs: start, EndNs: end})
-		return nil
-	})
-	if err := fs.Parse(args); err != nil {
+	fs := validateFlagSet(&vf)
+	if err := parseFlags(fs, validateUsage, args, stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return fmt.Errorf("bench: validate: %w", err)
+		return err
 	}
 	if fs.NArg() != 1 {
 		return errors.New("bench: usage: bench validate [flags] DIR (see bench validate --help)")
@@ -113,6 +85,36 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("bench: validate: %d of %d folders INVALID: %w", invalid, len(dirs), exitError(1))
 	}
 	return nil
+}
+
+// validateFlagSet is the validate command's flags, bound to vf.
+func validateFlagSet(vf *validateFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.BoolVar(&vf.allowRedelivery, "allow-redelivery", false, "a fault cell: repeats that a fault explains are redeliveries")
+	fs.BoolVar(&vf.allowPublishErrors, "allow-publish-errors", false, "publish errors are allowed (a fault cell)")
+	fs.StringVar(&vf.handlers, "handlers", "", "the workload's handlers, comma separated (default: the manifest's, else those the records name)")
+	fs.IntVar(&vf.maxAttempts, "max-attempts", 0, "every handler's attempt budget (0: the manifest's; unchecked without one)")
+	fs.DurationVar(&vf.lease, "lease", 0, "the dispatchers' lease (0: the manifest's)")
+	fs.Func("kill", "a process the fault plan killed: NAME@UNIX_NS (repeatable)", func(s string) error {
+		name, at, ok := strings.Cut(s, "@")
+		ns, err := strconv.ParseInt(at, 10, 64)
+		if !ok || name == "" || err != nil || ns <= 0 {
+			return fmt.Errorf("want NAME@UNIX_NS, got %q", s)
+		}
+		vf.faults = append(vf.faults, validate.Fault{Kind: validate.FaultKill, Process: name, StartNs: ns, EndNs: ns})
+		return nil
+	})
+	fs.Func("restart", "a database restart: START_NS-END_NS (repeatable)", func(s string) error {
+		a, b, ok := strings.Cut(s, "-")
+		start, err1 := strconv.ParseInt(a, 10, 64)
+		end, err2 := strconv.ParseInt(b, 10, 64)
+		if !ok || err1 != nil || err2 != nil || start <= 0 || end < start {
+			return fmt.Errorf("want START_NS-END_NS, got %q", s)
+		}
+		vf.faults = append(vf.faults, validate.Fault{Kind: validate.FaultRestart, StartNs: start, EndNs: end})
+		return nil
+	})
+	return fs
 }
 
 // apply sets the flags that were given over the manifest's values.
@@ -163,6 +165,13 @@ func recordDirs(root string) ([]string, error) {
 // keepRecords copies every window folder of runDir (record files, logs,
 // manifests) into dst, so `bench validate` can re-check them later.
 func keepRecords(runDir, dst string) error {
+	return copyTree(runDir, dst, func(string) bool { return true })
+}
+
+// copyTree copies the regular files under src that keep accepts to the
+// same places under dst.
+func copyTree(src, dst string, keep func(path string) bool) error {
+	runDir := src
 	return filepath.WalkDir(runDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -173,10 +182,13 @@ func keepRecords(runDir, dst string) error {
 		}
 		target := filepath.Join(dst, rel)
 		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if !d.Type().IsRegular() {
 			return nil
+		}
+		if !d.Type().IsRegular() || !keep(path) {
+			return nil
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {

@@ -1,0 +1,100 @@
+package scenarios
+
+import (
+	"fmt"
+
+	"github.com/berkcansavur/relaybus/bench/protocol"
+)
+
+// Upgrade is scenario 6: a live database upgraded in place from the base's
+// version to the candidate's. It runs once (no ABBA: an upgrade happens
+// once), on one database, and only when the two sides are different code:
+//
+//  1. the base's setup, and its preload roles publish a backlog of
+//     KeyedEvents keyed events (KeyCount keys) and UnkeyedEvents unkeyed
+//     ones, each with every handler of the workload;
+//  2. BaseDispatchers base dispatchers handle about HandledShare of the
+//     deliveries, then the first is SIGKILLed (rows are left in flight)
+//     and the others are stopped;
+//  3. the candidate's setup upgrades the database in place (timed, with
+//     its WAL bytes and the rows it wrote);
+//  4. the candidate's publisher republishes Republish events whose
+//     deliveries the base completed: they must add no delivery;
+//  5. CandidateDispatchers candidate dispatchers drain the rest.
+//
+// The validator then checks both sides' records as one run.
+type Upgrade struct {
+	// Workload: event type, handlers, payload, the base's handler cost.
+	// Keys and the id prefix are set per preload.
+	Workload                   protocol.Workload
+	KeyedEvents, UnkeyedEvents int
+	KeyCount                   int
+	PreloadPublishers          int
+	PreloadBatch               int
+	BaseDispatchers            int
+	BaseDispatcher             protocol.Dispatcher
+	DispatcherPool             int
+	HandledShare               float64
+	Republish                  int
+	CandidateDispatchers       int
+	CandidateDispatcher        protocol.Dispatcher
+}
+
+// Validate checks the upgrade's bounds.
+func (u *Upgrade) Validate() error {
+	switch {
+	case len(u.Workload.Handlers) == 0:
+		return fmt.Errorf("scenarios: upgrade: no handlers")
+	case u.KeyedEvents < 0 || u.UnkeyedEvents < 0 || u.KeyedEvents+u.UnkeyedEvents == 0 || u.KeyedEvents+u.UnkeyedEvents > MaxPreload:
+		return fmt.Errorf("scenarios: upgrade: %d keyed and %d unkeyed events: want a backlog of 1..%d", u.KeyedEvents, u.UnkeyedEvents, MaxPreload)
+	case u.KeyedEvents > 0 && u.KeyCount < 1:
+		return fmt.Errorf("scenarios: upgrade: keyed events need a key count")
+	case u.PreloadPublishers < 1 || u.PreloadBatch < 1:
+		return fmt.Errorf("scenarios: upgrade: the preload needs publishers and a batch")
+	case u.BaseDispatchers < 2 || u.BaseDispatchers > MaxProcs || u.CandidateDispatchers < 1 || u.CandidateDispatchers > MaxProcs:
+		// One base dispatcher is killed; another must stop gracefully.
+		return fmt.Errorf("scenarios: upgrade: want 2..%d base dispatchers (one is killed) and 1..%d candidate dispatchers", MaxProcs, MaxProcs)
+	case !(u.HandledShare > 0 && u.HandledShare < 1):
+		return fmt.Errorf("scenarios: upgrade: the base's share %v is not in (0, 1)", u.HandledShare)
+	case u.Republish < 0 || u.Republish > u.KeyedEvents+u.UnkeyedEvents:
+		return fmt.Errorf("scenarios: upgrade: republish %d outside 0..the backlog", u.Republish)
+	}
+	return nil
+}
+
+// Deliveries is the backlog in deliveries.
+func (u *Upgrade) Deliveries() int {
+	return (u.KeyedEvents + u.UnkeyedEvents) * len(u.Workload.Handlers)
+}
+
+// Config is the upgrade's configuration as recorded in the results.
+func (u *Upgrade) Config() map[string]any {
+	return map[string]any{
+		"scenario": UpgradeScenario, "handlers": len(u.Workload.Handlers), "keyed_events": u.KeyedEvents,
+		"unkeyed_events": u.UnkeyedEvents, "key_count": u.KeyCount, "base_dispatchers": u.BaseDispatchers,
+		"base_share": u.HandledShare, "handler_cost_us": u.Workload.HandlerCostUs, "lease_ms": u.BaseDispatcher.LeaseMs,
+		"republish": u.Republish, "candidate_dispatchers": u.CandidateDispatchers,
+	}
+}
+
+// upgrade is scenario 6 with events of each kind: two handlers (so a
+// republished event could add a delivery per handler), 1,000 keys, base
+// dispatchers whose handlers take 1 ms (so many deliveries are in flight
+// when one is killed), 25% handled by the base. Their lease is 60 s, so
+// that the base's own dispatch, which takes about 20 s for v0.1.0 on 2
+// cores, renews no lease: with a 2 s lease, 2 of 7 runs had deliveries
+// that a live base dispatcher had handled run again (most likely v0.1.0's
+// renewal and completion deadlocking, fixed in v0.1.1): duplicates that
+// say nothing about the upgrade. The candidate's dispatchers of a
+// 0.1.x candidate wait for the killed dispatcher's leases to expire.
+func upgrade(events int) *Upgrade {
+	w := workload("none", 0)
+	w.Handlers = []string{"h1", "h2"}
+	w.HandlerCostUs = 1000
+	return &Upgrade{Workload: w, KeyedEvents: events, UnkeyedEvents: events, KeyCount: 1000,
+		PreloadPublishers: 4, PreloadBatch: 100,
+		BaseDispatchers: 2, DispatcherPool: 10,
+		BaseDispatcher: protocol.Dispatcher{Concurrency: 20, Batch: 20, PollMs: 50, LeaseMs: 60_000},
+		HandledShare:   0.25, Republish: 100,
+		CandidateDispatchers: 2, CandidateDispatcher: DrainDispatcher}
+}
