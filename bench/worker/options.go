@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -33,7 +34,35 @@ var topLevelOptions = map[string]bool{"cpu_profile_path": true}
 // knownOptions are the free-form Options keys this version applies, per
 // group ("store", "publisher", "dispatcher"). v0.1.0 applies none: every
 // key there is reported as ignored.
-var knownOptions = map[string]map[string]bool{}
+var knownOptions = map[string]map[string]bool{
+	"store": {optCompletionHistory: true},
+}
+
+// optCompletionHistory (bool) turns on the store's completion history
+// (postgres.Options.CompletionHistory, mongo.Options.CompletionHistory):
+// one history row per completion, listed and counted as completed. Since
+// 0.2.0; older workers report it ignored.
+const optCompletionHistory = "completion_history"
+
+// storeOptions are the free-form store options this worker applies,
+// checked once when the config is read.
+type storeOptions struct {
+	completionHistory bool
+}
+
+// parseStoreOptions reads and checks the free-form store options this
+// worker knows; unknown ones are left alone (ready reports them ignored).
+func parseStoreOptions(opts map[string]any) (storeOptions, error) {
+	var o storeOptions
+	if v, ok := opts[optCompletionHistory]; ok {
+		b, isBool := v.(bool)
+		if !isBool {
+			return o, fmt.Errorf("worker: store option %s must be true or false, got %v", optCompletionHistory, v)
+		}
+		o.completionHistory = b
+	}
+	return o, nil
+}
 
 func walk(prefix string, m map[string]any, t reflect.Type, applied, ignored *[]string) {
 	fields := map[string]reflect.StructField{}

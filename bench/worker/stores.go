@@ -20,6 +20,10 @@ const ApplicationName = "relaybus-bench-worker"
 
 // run opens the configured store and plays the role on it.
 func (w *worker) run(ctx context.Context) error {
+	so, err := parseStoreOptions(w.cfg.Store.Options)
+	if err != nil {
+		return err
+	}
 	switch w.cfg.Store.Kind {
 	case "postgres":
 		pcfg, err := pgxpool.ParseConfig(w.cfg.Store.DSN)
@@ -35,7 +39,7 @@ func (w *worker) run(ctx context.Context) error {
 			return fmt.Errorf("worker: postgres pool: %w", err)
 		}
 		defer pool.Close()
-		st, err := postgres.New(pool, &postgres.Options{})
+		st, err := postgres.New(pool, &postgres.Options{CompletionHistory: so.completionHistory})
 		if err != nil {
 			return err
 		}
@@ -50,7 +54,7 @@ func (w *worker) run(ctx context.Context) error {
 			return fmt.Errorf("worker: mongo connect: %w", err)
 		}
 		defer client.Disconnect(context.WithoutCancel(ctx))
-		st, err := mongostore.New(client, &mongostore.Options{Database: w.cfg.Store.Database})
+		st, err := mongostore.New(client, &mongostore.Options{Database: w.cfg.Store.Database, CompletionHistory: so.completionHistory})
 		if err != nil {
 			return err
 		}

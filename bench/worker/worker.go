@@ -122,6 +122,9 @@ func validateConfig(c *protocol.Config) error {
 	default:
 		return fmt.Errorf("worker: unknown store kind %q (want postgres or mongo)", c.Store.Kind)
 	}
+	if _, err := parseStoreOptions(c.Store.Options); err != nil {
+		return err
+	}
 	if c.Store.PoolSize < 0 || c.Store.PoolSize > maxPoolSize {
 		return fmt.Errorf("worker: store pool_size %d out of range [0, %d]", c.Store.PoolSize, maxPoolSize)
 	}

@@ -99,13 +99,27 @@ func TestClassifyOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantApplied := []string{"cpu_profile_path", "dispatcher.completion_window_disabled", "dispatcher.concurrency", "store.dsn", "store.kind"}
-	wantIgnored := []string{"dispatcher.lane_claim", "dispatcher.options.notify", "future_top", "store.options.completion_history"}
+	wantApplied := []string{"cpu_profile_path", "dispatcher.completion_window_disabled", "dispatcher.concurrency", "store.dsn", "store.kind", "store.options.completion_history"}
+	wantIgnored := []string{"dispatcher.lane_claim", "dispatcher.options.notify", "future_top"}
 	if strings.Join(applied, ",") != strings.Join(wantApplied, ",") {
 		t.Errorf("applied %v, want %v", applied, wantApplied)
 	}
 	if strings.Join(ignored, ",") != strings.Join(wantIgnored, ",") {
 		t.Errorf("ignored %v, want %v", ignored, wantIgnored)
+	}
+}
+
+func TestParseStoreOptions(t *testing.T) {
+	t.Parallel()
+	o, err := parseStoreOptions(map[string]any{"completion_history": true, "unknown": 3})
+	if err != nil || !o.completionHistory {
+		t.Fatalf("parseStoreOptions = %+v, %v; want completion history on", o, err)
+	}
+	if o, err := parseStoreOptions(nil); err != nil || o.completionHistory {
+		t.Fatalf("parseStoreOptions(nil) = %+v, %v; want the defaults", o, err)
+	}
+	if _, err := parseStoreOptions(map[string]any{"completion_history": "yes"}); err == nil || !strings.Contains(err.Error(), "completion_history") {
+		t.Fatalf("a non-boolean completion_history: err = %v, want an error naming it", err)
 	}
 }
 
