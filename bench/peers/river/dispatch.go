@@ -111,11 +111,8 @@ func clientConfig(c *protocol.Config, extra dispatcherOptions, workers *river.Wo
 		return nil, err
 	}
 	cfg := &river.Config{
-		Queues:  map[string]river.QueueConfig{riverQueue: {MaxWorkers: cmpOr(d.Concurrency, defaultConcurrency)}},
-		Workers: workers,
-		// Handlers run without a timeout, as relaybus handlers do by
-		// default; the workload's handlers are bounded busy-waits.
-		JobTimeout:  -1,
+		Queues:      map[string]river.QueueConfig{riverQueue: {MaxWorkers: cmpOr(d.Concurrency, defaultConcurrency)}},
+		Workers:     workers,
 		RetryPolicy: policy,
 		// Keep every finished job (see the package doc): inspect stays
 		// exact and River's job cleaner never runs inside a window.
@@ -139,10 +136,17 @@ func clientConfig(c *protocol.Config, extra dispatcherOptions, workers *river.Wo
 		}
 	}
 	if d.LeaseMs > 0 {
-		// River has no lease: a job that has been running for
-		// RescueStuckJobsAfter is rescued (retried, or discarded after its
-		// last attempt) by the leader's rescuer, which runs every 30s.
-		cfg.RescueStuckJobsAfter = time.Duration(d.LeaseMs) * time.Millisecond
+		// River has no lease. The leader's rescuer (every 30s) retries,
+		// or discards after the last attempt, a job that has been running
+		// for both RescueStuckJobsAfter and its JobTimeout; it never
+		// rescues a job whose timeout is infinite (-1). So both are the
+		// lease: a job of a killed dispatcher is rescued after lease_ms
+		// plus up to one rescuer interval, and a live handler running
+		// longer than lease_ms has its context cancelled and may be
+		// rescued and run again (there is no renewal).
+		lease := time.Duration(d.LeaseMs) * time.Millisecond
+		cfg.JobTimeout = lease
+		cfg.RescueStuckJobsAfter = lease
 	}
 	return cfg, nil
 }

@@ -51,8 +51,7 @@
 //	dispatcher.concurrency        applied: MaxWorkers of the one queue (0: 10, relaybus's default)
 //	dispatcher.poll_ms            applied: FetchPollInterval; FetchCooldown is River's
 //	                              default (100ms), lowered to poll_ms when that is shorter
-//	dispatcher.lease_ms           applied: RescueStuckJobsAfter (a job running longer is
-//	                              rescued; River has no lease renewal)
+//	dispatcher.lease_ms           applied: JobTimeout and RescueStuckJobsAfter (see below)
 //	dispatcher.batch              ignored: River fetches up to MaxWorkers minus running jobs
 //	dispatcher.completion_*       ignored: River's completer batches by itself; its
 //	                              settings are not exposed
@@ -60,8 +59,18 @@
 //	dispatcher.options.fetch_cooldown_ms   applied: FetchCooldown in ms, [1, 60000]
 //	dispatcher.options.poll_only           applied: PollOnly (no LISTEN/NOTIFY)
 //
-// Any other free-form option is ignored. Handlers run without a job
-// timeout (JobTimeout -1), as relaybus handlers do by default.
+// Any other free-form option is ignored.
+//
+// River has no lease. The leader's rescuer, every 30 seconds (not
+// configurable), retries (or discards after the last attempt) a job that
+// has been running for both RescueStuckJobsAfter and its JobTimeout, and
+// never rescues a job whose timeout is infinite. With lease_ms set, both
+// are lease_ms: a killed dispatcher's jobs run again after lease_ms plus
+// up to one rescuer interval (plus a leader election of up to about 15
+// seconds when the killed process was the leader), and a live handler
+// running past lease_ms has its context cancelled and may be run again,
+// since nothing renews it. Without lease_ms, River's defaults hold
+// (JobTimeout 1 minute, rescue after 1 hour).
 //
 // # Retention
 //

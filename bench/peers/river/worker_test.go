@@ -228,7 +228,7 @@ func TestClientConfig(t *testing.T) {
 		d                      protocol.Dispatcher
 		extra                  dispatcherOptions
 		maxWorkers             int
-		poll, cooldown, rescue time.Duration
+		poll, cooldown, rescue time.Duration // rescue: RescueStuckJobsAfter and JobTimeout (0: River's defaults)
 		wantErr                string
 	}{
 		{name: "defaults", maxWorkers: defaultConcurrency},
@@ -259,13 +259,14 @@ func TestClientConfig(t *testing.T) {
 			if got := cfg.Queues[riverQueue].MaxWorkers; got != tc.maxWorkers {
 				t.Errorf("MaxWorkers = %d, want %d", got, tc.maxWorkers)
 			}
-			if cfg.FetchPollInterval != tc.poll || cfg.FetchCooldown != tc.cooldown || cfg.RescueStuckJobsAfter != tc.rescue {
-				t.Errorf("poll %v cooldown %v rescue %v, want %v %v %v",
-					cfg.FetchPollInterval, cfg.FetchCooldown, cfg.RescueStuckJobsAfter, tc.poll, tc.cooldown, tc.rescue)
+			if cfg.FetchPollInterval != tc.poll || cfg.FetchCooldown != tc.cooldown ||
+				cfg.RescueStuckJobsAfter != tc.rescue || cfg.JobTimeout != tc.rescue {
+				t.Errorf("poll %v cooldown %v rescue %v timeout %v, want %v %v %v %v", cfg.FetchPollInterval, cfg.FetchCooldown,
+					cfg.RescueStuckJobsAfter, cfg.JobTimeout, tc.poll, tc.cooldown, tc.rescue, tc.rescue)
 			}
-			if cfg.JobTimeout != -1 || cfg.CompletedJobRetentionPeriod != -1 || cfg.DiscardedJobRetentionPeriod != -1 ||
+			if cfg.CompletedJobRetentionPeriod != -1 || cfg.DiscardedJobRetentionPeriod != -1 ||
 				cfg.CancelledJobRetentionPeriod != -1 || cfg.ReindexerIndexNames == nil || len(cfg.ReindexerIndexNames) != 0 {
-				t.Errorf("timeout/retention/reindexer settings %+v are not the package doc's", cfg)
+				t.Errorf("retention/reindexer settings %+v are not the package doc's", cfg)
 			}
 			// River validates the config when the client is made; a pool
 			// connects lazily, so none is made here.
