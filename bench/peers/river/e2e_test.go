@@ -54,9 +54,9 @@ func testMain(m *testing.M) int {
 		noServer = err.Error()
 	} else {
 		server = s
-		if s.stop != nil {
+		if s.local != nil {
 			defer func() {
-				if err := s.stop(); err != nil {
+				if err := s.local.stop(); err != nil {
 					fmt.Fprintln(os.Stderr, "stopping the test server:", err)
 				}
 			}()
@@ -527,4 +527,95 @@ func TestKilledDispatcherIsRescued(t *testing.T) {
 			t.Errorf("event %s handled ok %d times by disp-a and %d by disp-b", id, okA[id], okB[id])
 		}
 	}
+}
+
+func TestDatabaseRestart(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("restarts a PostgreSQL server of its own and may wait for River's rescuer (every 30s): not -short")
+	}
+	// A server of its own: restarting the shared one would break the
+	// tests running beside this one.
+	srv, err := startLocalServer()
+	if err != nil {
+		t.Skipf("cannot start a local PostgreSQL to restart: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.local.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	dsn := srv.newDatabase(t)
+	dir := t.TempDir()
+	store := protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: 8}
+	wl := protocol.Workload{EventType: "bench.event", Handlers: []string{"h"}, PayloadBytes: 64, IDPrefix: "restart-",
+		HandlerCostUs: 2000, MaxAttempts: 10, RetryBaseDelayMs: 20, RetryMaxDelayMs: 200}
+	const preloaded, published = 1000, 1000
+	runRole(t, &protocol.Config{Protocol: 1, Role: protocol.RoleSetup, Name: "setup", Store: store})
+	runRole(t, &protocol.Config{Protocol: 1, Role: protocol.RolePreload, Name: "preload",
+		RecordPath: filepath.Join(dir, "preload.rec"), Store: store, Workload: wl,
+		Publisher: protocol.Publisher{Publishers: 2, Batch: 100, Events: preloaded}})
+
+	d := startProc(t, &protocol.Config{Protocol: 1, Role: protocol.RoleDispatcher, Name: "disp",
+		RecordPath: filepath.Join(dir, "disp.rec"), CountersIntervalMs: 50, Store: store, Workload: wl,
+		Dispatcher: protocol.Dispatcher{Concurrency: 10, PollMs: 50, LeaseMs: 2000}})
+	d.waitReady()
+	pub := startProc(t, &protocol.Config{Protocol: 1, Role: protocol.RolePublisher, Name: "pub",
+		RecordPath: filepath.Join(dir, "pub.rec"), Store: store, Workload: wl,
+		Publisher: protocol.Publisher{Publishers: 2, Batch: 5, Events: published, RatePerSec: 400, StartIndex: preloaded}})
+	pub.waitReady()
+	deadline := time.Now().Add(roleTimeout)
+	for d.lastCounters().Handled < 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("disp handled %d jobs in %v", d.lastCounters().Handled, roleTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := srv.local.restart(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted the server after %d jobs", d.lastCounters().Handled)
+	pubDone := pub.wait()
+	final := drain(t, dsn)
+	select {
+	case <-d.exited:
+		t.Fatalf("the dispatcher exited during the run: %v", d.err)
+	default:
+	}
+	dispDone := d.stop()
+	t.Logf("publisher %+v; dispatcher %+v; final %+v", pubDone.Counters, dispDone.Counters, final)
+
+	recs := readRecords(t, filepath.Join(dir, "preload.rec"), filepath.Join(dir, "pub.rec"), filepath.Join(dir, "disp.rec"))
+	uncertain := map[string]bool{}
+	certain := map[string]bool{}
+	for _, p := range recs.Published {
+		if p.Uncertain {
+			uncertain[p.EventID] = true
+		} else {
+			certain[p.EventID] = true
+		}
+	}
+	ok := map[string]int{}
+	for _, h := range recs.Handled {
+		if h.OK {
+			ok[h.EventID]++
+		}
+		if !certain[h.EventID] && !uncertain[h.EventID] {
+			t.Errorf("handled %+v was never published", h)
+		}
+	}
+	redelivered := 0
+	for id := range certain {
+		switch n := ok[id]; {
+		case n == 0:
+			t.Errorf("event %s published and never handled", id)
+		case n > 1:
+			redelivered += n - 1
+		}
+	}
+	// One job per event, completed once however often it was handled.
+	if final.Completed != int64(len(ok)) || final.Dead != 0 {
+		t.Errorf("final inspect %+v, want %d completed (events handled), none dead", final, len(ok))
+	}
+	t.Logf("%d events certain, %d uncertain, %d redeliveries (at least once)", len(certain), len(uncertain), redelivered)
 }

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -43,9 +44,21 @@ const (
 // testServer is a running server and how to reach it as a superuser.
 type testServer struct {
 	adminDSN string
-	// stop stops and removes a server this process started (nil for a
-	// given URL).
-	stop func() error
+	// local is the server this process started (nil for a given URL).
+	local *localServer
+}
+
+// localServer is a cluster in a temporary directory and its postgres
+// process.
+type localServer struct {
+	dir, data, sock, logPath, postgres string
+	port                               int
+	env                                []string
+	cred                               *syscall.Credential
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // startTestServer returns the server of envDatabaseURL, else starts a
@@ -55,16 +68,19 @@ func startTestServer() (*testServer, error) {
 	if dsn := os.Getenv(envDatabaseURL); dsn != "" {
 		return &testServer{adminDSN: dsn}, nil
 	}
+	return startLocalServer()
+}
+
+// startLocalServer starts a throwaway server from the binaries on PATH.
+func startLocalServer() (*testServer, error) {
 	initdb, err := exec.LookPath("initdb")
 	if err != nil {
 		return nil, fmt.Errorf("no PostgreSQL: set %s or put initdb and postgres on PATH", envDatabaseURL)
 	}
-	binDir := filepath.Dir(initdb)
-	postgres := filepath.Join(binDir, "postgres")
-	if _, err := os.Stat(postgres); err != nil {
+	s := &localServer{postgres: filepath.Join(filepath.Dir(initdb), "postgres")}
+	if _, err := os.Stat(s.postgres); err != nil {
 		return nil, fmt.Errorf("no postgres beside %s: %w", initdb, err)
 	}
-	var cred *syscall.Credential
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -75,106 +91,137 @@ func startTestServer() (*testServer, error) {
 		if err1 != nil || err2 != nil {
 			return nil, fmt.Errorf("OS user postgres has a non-numeric uid %q or gid %q", u.Uid, u.Gid)
 		}
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 
 	// /tmp, not $TMPDIR: the postgres user must be able to enter it.
-	dir, err := os.MkdirTemp("/tmp", "relaybus-river-pg-")
+	s.dir, err = os.MkdirTemp("/tmp", "relaybus-river-pg-")
 	if err != nil {
 		return nil, err
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			os.RemoveAll(dir)
+			_ = s.stop()
 		}
 	}()
-	data, sock := filepath.Join(dir, "data"), filepath.Join(dir, "sock")
-	if err := os.Mkdir(sock, 0o700); err != nil {
+	s.data, s.sock, s.logPath = filepath.Join(s.dir, "data"), filepath.Join(s.dir, "sock"), filepath.Join(s.dir, "log")
+	if err := os.Mkdir(s.sock, 0o700); err != nil {
 		return nil, err
 	}
-	if cred != nil {
-		for _, p := range []string{dir, sock} {
-			if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+	if s.cred != nil {
+		for _, p := range []string{s.dir, s.sock} {
+			if err := os.Chown(p, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
 				return nil, err
 			}
 		}
 	}
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PG") })
-	env = append(env, "LC_ALL=C")
-	cmd := exec.Command(initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	s.env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PG") })
+	s.env = append(s.env, "LC_ALL=C")
+	cmd := exec.Command(initdb, "-D", s.data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	cmd.Env = s.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, tail(out))
 	}
-
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
+	s.port = l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	logPath := filepath.Join(dir, "log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
+	if err := s.startProcess(); err != nil {
 		return nil, err
 	}
-	defer logFile.Close()
+	ok = true
+	return &testServer{adminDSN: s.dsn(), local: s}, nil
+}
+
+func (s *localServer) dsn() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+}
+
+// startProcess starts postgres and waits until it accepts connections.
+func (s *localServer) startProcess() error {
+	logFile, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close() // the child holds its own descriptor
 	// fsync off: a test server is thrown away, and the machine is shared;
 	// these tests measure nothing.
-	srv := exec.Command(postgres, "-D", data, "-p", strconv.Itoa(port), "-k", sock,
+	cmd := exec.Command(s.postgres, "-D", s.data, "-p", strconv.Itoa(s.port), "-k", s.sock,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200")
-	srv.Env = env
-	srv.Stdout, srv.Stderr = logFile, logFile
-	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGINT, Credential: cred}
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
+	cmd.Env = s.env
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGINT, Credential: s.cred}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
 	}
 	exited := make(chan struct{})
-	go func() { srv.Wait(); close(exited) }()
-	stop := func() error {
-		var err error
-	steps:
-		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGQUIT, syscall.SIGKILL} {
-			_ = srv.Process.Signal(sig)
-			select {
-			case <-exited:
-				err = nil
-				break steps
-			case <-time.After(serverStopWait):
-				err = fmt.Errorf("postgres (pid %d) did not exit after %v", srv.Process.Pid, sig)
-			}
-		}
-		return errors.Join(err, os.RemoveAll(dir))
-	}
-	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	go func() { cmd.Wait(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
 	deadline := time.Now().Add(serverReadyTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		conn, err := pgx.Connect(ctx, dsn)
+		conn, err := pgx.Connect(ctx, s.dsn())
 		if err == nil {
 			err = conn.Ping(ctx)
 			conn.Close(ctx)
 		}
 		cancel()
 		if err == nil {
-			break
+			return nil
 		}
 		select {
 		case <-exited:
-			b, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("postgres exited before accepting connections:\n%s", tail(b))
+			b, _ := os.ReadFile(s.logPath)
+			return fmt.Errorf("postgres exited before accepting connections:\n%s", tail(b))
 		default:
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			return nil, errors.Join(fmt.Errorf("postgres not ready after %v: %w\n%s", serverReadyTimeout, err, tail(b)), stop())
+			b, _ := os.ReadFile(s.logPath)
+			return fmt.Errorf("postgres not ready after %v: %w\n%s", serverReadyTimeout, err, tail(b))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	ok = true
-	return &testServer{adminDSN: dsn, stop: stop}, nil
+}
+
+// stopProcess asks for a fast shutdown (SIGINT), escalating to SIGQUIT
+// and SIGKILL.
+func (s *localServer) stopProcess() error {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGQUIT, syscall.SIGKILL} {
+		_ = cmd.Process.Signal(sig)
+		select {
+		case <-exited:
+			return nil
+		case <-time.After(serverStopWait):
+		}
+	}
+	return fmt.Errorf("postgres (pid %d) did not exit after SIGKILL", cmd.Process.Pid)
+}
+
+// restart stops the server and starts it again on the same port, as the
+// harness's database restart fault does.
+func (s *localServer) restart() error {
+	if err := s.stopProcess(); err != nil {
+		return err
+	}
+	return s.startProcess()
+}
+
+// stop stops the server and removes its directory.
+func (s *localServer) stop() error {
+	return errors.Join(s.stopProcess(), os.RemoveAll(s.dir))
 }
 
 func tail(b []byte) string {
