@@ -24,9 +24,10 @@ const (
 	defaultConcurrency = 10
 	// softStopTimeout bounds the graceful stop (River's Stop: finish the
 	// running jobs, flush the completer); past it the worker escalates to
-	// StopAndCancel.
-	softStopTimeout = 30 * time.Second
-	// hardStopTimeout bounds StopAndCancel.
+	// StopAndCancel, bounded by hardStopTimeout. Together they stay under
+	// the 30s the harness waits after SIGTERM before its SIGKILL
+	// (bench.DefaultStopTimeout).
+	softStopTimeout = 15 * time.Second
 	hardStopTimeout = 10 * time.Second
 	// subscribeChanSize buffers River's completion events for the
 	// counters; River drops events that overflow it, so it is sized far

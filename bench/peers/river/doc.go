@@ -8,6 +8,15 @@
 //	river worker    protocol 1 entry point (the harness starts it)
 //	river version   prints the River version this binary was built with
 //
+// Build, test and measure it from this directory (the tests start a
+// throwaway PostgreSQL from the binaries on PATH, or use
+// RELAYBUS_TEST_DATABASE_URL; -short leaves out the two that wait for
+// River's rescuer):
+//
+//	go build -o river .
+//	go vet ./... && go test ./...
+//	go test -run '^$' -bench Dispatch -benchtime 1x
+//
 // It lives in its own module so that the library's module never depends
 // on River. It imports only bench/protocol and bench/record from the
 // main module (through a replace directive), so the workload (event ids,
@@ -83,6 +92,13 @@
 // anyway. The reindexer is given no indexes (ReindexerIndexNames empty),
 // so a run that crosses midnight UTC does not rebuild River's indexes in
 // the middle of a window.
+//
+// # Stopping
+//
+// SIGTERM stops a publisher after its current call and a dispatcher
+// with River's Stop (running jobs finish, completions are written),
+// escalating to StopAndCancel after 15 seconds; the worker then writes
+// done.
 //
 // # Records
 //

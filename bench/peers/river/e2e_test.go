@@ -67,7 +67,7 @@ func testMain(m *testing.M) int {
 
 // needDB returns a fresh database's DSN, or skips the test saying why
 // there is none.
-func needDB(t *testing.T) string {
+func needDB(t testing.TB) string {
 	t.Helper()
 	if server == nil {
 		t.Skipf("no PostgreSQL for the end-to-end tests: %s", noServer)
@@ -84,7 +84,7 @@ const (
 
 // proc is one worker process.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	cmd    *exec.Cmd
 	stderr bytes.Buffer
@@ -97,7 +97,7 @@ type proc struct {
 }
 
 // startProc starts `peer worker` with cfg on stdin.
-func startProc(t *testing.T, cfg *protocol.Config) *proc {
+func startProc(t testing.TB, cfg *protocol.Config) *proc {
 	t.Helper()
 	in, err := json.Marshal(cfg)
 	if err != nil {
@@ -225,13 +225,13 @@ func (p *proc) lastCounters() protocol.Counters {
 }
 
 // runRole runs one process to completion and returns its done line.
-func runRole(t *testing.T, cfg *protocol.Config) protocol.Message {
+func runRole(t testing.TB, cfg *protocol.Config) protocol.Message {
 	t.Helper()
 	return startProc(t, cfg).wait()
 }
 
 // inspectStore runs role inspect.
-func inspectStore(t *testing.T, dsn string) *protocol.Inspect {
+func inspectStore(t testing.TB, dsn string) *protocol.Inspect {
 	t.Helper()
 	done := runRole(t, &protocol.Config{Protocol: 1, Role: protocol.RoleInspect, Name: "inspect",
 		Store: protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: 2}})
@@ -242,7 +242,7 @@ func inspectStore(t *testing.T, dsn string) *protocol.Inspect {
 }
 
 // drain waits until nothing is pending or processing.
-func drain(t *testing.T, dsn string) *protocol.Inspect {
+func drain(t testing.TB, dsn string) *protocol.Inspect {
 	t.Helper()
 	deadline := time.Now().Add(drainTimeout)
 	for {
@@ -258,7 +258,7 @@ func drain(t *testing.T, dsn string) *protocol.Inspect {
 }
 
 // readRecords reads and merges record files.
-func readRecords(t *testing.T, paths ...string) *record.File {
+func readRecords(t testing.TB, paths ...string) *record.File {
 	t.Helper()
 	all := &record.File{}
 	for _, p := range paths {

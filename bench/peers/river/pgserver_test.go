@@ -236,7 +236,7 @@ var databaseSeq atomic.Int64
 
 // newDatabase creates a database for one test on the server and drops
 // it when the test ends; it returns its DSN.
-func (s *testServer) newDatabase(t *testing.T) string {
+func (s *testServer) newDatabase(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
