@@ -97,6 +97,10 @@ type Sample struct {
 	Validation *validate.Result
 	// Ignored lists the options this side's workers ignored.
 	Ignored []string
+	// Tables maps a table role (TableRoleDeliveries, ...) to the table
+	// this side's per-table metrics were read from ("relaybus_deliveries",
+	// "river_job").
+	Tables map[string]string `json:",omitempty"`
 	// PhaseSeconds is how long each step of the window took (setup,
 	// preload, vacuum, start, warm-up, window, drain, validate): where a
 	// mode's wall time goes.

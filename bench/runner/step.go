@@ -404,6 +404,7 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	}
 	if wm.units > 0 {
 		pgmetrics.WindowMetrics(w.sample.Metrics, before, after, wm.units, c.DispatcherProcs == 0)
+		w.sample.Tables = pgmetrics.TablesOf(after).Labels(after)
 	}
 	w.sample.Series, w.sample.Latencies = wm.series, wm.latencies
 	if c.AllowRedelivery {
