@@ -68,6 +68,10 @@ type Run struct {
 	Databases []DatabaseInfo
 	Cells     []*Cell
 	Warnings  []string
+	// Notes are what a reader must know that is not a problem: for a
+	// peer side, how the settings reached it, the cells skipped for it,
+	// and which cells do not compare like with like.
+	Notes []string `json:",omitempty"`
 }
 
 // Cell is one row of a report table: one configuration of one scenario

@@ -26,6 +26,10 @@ type Side struct {
 	// ExtraCostPerDeliveryUs is planted on this side's dispatchers (the
 	// harness's self-test: it must show up as a regression).
 	ExtraCostPerDeliveryUs int
+	// NoKeyOrder: the side's workers keep no per-key order (their hello
+	// lists protocol.CapabilityNoKeyOrder): its windows are validated
+	// without the order checks (validate.Expect.NoKeyOrder).
+	NoKeyOrder bool
 }
 
 // Runner runs every window of a matrix.

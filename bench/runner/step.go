@@ -386,7 +386,7 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	manifest := &validate.Manifest{Handlers: c.Workload.Handlers, PoisonEvery: c.Workload.PoisonEvery, PoisonPrefixes: w.prefixes,
 		MaxAttempts: c.Workload.MaxAttempts, AllowRedelivery: c.AllowRedelivery, AllowPublishErrors: c.AllowRedelivery,
 		LeaseMs: lease, Faults: w.faults, Window: &validate.Span{StartNs: t0.UnixNano(), EndNs: t1.UnixNano()},
-		PublishErrors: w.publishErrors(), Final: *final}
+		PublishErrors: w.publishErrors(), Final: *final, NoKeyOrder: w.side.NoKeyOrder}
 	if err := validate.WriteManifest(w.dir, manifest); err != nil {
 		return err
 	}

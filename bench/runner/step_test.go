@@ -267,3 +267,32 @@ func TestMeasureWritesAValidatableFolder(t *testing.T) {
 		t.Fatalf("re-validated %s, the window said %s", again, s.Validation)
 	}
 }
+
+// TestMeasureNoKeyOrderSide: a side whose workers keep no per-key order
+// is validated without the order checks, and its manifest says so, so
+// that `bench validate` of a kept window re-checks it the same way.
+func TestMeasureNoKeyOrderSide(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	c := dispatchTestCell(2000, 1)
+	c.Workload.Keys, c.Workload.KeyCount = "many", 10
+	step := &Step{Server: fc, Launch: fc.launch, Warmup: 20 * time.Millisecond, Window: 300 * time.Millisecond,
+		DrainTimeout: 10 * time.Second, StopTimeout: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := Window{Cell: 0, Round: 1, Side: result.SideBase, Order: 1, Name: "rb_t_c01_r1_b", Dir: "cell01/r1-base"}
+	dir := filepath.Join(t.TempDir(), w.Dir)
+	p := step.Prepare(ctx, w, c, &Side{Name: result.SideBase, Bin: "fake", NoKeyOrder: true}, dir)
+	s := step.Measure(ctx, p, nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	if s.Validation.KeyOrderSkipped != 2000 || len(s.Validation.Notes) == 0 {
+		t.Fatalf("key order skipped for %d handles (notes %q), want 2000", s.Validation.KeyOrderSkipped, s.Validation.Notes)
+	}
+	m, _, found, err := validate.ReadDir(dir)
+	if err != nil || !found || !m.NoKeyOrder {
+		t.Fatalf("manifest %+v found %v: %v", m, found, err)
+	}
+}
