@@ -22,7 +22,7 @@ func riverRun() *result.Run {
 			Capabilities: []string{"peer", "peer:river", "no-key-order", "store:postgres"}},
 		Candidate: result.RefInfo{Ref: "HEAD", SHA: "c0ffee0000000000000000000000000000000011", Version: "0.2.0-dev", Protocol: 1},
 		Started:   start, Finished: start.Add(10 * time.Minute),
-		Notes:     []string{"skipped for base (river): keyed / 1 inst, 4 hot keys: no key order"},
+		Notes: []string{"skipped for base (river): keyed / 1 inst, 4 hot keys: no key order"},
 	}
 	cell := &result.Cell{Scenario: "mixed", Store: "postgres", Name: "500/s, tuned dispatchers"}
 	riverOK := &validate.Result{Valid: true, Published: 2000, Expected: 2000, HandledOK: 2000, KeyOrderSkipped: 2000,
