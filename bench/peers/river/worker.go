@@ -41,7 +41,7 @@ const (
 // "peer" and "no-key-order" are what set it apart from a relaybus worker.
 func capabilities() []string {
 	return []string{
-		"peer", "peer:river", "no-key-order",
+		protocol.CapabilityPeer, protocol.CapabilityPeerPrefix + "river", protocol.CapabilityNoKeyOrder,
 		"store:postgres",
 		"role:setup", "role:preload", "role:publisher", "role:dispatcher", "role:inspect",
 		"record:v1", "workload:poison", "workload:fail_first", "dispatcher:extra_cost",
