@@ -398,7 +398,9 @@ func TestEndToEnd(t *testing.T) {
 		filepath.Join(dir, "disp-0.rec"), filepath.Join(dir, "disp-1.rec"))
 	keys := map[string]string{}
 	for _, p := range recs.Published {
-		if p.Uncertain || p.EventType != wl.EventType || p.CommitNs == 0 {
+		// The call's start, before its transaction began, is what the
+		// harness measures publish latency from.
+		if p.Uncertain || p.EventType != wl.EventType || p.CommitNs == 0 || p.CallStartNs <= 0 || p.CallStartNs > p.CommitNs {
 			t.Errorf("published record %+v", p)
 		}
 		if _, dup := keys[p.EventID]; dup {

@@ -46,7 +46,9 @@ const (
 // (StartIndex + i*Stride), at RatePerSec across the process when set,
 // until Events are published or the worker is stopped. Each call inserts
 // one job per (event, handler) with InsertManyTx in one transaction, and
-// its events are recorded after the commit returned.
+// its events are recorded after the commit returned, with the call's
+// start (from which the harness measures publish latency) and the
+// commit's return.
 func publish(ctx context.Context, w *worker, pool *pgxpool.Pool) error {
 	wl, pc := &w.cfg.Workload, &w.cfg.Publisher
 	// An insert-only client: no queues, no workers, so nothing but
@@ -160,6 +162,7 @@ func publish(ctx context.Context, w *worker, pool *pgxpool.Pool) error {
 				}
 				lastEnd.Store(end.UnixNano())
 				for i := range events {
+					events[i].CallStartNs = t0.UnixNano()
 					events[i].CommitNs = end.UnixNano()
 					events[i].Uncertain = out == outcomeUncertain
 					if err := rw.AddPublished(events[i]); err != nil {
