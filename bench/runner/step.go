@@ -362,6 +362,13 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 		}
 		w.disps = append(w.disps, p)
 	}
+	// Wait for their ready lines: a drain that is over at its first look
+	// would otherwise stop a worker that has not yet set up its SIGTERM
+	// handler, and the default action kills it without a done line (an
+	// INVALID window on a loaded machine).
+	if err := w.waitReady(ctx, w.disps[len(w.disps)-drainDispatchers:]); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
 	final, err := w.drain(ctx)
 	if err != nil {
 		return err
@@ -417,6 +424,19 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 		// A window that ran dry measured an idle store for part of its
 		// length: its rate is not comparable, so it is not averaged in.
 		return fmt.Errorf("runner: the preload ran out before the window ended (every preloaded delivery was handled inside it): raise the cell's preload")
+	}
+	return nil
+}
+
+// waitReady waits for the ready line of every worker of ps, within the
+// step's ReadyTimeout.
+func (w *windowRun) waitReady(ctx context.Context, ps []Worker) error {
+	rctx, cancel := context.WithTimeout(ctx, orDefault(w.step.ReadyTimeout, DefaultReadyTimeout))
+	defer cancel()
+	for _, p := range ps {
+		if _, err := p.WaitReady(rctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }

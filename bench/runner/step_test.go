@@ -296,3 +296,17 @@ func TestMeasureNoKeyOrderSide(t *testing.T) {
 		t.Fatalf("manifest %+v found %v: %v", m, found, err)
 	}
 }
+
+// TestMeasureWaitsForDrainDispatchers: a drain that is over at its first
+// look stops the drain dispatchers only after they said ready; stopped
+// before, a real worker dies without a done line (INVALID).
+func TestMeasureWaitsForDrainDispatchers(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	fc.misbehave["drain-0"] = "lazy"
+	s, _ := measure(t, fc, dispatchTestCell(2000, 1), nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+}
