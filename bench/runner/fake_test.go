@@ -38,6 +38,8 @@ type fakeCluster struct {
 	// events logs "create <db>", "begin <db>" (the window's first
 	// snapshot) and "end <db>" (its last), in order.
 	events []string
+	// configs are the configs of every worker launched, in order.
+	configs []protocol.Config
 }
 
 func (c *fakeCluster) log(event string) {
@@ -122,6 +124,9 @@ func (c *fakeCluster) launch(_ string, cfg protocol.Config, _ string) (Worker, e
 	if db == nil {
 		return nil, fmt.Errorf("fake: no database for %s", cfg.Name)
 	}
+	c.mu.Lock()
+	c.configs = append(c.configs, cfg)
+	c.mu.Unlock()
 	w := &fakeWorker{name: cfg.Name, cfg: cfg, db: db, cluster: c, behaviour: c.misbehave[cfg.Name],
 		ready: make(chan struct{}), stop: make(chan struct{}), kill: make(chan struct{}), exited: make(chan struct{}),
 		asked: make(chan struct{})}

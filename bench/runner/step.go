@@ -236,10 +236,15 @@ func (w *windowRun) startDispatcher(name string, d protocol.Dispatcher, pool int
 
 // startDrainDispatcher starts a dispatcher that only drains: fast
 // settings, and handlers without the workload's cost (planted failures
-// still fail, so poison is still dead-lettered).
+// still fail, so poison is still dead-lettered). It keeps the cell's
+// lease: a store whose recovery of a killed dispatcher's work is set by
+// the dispatchers running it (River's rescuer runs on the leader, with
+// the leader's rescue delay) must recover it during the drain as the
+// cell set it, not after an hour.
 func (w *windowRun) startDrainDispatcher(name string) (Worker, error) {
 	cfg := w.config(protocol.RoleDispatcher, name, drainPool)
 	cfg.Dispatcher = scenarios.DrainDispatcher
+	cfg.Dispatcher.LeaseMs = w.c.Dispatcher.LeaseMs
 	cfg.Workload.HandlerCostUs = 0
 	return w.start(cfg)
 }

@@ -310,3 +310,32 @@ func TestMeasureWaitsForDrainDispatchers(t *testing.T) {
 		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
 	}
 }
+
+// TestDrainDispatchersKeepTheCellsLease: the drain's dispatchers run with
+// the cell's lease (River's leader rescues a killed dispatcher's jobs
+// after its own rescue delay), and with the drain's fast settings.
+func TestDrainDispatchersKeepTheCellsLease(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	c := dispatchTestCell(2000, 1)
+	c.Dispatcher.LeaseMs = 2000
+	if s, _ := measure(t, fc, c, nil); !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	n := 0
+	for _, cfg := range fc.configs {
+		if !strings.HasPrefix(cfg.Name, "drain-") {
+			continue
+		}
+		n++
+		want := scenarios.DrainDispatcher
+		want.LeaseMs = 2000
+		if cfg.Dispatcher.LeaseMs != want.LeaseMs || cfg.Dispatcher.Concurrency != want.Concurrency || cfg.Dispatcher.PollMs != want.PollMs {
+			t.Errorf("%s: dispatcher %+v, want %+v", cfg.Name, cfg.Dispatcher, want)
+		}
+	}
+	if n != drainDispatchers {
+		t.Fatalf("%d drain dispatchers, want %d", n, drainDispatchers)
+	}
+}
