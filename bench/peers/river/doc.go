@@ -17,6 +17,12 @@
 //	go vet ./... && go test ./...
 //	go test -run '^$' -bench Dispatch -benchtime 1x
 //
+// The harness runs it as a side: `go run ./cmd/bench --base river
+// --candidate HEAD` (from the repository's root) builds this module from
+// the harness's own tree (cached by commit; `river@vX.Y.Z` builds it
+// against another River release) and compares it with the candidate in
+// the same windows; BENCHMARKS.md says which cells compare and why.
+//
 // It lives in its own module so that the library's module never depends
 // on River. It imports only bench/protocol and bench/record from the
 // main module (through a replace directive), so the workload (event ids,
@@ -74,7 +80,10 @@
 // cooldown caps a dispatcher at about MaxWorkers jobs per FetchCooldown
 // (100 jobs/s at MaxWorkers 10 and the default 100ms; BenchmarkDispatch
 // shows it). relaybus has no such spacing: it claims again at once
-// after a full batch. fetch_cooldown_ms is there to run River tuned.
+// after a full batch. fetch_cooldown_ms is there to run River tuned; the
+// harness does not pass it, so a comparison runs River's own spacing
+// (and bench/scenarios states the resulting cap per cell; this module's
+// tests hold that statement to clientConfig).
 //
 // River has no lease. The leader's rescuer, every 30 seconds (not
 // configurable), retries (or discards after the last attempt) a job that
@@ -113,7 +122,9 @@
 // added so far, so concurrent handlers share writes) before it returns,
 // and River completes a job only after Work returned. A failed attempt is
 // recorded too (ok 0). The sequence field is 0: River has no per-key
-// sequence.
+// sequence. A publisher records each event after its call's commit
+// returned, with the call's start and the commit's return, as a relaybus
+// worker does.
 //
 // # Counters
 //
