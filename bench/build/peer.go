@@ -77,9 +77,13 @@ func (b *Builder) buildPeer(ctx context.Context, side string, ref refs.Ref, tmpD
 // buildPeerIn builds peer p of the tree at tree into out, at the
 // library version its go.mod pins (version "") or at version.
 func buildPeerIn(ctx context.Context, tree string, p refs.Peer, version, tmpDir, out string) error {
-	dir := filepath.Join(tree, filepath.FromSlash(p.Dir()))
-	out, err := filepath.Abs(out)
+	// Absolute paths: go runs in other directories, and a copied module's
+	// replace directive must point back at this tree.
+	dir, err := filepath.Abs(filepath.Join(tree, filepath.FromSlash(p.Dir())))
 	if err != nil {
+		return err
+	}
+	if out, err = filepath.Abs(out); err != nil {
 		return err
 	}
 	if version == "" {
