@@ -70,12 +70,14 @@
 //	dispatcher.lease_ms           applied: JobTimeout and RescueStuckJobsAfter (see below)
 //	dispatcher.batch              ignored: River fetches up to MaxWorkers minus running jobs
 //	dispatcher.completion_*       ignored: River's completer batches by itself; its
-//	                              settings are not exposed
+//	                              settings are not exposed, nor can it be turned off
+//	                              (completion_window_disabled)
 //	dispatcher.extra_cost_per_delivery_us  applied
 //	dispatcher.options.fetch_cooldown_ms   applied: FetchCooldown in ms, [1, 60000]
 //	dispatcher.options.poll_only           applied: PollOnly (no LISTEN/NOTIFY)
 //
-// Any other free-form option is ignored. River fetches at most once per
+// Any other free-form option is ignored, and so is cpu_profile_path (this
+// peer writes no CPU profile). River fetches at most once per
 // FetchCooldown, at most MaxWorkers minus running jobs at a time, so the
 // cooldown caps a dispatcher at about MaxWorkers jobs per FetchCooldown
 // (100 jobs/s at MaxWorkers 10 and the default 100ms; BenchmarkDispatch

@@ -22,6 +22,10 @@ var ignoredFields = map[string]string{
 	"dispatcher.batch":                "River fetches up to MaxWorkers minus running jobs; it has no separate fetch limit",
 	"dispatcher.completion_window_us": "River's completer batches by itself; its settings are not exposed",
 	"dispatcher.completion_batch_max": "River's completer batches by itself; its settings are not exposed",
+	// Fields the protocol gained after this peer was written; they are
+	// ignored whether or not this build's bench/protocol knows them.
+	"dispatcher.completion_window_disabled": "River's completer batches by itself; it cannot be turned off",
+	"cpu_profile_path":                      "this peer writes no CPU profile",
 }
 
 // knownOptions are the free-form Options keys this worker applies, per
@@ -73,6 +77,8 @@ func walk(prefix string, m map[string]any, t reflect.Type, applied, ignored *[]s
 			continue
 		}
 		switch {
+		case ignoredFields[path] != "" && !isZeroJSON(v):
+			*ignored = append(*ignored, path)
 		case k == "options" && prefix != "":
 			opts, _ := v.(map[string]any)
 			for name := range opts {
@@ -90,8 +96,6 @@ func walk(prefix string, m map[string]any, t reflect.Type, applied, ignored *[]s
 			// Top-level plumbing (protocol, role, name, record path) is
 			// not an option.
 		case isZeroJSON(v):
-		case ignoredFields[path] != "":
-			*ignored = append(*ignored, path)
 		default:
 			*applied = append(*applied, path)
 		}

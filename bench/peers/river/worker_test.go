@@ -132,8 +132,9 @@ func TestClassifyOptions(t *testing.T) {
 			"poison_every":50,"max_attempts":3,"retry_base_delay_ms":50,"retry_max_delay_ms":0},
 		"publisher":{"publishers":0,"options":{"group_commit":true}},
 		"dispatcher":{"concurrency":20,"batch":20,"poll_ms":100,"lease_ms":2000,"completion_window_us":500,
-			"completion_batch_max":0,"options":{"fetch_cooldown_ms":10,"poll_only":true,"lanes":4}},
-		"future_field":1}`
+			"completion_batch_max":0,"completion_window_disabled":true,
+			"options":{"fetch_cooldown_ms":10,"poll_only":true,"lanes":4}},
+		"cpu_profile_path":"/p","future_field":1}`
 	applied, ignored, err := classifyOptions([]byte(raw))
 	if err != nil {
 		t.Fatal(err)
@@ -146,8 +147,8 @@ func TestClassifyOptions(t *testing.T) {
 		"workload.poison_every", "workload.retry_base_delay_ms",
 	}
 	wantIgnored := []string{
-		"dispatcher.batch", "dispatcher.completion_window_us", "dispatcher.options.lanes",
-		"future_field", "publisher.options.group_commit", "store.options.completion_history",
+		"cpu_profile_path", "dispatcher.batch", "dispatcher.completion_window_disabled",
+		"dispatcher.completion_window_us", "dispatcher.options.lanes", "future_field", "publisher.options.group_commit", "store.options.completion_history",
 		"workload.key_count", "workload.keys",
 	}
 	if !slices.Equal(applied, wantApplied) {
