@@ -25,4 +25,14 @@
 // runner/upgrade.go), lifecycle shows what one delivery leaves behind in
 // PostgreSQL (`bench lifecycle`, pageinspect), and mongometrics reads
 // MongoDB's counters for a runner that does not exist yet.
+//
+// # Peers
+//
+// A side may be another library instead of a relaybus ref: `river` (or
+// `river@vX.Y.Z`) is the worker in bench/peers/river, a module of its own
+// that speaks protocol 1. refs resolves it to the harness's own tree and
+// build builds it there; a side whose hello declares no-key-order is
+// validated without the order checks; scenarios skips the cells a peer
+// cannot run comparably and writes the notes the report shows; pgmetrics
+// reads its table (river_job) for the per-table metrics.
 package bench

@@ -48,8 +48,12 @@ func (b *Builder) logf(format string, args ...any) {
 // Build returns the path of the bench binary of ref, building it if
 // needed. A commit is built in its own temporary worktree and cached by
 // SHA; the working tree (ref.Worktree) is built in place into tmpDir and
-// never cached, since its content has no name.
+// never cached, since its content has no name. A peer (ref.Peer) is its
+// worker, built from its module in the harness's tree (see buildPeer).
 func (b *Builder) Build(ctx context.Context, side string, ref refs.Ref, tmpDir string) (string, error) {
+	if ref.Peer != "" {
+		return b.buildPeer(ctx, side, ref, tmpDir)
+	}
 	if ref.Worktree {
 		bin := filepath.Join(tmpDir, "bench-"+side+"-worktree")
 		b.logf("building %s %s from the working tree...", side, ref)
@@ -68,19 +72,30 @@ func (b *Builder) Build(ctx context.Context, side string, ref refs.Ref, tmpDir s
 	}
 	b.logf("building %s %s...", side, ref)
 	start := time.Now()
+	if err := b.buildCached(ctx, ref, tmpDir, bin, func(tree, out string) error { return goBuild(ctx, tree, out) }); err != nil {
+		return "", err
+	}
+	b.logf("built %s %s in %s", side, ref, time.Since(start).Round(100*time.Millisecond))
+	return bin, nil
+}
+
+// buildCached checks ref's commit out in a temporary worktree and runs
+// build(tree, out) there, then moves out to bin: a cancelled or failed
+// build never leaves a half-written binary in the cache.
+func (b *Builder) buildCached(ctx context.Context, ref refs.Ref, tmpDir, bin string, build func(tree, out string) error) error {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
-		return "", fmt.Errorf("build: cache dir: %w", err)
+		return fmt.Errorf("build: cache dir: %w", err)
 	}
 	wt, err := os.MkdirTemp(tmpDir, "worktree-"+ref.Short()+"-")
 	if err != nil {
-		return "", fmt.Errorf("build: %w", err)
+		return fmt.Errorf("build: %w", err)
 	}
 	// git worktree add wants a path that does not exist yet.
 	if err := os.Remove(wt); err != nil {
-		return "", fmt.Errorf("build: %w", err)
+		return fmt.Errorf("build: %w", err)
 	}
 	if _, err := refs.Git(ctx, b.RepoDir, "worktree", "add", "--detach", wt, ref.SHA); err != nil {
-		return "", fmt.Errorf("build: checking out %s: %w", ref, err)
+		return fmt.Errorf("build: checking out %s: %w", ref, err)
 	}
 	defer func() {
 		// A fresh context: the build's may be cancelled, the cleanup must run.
@@ -92,18 +107,15 @@ func (b *Builder) Build(ctx context.Context, side string, ref refs.Ref, tmpDir s
 			_, _ = refs.Git(cctx, b.RepoDir, "worktree", "prune")
 		}
 	}()
-	// Build next to the final path, then rename: a cancelled build never
-	// leaves a half-written binary in the cache.
 	partial := bin + ".partial"
-	if err := goBuild(ctx, wt, partial); err != nil {
+	if err := build(wt, partial); err != nil {
 		os.Remove(partial)
-		return "", fmt.Errorf("build: building %s: %w", ref, err)
+		return fmt.Errorf("build: building %s: %w", ref, err)
 	}
 	if err := os.Rename(partial, bin); err != nil {
-		return "", fmt.Errorf("build: %w", err)
+		return fmt.Errorf("build: %w", err)
 	}
-	b.logf("built %s %s in %s", side, ref, time.Since(start).Round(100*time.Millisecond))
-	return bin, nil
+	return nil
 }
 
 func goBuild(ctx context.Context, dir, out string) error {

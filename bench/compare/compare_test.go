@@ -285,3 +285,24 @@ func TestParseGateRules(t *testing.T) {
 		}
 	}
 }
+
+// A metric only one side has (River's river_job has HOT updates, a
+// relaybus store that deletes on completion updates no delivery row) is
+// not compared, but the side that has it shows its median.
+func TestOneSideOnly(t *testing.T) {
+	c := &Comparison{Verdict: VerdictNoValues, Base: Summary{N: 4, Median: 12.5}, Candidate: Summary{Median: math.NaN()}}
+	if got := OneSide(c); got != "base" {
+		t.Errorf("OneSide = %q", got)
+	}
+	if got := FormatComparison(c); got != "12.5 -> - (base only)" {
+		t.Errorf("FormatComparison = %q", got)
+	}
+	c.Base, c.Candidate = c.Candidate, c.Base
+	if got := FormatComparison(c); got != "- -> 12.5 (candidate only)" {
+		t.Errorf("FormatComparison = %q", got)
+	}
+	c.Candidate = Summary{Median: math.NaN()}
+	if got := FormatComparison(c); OneSide(c) != "" || got != "no valid samples" {
+		t.Errorf("neither side: %q", got)
+	}
+}

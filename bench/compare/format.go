@@ -103,6 +103,9 @@ func FormatComparison(c *Comparison) string {
 		return ""
 	}
 	if c.Verdict == VerdictNoValues {
+		if side := OneSide(c); side != "" {
+			return FormatNumber(c.Base.Median) + " -> " + FormatNumber(c.Candidate.Median) + " (" + side + " only)"
+		}
 		return "no valid samples"
 	}
 	s := FormatNumber(c.Base.Median) + " -> " + FormatNumber(c.Candidate.Median)
@@ -110,4 +113,19 @@ func FormatComparison(c *Comparison) string {
 		s += " " + ch
 	}
 	return s + " " + FormatVerdict(c)
+}
+
+// OneSide names the side ("base" or "candidate") that alone has valid
+// values of a metric nothing compares (a peer's table has no lanes, a
+// store that deletes on completion updates no delivery row), "" when both
+// or neither have some. Its median is worth showing: it says what that
+// side did.
+func OneSide(c *Comparison) string {
+	switch {
+	case c.Base.N > 0 && c.Candidate.N == 0:
+		return "base"
+	case c.Base.N == 0 && c.Candidate.N > 0:
+		return "candidate"
+	}
+	return ""
 }

@@ -26,11 +26,51 @@ import (
 // and the harness's statements are never the workers' statements.
 const harnessTag = "/* relaybus-bench */"
 
-// Table names whose counters the report shows.
-const (
-	tableDeliveries = "relaybus_deliveries"
-	tableLanes      = "relaybus_lanes"
+// Tables names the tables a side's per-table metrics are read from, by
+// their role (result.MetricTableRole): a relaybus window database has
+// relaybus_deliveries and, from 0.2.0, relaybus_lanes; River's has
+// river_job, one row per job (one job per delivery), and no lanes.
+type Tables struct {
+	// Deliveries is the table with one row per delivery (or job).
+	Deliveries string
+	// Lanes is relaybus's lane table ("" for a store without one).
+	Lanes string
+}
+
+// The table sets the harness knows.
+var (
+	RelaybusTables = Tables{Deliveries: "relaybus_deliveries", Lanes: "relaybus_lanes"}
+	RiverTables    = Tables{Deliveries: "river_job"}
 )
+
+// tablePatterns select the tables ReadSnapshot reads (LIKE patterns).
+var tablePatterns = []string{`relaybus\_%`, `river\_%`}
+
+// TablesOf is the table set of the side that set up the window database
+// s was read from: every window database is created by one side's setup,
+// so it holds one side's tables. A database with neither delivery table
+// gets RelaybusTables, whose metrics then read 0 or stay absent.
+func TablesOf(s *Snapshot) Tables {
+	if _, ok := s.Tables[RelaybusTables.Deliveries]; !ok {
+		if _, ok := s.Tables[RiverTables.Deliveries]; ok {
+			return RiverTables
+		}
+	}
+	return RelaybusTables
+}
+
+// Labels maps each table role to the table of t that s has, for
+// run.json (result.Sample.Tables), so a report can say which table a
+// per-table metric of each side came from.
+func (t Tables) Labels(s *Snapshot) map[string]string {
+	m := map[string]string{}
+	for role, name := range map[string]string{result.TableRoleDeliveries: t.Deliveries, result.TableRoleLanes: t.Lanes} {
+		if _, ok := s.Tables[name]; ok && name != "" {
+			m[role] = name
+		}
+	}
+	return m
+}
 
 // TableStats are the cumulative counters of one table.
 type TableStats struct {
@@ -86,7 +126,7 @@ func ReadSnapshot(ctx context.Context, conn *pgx.Conn, statements bool) (*Snapsh
 		s.HasWALStats = true
 	}
 	rows, err := conn.Query(ctx, harnessTag+` SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup
-		FROM pg_stat_user_tables WHERE relname LIKE 'relaybus\_%'`)
+		FROM pg_stat_user_tables WHERE relname LIKE ANY($1)`, tablePatterns)
 	if err != nil {
 		return nil, fmt.Errorf("pgmetrics: reading table statistics: %w", err)
 	}
@@ -97,7 +137,7 @@ func ReadSnapshot(ctx context.Context, conn *pgx.Conn, statements bool) (*Snapsh
 			rows.Close()
 			return nil, fmt.Errorf("pgmetrics: reading table statistics: %w", err)
 		}
-		// Several schemas could hold a relaybus_ table; sum them.
+		// Several schemas could hold a table of one name; sum them.
 		old := s.Tables[name]
 		s.Tables[name] = TableStats{old.Inserted + t.Inserted, old.Updated + t.Updated,
 			old.HotUpdated + t.HotUpdated, old.Deleted + t.Deleted, old.Dead + t.Dead}
@@ -173,7 +213,9 @@ func Checkpoint(ctx context.Context, conn *pgx.Conn) error {
 
 // WindowMetrics turns two snapshots into per-unit metrics. units is the
 // number of deliveries (or events, for publish-only cells) of the window;
-// perEvent selects the publish metric names.
+// perEvent selects the publish metric names. The per-table metrics are
+// read from the tables of the side (TablesOf); WAL and statements are
+// the database's and compare across sides as they are.
 func WindowMetrics(m map[string]float64, before, after *Snapshot, units float64, perEvent bool) {
 	if units <= 0 {
 		return
@@ -188,16 +230,20 @@ func WindowMetrics(m map[string]float64, before, after *Snapshot, units float64,
 		m[result.MetricWALRecordsPerDelivery] = float64(after.WALRecords-before.WALRecords) / units
 		m[result.MetricWALFPIPerDelivery] = float64(after.WALFPI-before.WALFPI) / units
 	}
-	d := diffTable(before, after, tableDeliveries)
+	tables := TablesOf(after)
+	d := diffTable(before, after, tables.Deliveries)
+	m[result.MetricInsertsPerDelivery] = float64(d.Inserted) / units
 	m[result.MetricUpdatesPerDelivery] = float64(d.Updated) / units
 	m[result.MetricDeletesPerDelivery] = float64(d.Deleted) / units
 	if pct, ok := hotPct(d); ok {
 		m[result.MetricHOTPctDeliveries] = pct
 	}
-	if pct, ok := hotPct(diffTable(before, after, tableLanes)); ok {
-		m[result.MetricHOTPctLanes] = pct
+	if tables.Lanes != "" {
+		if pct, ok := hotPct(diffTable(before, after, tables.Lanes)); ok {
+			m[result.MetricHOTPctLanes] = pct
+		}
 	}
-	if t, ok := after.Tables[tableDeliveries]; ok {
+	if t, ok := after.Tables[tables.Deliveries]; ok {
 		// Per delivery of the window, as the seed's tables read it; the
 		// absolute count too, since autovacuum may have run mid-window.
 		m[result.MetricDeadTuplesPerDelivery] = float64(t.Dead) / units

@@ -10,12 +10,12 @@ import (
 
 func TestPGWindowMetrics(t *testing.T) {
 	before := &Snapshot{WALPos: 1 << 32, HasWALStats: true, WALRecords: 100, WALFPI: 10, Statements: 50, Tables: map[string]TableStats{
-		tableDeliveries: {Inserted: 1000, Updated: 200, HotUpdated: 0, Deleted: 0},
-		tableLanes:      {Inserted: 256, Updated: 10, HotUpdated: 10},
+		RelaybusTables.Deliveries: {Inserted: 1000, Updated: 200, HotUpdated: 0, Deleted: 0},
+		RelaybusTables.Lanes:      {Inserted: 256, Updated: 10, HotUpdated: 10},
 	}}
 	after := &Snapshot{WALPos: 1<<32 + 250_000, HasWALStats: true, WALRecords: 1100, WALFPI: 60, Statements: 150, Tables: map[string]TableStats{
-		tableDeliveries: {Inserted: 1000, Updated: 200, HotUpdated: 0, Deleted: 500, Dead: 480},
-		tableLanes:      {Inserted: 256, Updated: 110, HotUpdated: 100},
+		RelaybusTables.Deliveries: {Inserted: 1000, Updated: 200, HotUpdated: 0, Deleted: 500, Dead: 480},
+		RelaybusTables.Lanes:      {Inserted: 256, Updated: 110, HotUpdated: 100},
 	}}
 	m := map[string]float64{}
 	WindowMetrics(m, before, after, 500, false)
@@ -23,6 +23,7 @@ func TestPGWindowMetrics(t *testing.T) {
 		result.MetricWALBytesPerDelivery:   500,
 		result.MetricWALRecordsPerDelivery: 2,
 		result.MetricWALFPIPerDelivery:     0.1,
+		result.MetricInsertsPerDelivery:    0,
 		result.MetricUpdatesPerDelivery:    0,
 		result.MetricDeletesPerDelivery:    1,
 		result.MetricHOTPctLanes:           90,
@@ -48,6 +49,56 @@ func TestPGWindowMetrics(t *testing.T) {
 	WindowMetrics(m, before, after, 2500, true)
 	if len(m) != 1 || m[result.MetricWALBytesPerEvent] != 100 {
 		t.Errorf("per event: %v", m)
+	}
+}
+
+// TestRiverWindowMetrics: a River window database has river_job and
+// River's other tables; the per-table metrics come from river_job, and
+// the labels say so.
+func TestRiverWindowMetrics(t *testing.T) {
+	before := &Snapshot{WALPos: 1000, Statements: -1, Tables: map[string]TableStats{
+		"river_job":    {Inserted: 2000, Updated: 0},
+		"river_leader": {Inserted: 1, Updated: 3, HotUpdated: 3},
+	}}
+	after := &Snapshot{WALPos: 1000 + 600_000, Statements: -1, Tables: map[string]TableStats{
+		"river_job":    {Inserted: 3000, Updated: 2000, HotUpdated: 1500, Dead: 800},
+		"river_leader": {Inserted: 1, Updated: 9, HotUpdated: 9},
+	}}
+	if got := TablesOf(after); got != RiverTables {
+		t.Fatalf("TablesOf = %+v, want %+v", got, RiverTables)
+	}
+	m := map[string]float64{}
+	WindowMetrics(m, before, after, 1000, false)
+	want := map[string]float64{
+		result.MetricWALBytesPerDelivery:   600,
+		result.MetricInsertsPerDelivery:    1,
+		result.MetricUpdatesPerDelivery:    2,
+		result.MetricDeletesPerDelivery:    0,
+		result.MetricHOTPctDeliveries:      75,
+		result.MetricDeadTuplesAfter:       800,
+		result.MetricDeadTuplesPerDelivery: 0.8,
+	}
+	for k, v := range want {
+		if got, ok := m[k]; !ok || math.Abs(got-v) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	for _, absent := range []string{result.MetricHOTPctLanes, result.MetricStmtsPerDelivery, result.MetricWALRecordsPerDelivery} {
+		if v, ok := m[absent]; ok {
+			t.Errorf("%s = %v, want absent", absent, v)
+		}
+	}
+	if got := TablesOf(after).Labels(after); len(got) != 1 || got[result.TableRoleDeliveries] != "river_job" {
+		t.Errorf("labels %v", got)
+	}
+	relaybus := &Snapshot{Tables: map[string]TableStats{"relaybus_deliveries": {}, "relaybus_lanes": {}, "relaybus_events": {}}}
+	if got := TablesOf(relaybus).Labels(relaybus); len(got) != 2 || got[result.TableRoleLanes] != "relaybus_lanes" {
+		t.Errorf("relaybus labels %v", got)
+	}
+	// A 0.1.0 database: deliveries and no lanes.
+	v010 := &Snapshot{Tables: map[string]TableStats{"relaybus_deliveries": {}}}
+	if got := TablesOf(v010).Labels(v010); len(got) != 1 || got[result.TableRoleDeliveries] != "relaybus_deliveries" {
+		t.Errorf("v0.1.0 labels %v", got)
 	}
 }
 

@@ -29,6 +29,13 @@ type Ref struct {
 	Worktree bool
 	// Dirty: the working tree has uncommitted changes (Worktree only).
 	Dirty bool
+	// Peer names the peer ("river") when this side is not a relaybus
+	// build but a peer worker (see ResolvePeer); SHA is then the commit of
+	// the harness's tree the peer is built from.
+	Peer string
+	// PeerVersion is the peer library's version the side asked for
+	// ("river@v0.50.0"); "" builds the version the peer's go.mod pins.
+	PeerVersion string
 }
 
 // Short is the abbreviated commit id used in progress lines and paths.
@@ -39,9 +46,13 @@ func (r Ref) Short() string {
 	return r.SHA
 }
 
-// String is "name (abc1234)", with "+dirty" for a changed working tree.
+// String is "name (abc1234)", with "+dirty" for a changed working tree;
+// a peer is "river (peer, tree abc1234)".
 func (r Ref) String() string {
 	s := fmt.Sprintf("%s (%s)", r.Name, r.Short())
+	if r.Peer != "" {
+		s = fmt.Sprintf("%s (peer, tree %s)", r.Name, r.Short())
+	}
 	if r.Dirty {
 		s += " +dirty"
 	}
@@ -51,7 +62,9 @@ func (r Ref) String() string {
 var releaseVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`)
 
 // Resolve resolves name in the git repository at repoDir: a tag, a
-// branch, a commit id, HEAD (the committed HEAD), or Worktree. A
+// branch, a commit id, HEAD (the committed HEAD), Worktree, or a peer
+// ("river", "river@v0.50.0"; see ResolvePeer). A peer's name shadows a
+// branch of the same name: name that one refs/heads/river. A
 // vX.Y.Z that is not a tag resolves to the newest commit on HEAD's
 // history whose message carries the trailer "Release: vX.Y.Z", so a
 // clone without tags still finds releases. A ref that cannot be found
@@ -67,6 +80,12 @@ func Resolve(ctx context.Context, repoDir, name string) (Ref, error) {
 	}
 	if _, err := Git(ctx, repoDir, "rev-parse", "--git-dir"); err != nil {
 		return Ref{}, fmt.Errorf("refs: %s is not a git repository: %w", repoDir, err)
+	}
+	if peer, version, ok := parsePeer(name); ok {
+		if strings.HasSuffix(name, "@") {
+			return Ref{}, fmt.Errorf("refs: %q: want %s or %s@vX.Y.Z", name, peer.Name, peer.Name)
+		}
+		return ResolvePeer(ctx, repoDir, peer, version)
 	}
 	if name == Worktree {
 		sha, err := Git(ctx, repoDir, "rev-parse", "--verify", "HEAD^{commit}")

@@ -80,7 +80,8 @@ func hasMetric(ms []result.MetricInfo, name string) bool {
 	return false
 }
 
-// validity is "VALID 8/8" or "INVALID 2/8".
+// validity is "VALID 8/8" or "INVALID 2/8", followed by "(no key order:
+// base)" where a side's key order was not checked (keyOrderNote).
 func validity(c *result.Cell) string {
 	valid := 0
 	for _, s := range c.Samples {
@@ -89,9 +90,9 @@ func validity(c *result.Cell) string {
 		}
 	}
 	if valid == len(c.Samples) {
-		return fmt.Sprintf("VALID %d/%d", valid, len(c.Samples))
+		return fmt.Sprintf("VALID %d/%d", valid, len(c.Samples)) + keyOrderNote(c)
 	}
-	return fmt.Sprintf("INVALID %d/%d", len(c.Samples)-valid, len(c.Samples))
+	return fmt.Sprintf("INVALID %d/%d", len(c.Samples)-valid, len(c.Samples)) + keyOrderNote(c)
 }
 
 func (g *group) title() string {
@@ -118,10 +119,11 @@ func (g *group) rows() [][]string {
 	return rows
 }
 
-// notes are the lines under a table: ignored options per side and the
-// invalid samples.
+// notes are the lines under a table: the tables per-table metrics came
+// from where the sides' differ, ignored options per side and the invalid
+// samples.
 func (g *group) notes(a *compare.Analysis) []string {
-	var out []string
+	out := g.tableNotes()
 	for _, side := range []string{result.SideBase, result.SideCandidate} {
 		set := map[string]bool{}
 		for _, c := range g.cells {
@@ -184,6 +186,9 @@ func writeMarkdownTable(w io.Writer, g *group) error {
 
 func writeTables(w io.Writer, a *compare.Analysis, markdown bool) error {
 	writeSection(w, "Validity", validityLines(a), markdown)
+	if a.Run != nil {
+		writeSection(w, "Notes", a.Run.Notes, markdown)
+	}
 	for _, g := range groups(a) {
 		if markdown {
 			fmt.Fprintf(w, "### %s\n\n", g.title())
@@ -296,8 +301,7 @@ func legend(a *compare.Analysis) string {
 // WriteTerminal writes the report as terminal tables.
 func WriteTerminal(w io.Writer, a *compare.Analysis) error {
 	if a.Run != nil {
-		fmt.Fprintf(w, "%s (%s) vs %s (%s), mode %s\n%s\n\n", a.Run.Base.Ref, short(a.Run.Base.SHA),
-			a.Run.Candidate.Ref, short(a.Run.Candidate.SHA), a.Run.Mode, termLegend(a))
+		fmt.Fprintf(w, "%s vs %s, mode %s\n%s\n\n", termRefLabel(a.Run.Base), termRefLabel(a.Run.Candidate), a.Run.Mode, termLegend(a))
 	}
 	return writeTables(w, a, false)
 }
@@ -313,8 +317,8 @@ func writeMarkdown(w io.Writer, a *compare.Analysis, summary string) error {
 	if a.Run != nil {
 		r := a.Run
 		fmt.Fprintf(w, "# relaybus benchmark: %s vs %s\n\n", r.Base.Ref, r.Candidate.Ref)
-		fmt.Fprintf(w, "- base: `%s` %s (version %s, protocol %d)%s\n", r.Base.Ref, r.Base.SHA, r.Base.Version, r.Base.Protocol, dirty(r.Base))
-		fmt.Fprintf(w, "- candidate: `%s` %s (version %s, protocol %d)%s\n", r.Candidate.Ref, r.Candidate.SHA, r.Candidate.Version, r.Candidate.Protocol, dirty(r.Candidate))
+		fmt.Fprintf(w, "- base: %s%s\n", refLabel(r.Base), dirty(r.Base))
+		fmt.Fprintf(w, "- candidate: %s%s\n", refLabel(r.Candidate), dirty(r.Candidate))
 		fmt.Fprintf(w, "- mode: %s; started %s, finished %s\n", r.Mode, r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Finished.UTC().Format("2006-01-02 15:04:05Z"))
 		if len(r.Machine) > 0 {
 			fmt.Fprintf(w, "- machine: %s\n", joinMap(r.Machine))

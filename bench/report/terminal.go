@@ -76,6 +76,8 @@ func termComparison(c *compare.Comparison) []string {
 	switch {
 	case c == nil:
 		return []string{"-", "-", "-", "not measured in this cell"}
+	case c.Verdict == compare.VerdictNoValues && compare.OneSide(c) != "":
+		return []string{compare.FormatNumber(c.Base.Median), compare.FormatNumber(c.Candidate.Median), "-", compare.OneSide(c) + " only"}
 	case c.Verdict == compare.VerdictNoValues:
 		return []string{"-", "-", "-", "no valid samples"}
 	}

@@ -28,6 +28,7 @@ const (
 	MetricHOTPctDeliveries        = "hot_pct_deliveries"
 	MetricHOTPctLanes             = "hot_pct_lanes"
 	MetricUpdatesPerDelivery      = "updates_per_delivery"
+	MetricInsertsPerDelivery      = "inserts_per_delivery"
 	MetricDeletesPerDelivery      = "deletes_per_delivery"
 	MetricDeadTuplesAfter         = "dead_tuples_after"
 	MetricDeadTuplesPerDelivery   = "dead_tuples_per_delivery"
@@ -59,6 +60,7 @@ var Metrics = []MetricInfo{
 	{MetricWALFPIPerDelivery, "wal-fpi/delivery", "WAL FPI/delivery", false, true},
 	{MetricHOTPctDeliveries, "hot-pct-deliveries", "HOT upd % deliveries", true, true},
 	{MetricHOTPctLanes, "hot-pct-lanes", "HOT upd % lanes", true, true},
+	{MetricInsertsPerDelivery, "inserts/delivery", "inserts/delivery", false, true},
 	{MetricUpdatesPerDelivery, "updates/delivery", "updates/delivery", false, true},
 	{MetricDeletesPerDelivery, "deletes/delivery", "deletes/delivery", false, true},
 	{MetricDeadTuplesPerDelivery, "dead-tuples/delivery", "dead tuples/delivery", false, true},

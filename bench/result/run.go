@@ -70,6 +70,10 @@ type Run struct {
 	// Upgrade is scenario 6 when the run included it (nil otherwise).
 	Upgrade  *Upgrade `json:",omitempty"`
 	Warnings []string
+	// Notes are what a reader must know that is not a problem: for a
+	// peer side, how the settings reached it, the cells skipped for it,
+	// and which cells do not compare like with like.
+	Notes []string `json:",omitempty"`
 }
 
 // Cell is one row of a report table: one configuration of one scenario
@@ -99,6 +103,10 @@ type Sample struct {
 	Validation *validate.Result
 	// Ignored lists the options this side's workers ignored.
 	Ignored []string
+	// Tables maps a table role (TableRoleDeliveries, ...) to the table
+	// this side's per-table metrics were read from ("relaybus_deliveries",
+	// "river_job").
+	Tables map[string]string `json:",omitempty"`
 	// PhaseSeconds is how long each step of the window took (setup,
 	// preload, vacuum, start, warm-up, window, drain, validate): where a
 	// mode's wall time goes.

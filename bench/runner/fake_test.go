@@ -26,6 +26,9 @@ type fakeCluster struct {
 	// misbehave names a worker ("disp-0") and what it does wrong:
 	// "exit" (fails mid-window), "stubborn" (ignores Stop), "idle"
 	// (never handles anything), "twice" (handles every delivery twice),
+	// "lazy" (still starting until someone waits for its ready line, and
+	// killed without a done line by a Stop before that, as a process is
+	// by a SIGTERM before it sets up its handler),
 	// "hang" (a setup that never ends), "errors" (a publisher whose calls
 	// fail now and then), "cut" (a dispatcher that leaves a partial
 	// record line behind).
@@ -35,6 +38,8 @@ type fakeCluster struct {
 	// events logs "create <db>", "begin <db>" (the window's first
 	// snapshot) and "end <db>" (its last), in order.
 	events []string
+	// configs are the configs of every worker launched, in order.
+	configs []protocol.Config
 }
 
 func (c *fakeCluster) log(event string) {
@@ -129,8 +134,12 @@ func (c *fakeCluster) launch(_ string, cfg protocol.Config, _ string) (Worker, e
 	if db == nil {
 		return nil, fmt.Errorf("fake: no database for %s", cfg.Name)
 	}
+	c.mu.Lock()
+	c.configs = append(c.configs, cfg)
+	c.mu.Unlock()
 	w := &fakeWorker{name: cfg.Name, cfg: cfg, db: db, cluster: c, behaviour: c.misbehave[cfg.Name],
-		ready: make(chan struct{}), stop: make(chan struct{}), kill: make(chan struct{}), exited: make(chan struct{})}
+		ready: make(chan struct{}), stop: make(chan struct{}), kill: make(chan struct{}), exited: make(chan struct{}),
+		asked: make(chan struct{})}
 	go w.run()
 	return w, nil
 }
@@ -145,6 +154,9 @@ type fakeWorker struct {
 
 	ready, stop, kill, exited chan struct{}
 	stopOnce, killOnce        sync.Once
+	// asked is closed by the first WaitReady ("lazy" workers wait for it).
+	asked     chan struct{}
+	askedOnce sync.Once
 
 	mu         sync.Mutex
 	done       *protocol.Message
@@ -157,6 +169,7 @@ type fakeWorker struct {
 func (w *fakeWorker) Name() string { return w.name }
 
 func (w *fakeWorker) WaitReady(ctx context.Context) (*protocol.Message, error) {
+	w.askedOnce.Do(func() { close(w.asked) })
 	select {
 	case <-w.ready:
 		return &protocol.Message{Type: protocol.TypeReady}, nil
@@ -239,6 +252,17 @@ func (w *fakeWorker) stopped() bool {
 }
 
 func (w *fakeWorker) run() {
+	if w.behaviour == "lazy" {
+		select {
+		case <-w.asked:
+		case <-w.stop:
+			w.finish(nil, errors.New("fake: terminated before it was ready, without a done line"))
+			return
+		case <-w.kill:
+			w.finish(nil, errors.New("fake: killed before it was ready"))
+			return
+		}
+	}
 	close(w.ready)
 	var rec *record.Writer
 	if w.cfg.RecordPath != "" {

@@ -30,6 +30,10 @@ type Side struct {
 	// working tree): two sides with the same Code have nothing to
 	// upgrade (scenario 6). Empty: unknown, taken as different.
 	Code string
+	// NoKeyOrder: the side's workers keep no per-key order (their hello
+	// lists protocol.CapabilityNoKeyOrder): its windows are validated
+	// without the order checks (validate.Expect.NoKeyOrder).
+	NoKeyOrder bool
 }
 
 // Runner runs every window of a matrix.

@@ -277,10 +277,15 @@ func profiles(dir, rel string) []string {
 
 // startDrainDispatcher starts a dispatcher that only drains: fast
 // settings, and handlers without the workload's cost (planted failures
-// still fail, so poison is still dead-lettered).
+// still fail, so poison is still dead-lettered). It keeps the cell's
+// lease: a store whose recovery of a killed dispatcher's work is set by
+// the dispatchers running it (River's rescuer runs on the leader, with
+// the leader's rescue delay) must recover it during the drain as the
+// cell set it, not after an hour.
 func (w *windowRun) startDrainDispatcher(name string) (Worker, error) {
 	cfg := w.config(protocol.RoleDispatcher, name, drainPool)
 	cfg.Dispatcher = scenarios.DrainDispatcher
+	cfg.Dispatcher.LeaseMs = w.c.Dispatcher.LeaseMs
 	cfg.Workload.HandlerCostUs = 0
 	return w.start(cfg)
 }
@@ -403,6 +408,13 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 		}
 		w.disps = append(w.disps, p)
 	}
+	// Wait for their ready lines: a drain that is over at its first look
+	// would otherwise stop a worker that has not yet set up its SIGTERM
+	// handler, and the default action kills it without a done line (an
+	// INVALID window on a loaded machine).
+	if err := w.waitReady(ctx, w.disps[len(w.disps)-drainDispatchers:]); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
 	final, err := w.drain(ctx)
 	if err != nil {
 		return err
@@ -427,7 +439,7 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	manifest := &validate.Manifest{Handlers: c.Workload.Handlers, PoisonEvery: c.Workload.PoisonEvery, PoisonPrefixes: w.prefixes,
 		MaxAttempts: c.Workload.MaxAttempts, AllowRedelivery: c.AllowRedelivery, AllowPublishErrors: c.AllowRedelivery,
 		LeaseMs: lease, Faults: w.faults, Window: &validate.Span{StartNs: t0.UnixNano(), EndNs: t1.UnixNano()},
-		PublishErrors: w.publishErrors(), Final: *final}
+		PublishErrors: w.publishErrors(), Final: *final, NoKeyOrder: w.side.NoKeyOrder}
 	if err := validate.WriteManifest(w.dir, manifest); err != nil {
 		return err
 	}
@@ -449,6 +461,7 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 			w.sample.Statements, w.sample.StatementsTotalMs = pgmetrics.TopStatements(before.ByStatement, after.ByStatement, topStatements)
 			w.sample.StatementUnits = wm.units
 		}
+		w.sample.Tables = pgmetrics.TablesOf(after).Labels(after)
 	}
 	w.sample.Series, w.sample.Latencies = wm.series, wm.latencies
 	if c.AllowRedelivery {
@@ -461,6 +474,19 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 		// A window that ran dry measured an idle store for part of its
 		// length: its rate is not comparable, so it is not averaged in.
 		return fmt.Errorf("runner: the preload ran out before the window ended (every preloaded delivery was handled inside it): raise the cell's preload")
+	}
+	return nil
+}
+
+// waitReady waits for the ready line of every worker of ps, within the
+// step's ReadyTimeout.
+func (w *windowRun) waitReady(ctx context.Context, ps []Worker) error {
+	rctx, cancel := context.WithTimeout(ctx, orDefault(w.step.ReadyTimeout, DefaultReadyTimeout))
+	defer cancel()
+	for _, p := range ps {
+		if _, err := p.WaitReady(rctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -267,3 +267,75 @@ func TestMeasureWritesAValidatableFolder(t *testing.T) {
 		t.Fatalf("re-validated %s, the window said %s", again, s.Validation)
 	}
 }
+
+// TestMeasureNoKeyOrderSide: a side whose workers keep no per-key order
+// is validated without the order checks, and its manifest says so, so
+// that `bench validate` of a kept window re-checks it the same way.
+func TestMeasureNoKeyOrderSide(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	c := dispatchTestCell(2000, 1)
+	c.Workload.Keys, c.Workload.KeyCount = "many", 10
+	step := &Step{Server: fc, Launch: fc.launch, Warmup: 20 * time.Millisecond, Window: 300 * time.Millisecond,
+		DrainTimeout: 10 * time.Second, StopTimeout: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := Window{Cell: 0, Round: 1, Side: result.SideBase, Order: 1, Name: "rb_t_c01_r1_b", Dir: "cell01/r1-base"}
+	dir := filepath.Join(t.TempDir(), w.Dir)
+	p := step.Prepare(ctx, w, c, &Side{Name: result.SideBase, Bin: "fake", NoKeyOrder: true}, dir)
+	s := step.Measure(ctx, p, nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	if s.Validation.KeyOrderSkipped != 2000 || len(s.Validation.Notes) == 0 {
+		t.Fatalf("key order skipped for %d handles (notes %q), want 2000", s.Validation.KeyOrderSkipped, s.Validation.Notes)
+	}
+	m, _, found, err := validate.ReadDir(dir)
+	if err != nil || !found || !m.NoKeyOrder {
+		t.Fatalf("manifest %+v found %v: %v", m, found, err)
+	}
+}
+
+// TestMeasureWaitsForDrainDispatchers: a drain that is over at its first
+// look stops the drain dispatchers only after they said ready; stopped
+// before, a real worker dies without a done line (INVALID).
+func TestMeasureWaitsForDrainDispatchers(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	fc.misbehave["drain-0"] = "lazy"
+	s, _ := measure(t, fc, dispatchTestCell(2000, 1), nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+}
+
+// TestDrainDispatchersKeepTheCellsLease: the drain's dispatchers run with
+// the cell's lease (River's leader rescues a killed dispatcher's jobs
+// after its own rescue delay), and with the drain's fast settings.
+func TestDrainDispatchersKeepTheCellsLease(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	c := dispatchTestCell(2000, 1)
+	c.Dispatcher.LeaseMs = 2000
+	if s, _ := measure(t, fc, c, nil); !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	n := 0
+	for _, cfg := range fc.configs {
+		if !strings.HasPrefix(cfg.Name, "drain-") {
+			continue
+		}
+		n++
+		want := scenarios.DrainDispatcher
+		want.LeaseMs = 2000
+		if cfg.Dispatcher.LeaseMs != want.LeaseMs || cfg.Dispatcher.Concurrency != want.Concurrency || cfg.Dispatcher.PollMs != want.PollMs {
+			t.Errorf("%s: dispatcher %+v, want %+v", cfg.Name, cfg.Dispatcher, want)
+		}
+	}
+	if n != drainDispatchers {
+		t.Fatalf("%d drain dispatchers, want %d", n, drainDispatchers)
+	}
+}

@@ -48,6 +48,8 @@ type Manifest struct {
 	Window             *Span   `json:"window,omitempty"`
 	PublishErrors      int64   `json:"publish_errors,omitempty"`
 	Final              Final   `json:"final"`
+	// NoKeyOrder: the side keeps no per-key order (Expect.NoKeyOrder).
+	NoKeyOrder bool `json:"no_key_order,omitempty"`
 }
 
 // Input is the validator's input for the record files of the window the
@@ -55,7 +57,7 @@ type Manifest struct {
 func (m *Manifest) Input(files []File) *Input {
 	in := &Input{Files: files, Handlers: m.Handlers, Final: m.Final, PublishErrors: m.PublishErrors,
 		Expect: Expect{MaxAttempts: m.MaxAttempts, AllowRedelivery: m.AllowRedelivery, AllowPublishErrors: m.AllowPublishErrors,
-			Faults: m.Faults, Lease: time.Duration(m.LeaseMs) * time.Millisecond, Window: m.Window}}
+			Faults: m.Faults, Lease: time.Duration(m.LeaseMs) * time.Millisecond, Window: m.Window, NoKeyOrder: m.NoKeyOrder}}
 	if m.PoisonEvery > 0 {
 		in.Expect.PoisonEventIDs = map[string]bool{}
 		for _, f := range files {

@@ -14,6 +14,21 @@ type keyedHandle struct {
 	seq      int64 // the handle's
 }
 
+// skipOrder stands in for order and commitOrder on a side that keeps no
+// per-key order: it counts the keyed ok handles they would have checked
+// and says so in a note.
+func (c *checker) skipOrder() {
+	for i := range c.handles {
+		h := &c.handles[i]
+		if c.rec(h).h.OK && c.events[h.event].key != "" {
+			c.r.KeyOrderSkipped++
+		}
+	}
+	if c.r.KeyOrderSkipped > 0 {
+		c.note("per-key order not checked for %d keyed handles: the side keeps no per-key order (no-key-order)", c.r.KeyOrderSkipped)
+	}
+}
+
 // order checks, per (handler, key), the ok handles in handling order
 // (ties by sequence); see the package documentation for the rules.
 func (c *checker) order() {

@@ -54,6 +54,10 @@ type Result struct {
 	// because their records carry no call start (a worker older than the
 	// field).
 	CommitOrderSkipped int64
+	// KeyOrderSkipped: keyed ok handles whose order was not checked
+	// because the side keeps no per-key order (Expect.NoKeyOrder); not a
+	// violation, and the report says so beside the verdict.
+	KeyOrderSkipped int64 `json:",omitempty"`
 	// Pending, Processing: deliveries left after the drain.
 	Pending, Processing int64
 	// DeadExpected: dead poison pairs; DeadUnexpected: dead letters that
@@ -98,6 +102,7 @@ func (r *Result) String() string {
 		for _, c := range []namedCount{
 			{name: "uncertain", v: r.Uncertain}, {name: "uncertain handled", v: r.UncertainHandled},
 			{name: "redeliveries", v: r.Redeliveries}, {name: "dead expected", v: r.DeadExpected}, {name: "failures", v: r.Failures},
+			{name: "keyed handles not order-checked (no key order)", v: r.KeyOrderSkipped},
 		} {
 			if c.v != 0 {
 				b.WriteString(", " + c.name + " " + strconv.FormatInt(c.v, 10))

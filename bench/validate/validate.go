@@ -38,7 +38,9 @@
 // publisher records the start of its calls, two commits of one key that
 // did not overlap in time must have increasing sequences (commit order);
 // records without call starts (a v0.1.0 worker) skip that check, and the
-// result says so.
+// result says so. A side that keeps no per-key order (Expect.NoKeyOrder)
+// skips the order, commit-order and sequence checks, and the result says
+// so too.
 package validate
 
 import (
@@ -127,6 +129,13 @@ type Expect struct {
 	// Window, when set, is the measured window: a window in which no
 	// event was committed and no delivery handled is INVALID.
 	Window *Span
+	// NoKeyOrder: the side declares it keeps no per-key order (a peer
+	// whose hello lists protocol.CapabilityNoKeyOrder) and records no
+	// sequences, so the checks that need them (per-key order, commit
+	// order, sequence ownership) are skipped and Result.KeyOrderSkipped
+	// counts what they would have covered. Every other check applies,
+	// the recorded key included.
+	NoKeyOrder bool
 }
 
 // MaxRecords bounds the published and the handled records of one input:

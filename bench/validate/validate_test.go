@@ -90,6 +90,20 @@ func killAt(in *Input, proc string, ns int64) {
 	f.Handled = slices.DeleteFunc(f.Handled, late)
 }
 
+// noKeyOrder makes in's handles those of a store that keeps no per-key
+// order: no sequences, and e2 handled before e0 (both of key k0).
+func noKeyOrder(in *Input) {
+	for fi := range in.Files {
+		for ri := range in.Files[fi].Handled {
+			in.Files[fi].Handled[ri].Sequence = 0
+		}
+	}
+	for _, h := range []string{"a", "b"} {
+		x, y := handled(in, "e0", h), handled(in, "e2", h)
+		x.HandleNs, y.HandleNs = y.HandleNs, x.HandleNs
+	}
+}
+
 // counts names every count of a result; a case lists the ones it expects
 // to be non-zero and every other must be 0.
 func counts(r *Result) map[string]int64 {
@@ -102,6 +116,7 @@ func counts(r *Result) map[string]int64 {
 		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
+		"keyOrderSkipped": r.KeyOrderSkipped,
 	}
 }
 
@@ -291,6 +306,22 @@ var mutations = []struct {
 		want: map[string]int64{"deadUnexpected": 2}},
 	{name: "truncated dead letters", edit: func(in *Input) { in.Final.DeadLettersTruncated = true },
 		want: map[string]int64{"unverified": 1}},
+	{name: "no sequences, handled out of key order", edit: func(in *Input) { noKeyOrder(in) },
+		want: map[string]int64{"order": 16}, example: "has sequence 0, want > 0"},
+	{name: "a no-key-order side: no sequences, handled out of key order", edit: func(in *Input) {
+		noKeyOrder(in)
+		in.Expect.NoKeyOrder = true
+	}, valid: true, want: map[string]int64{"keyOrderSkipped": 16}, example: "per-key order not checked for 16 keyed handles"},
+	{name: "a no-key-order side: every other check still applies", edit: func(in *Input) {
+		noKeyOrder(in)
+		in.Expect.NoKeyOrder = true
+		d := file(in, "disp-1")
+		d.Handled = d.Handled[:len(d.Handled)-1]                        // e7/b lost
+		d.Handled = append(d.Handled, *handled(in, "e1", "a"))          // a duplicate
+		handled(in, "e2", "b").Key = "k9"                               // a key mismatch
+		in.Final.Pending = 1                                            // left over
+		file(in, "disp-0").Handled[0].HandleNs = handleStart + 100*step // out of order: not checked
+	}, want: map[string]int64{"lost": 1, "handled": 15, "duplicates": 1, "keyMismatches": 1, "pending": 1, "keyOrderSkipped": 16}},
 	{name: "an attempt past the budget", edit: func(in *Input) {
 		in.Expect.MaxAttempts = 3
 		handled(in, "e1", "a").Attempt = 4

@@ -18,6 +18,7 @@ import (
 	"github.com/berkcansavur/relaybus/bench/compare"
 	"github.com/berkcansavur/relaybus/bench/pgmetrics"
 	"github.com/berkcansavur/relaybus/bench/proc"
+	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/refs"
 	"github.com/berkcansavur/relaybus/bench/report"
 	"github.com/berkcansavur/relaybus/bench/result"
@@ -238,7 +239,15 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		s.hello = result.RefInfo{Ref: s.ref.Name, SHA: s.ref.SHA, Version: hello.Version, Dirty: s.ref.Dirty,
 			Protocol: hello.Protocol, Capabilities: hello.Capabilities}
-		logf("%s %s: relaybus %s, protocol %d", s.side.Name, s.ref, hello.Version, hello.Protocol)
+		s.side.NoKeyOrder = protocol.HasCapability(hello.Capabilities, protocol.CapabilityNoKeyOrder)
+		logf("%s", helloLine(s.side.Name, s.ref, hello))
+	}
+	notes, err := peerMatrix(&o.matrix, []sideInfo{{result.SideBase, sides[0].hello}, {result.SideCandidate, sides[1].hello}})
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		logf("note: %s", n)
 	}
 
 	pg, info, stop, err := startPostgres(ctx, dbenv.PostgresOptions{Provider: o.provider, DSN: o.dsn, Image: o.image,
@@ -276,6 +285,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	run.Databases = []result.DatabaseInfo{{Kind: "postgres", Provider: string(info.Provider), Version: info.Version,
 		Settings: info.Settings, DataDirFS: dataFS}}
 	run.Warnings = append(warnings, run.Warnings...)
+	run.Notes = notes
 	if o.plantDelay > 0 {
 		run.Warnings = append(run.Warnings, fmt.Sprintf("self-test: candidate dispatchers carry a planted delay of %s per delivery", o.plantDelay))
 	}

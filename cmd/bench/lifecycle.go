@@ -93,6 +93,9 @@ func runLifecycle(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if resolved[i], err = refs.Resolve(ctx, o.repo, name); err != nil {
 			return err
 		}
+		if resolved[i].Peer != "" {
+			return fmt.Errorf("bench: lifecycle --ref %s: a peer has no relaybus deliveries to follow; lifecycle takes relaybus refs", name)
+		}
 	}
 	cacheDir := o.cacheDir
 	if cacheDir == "" {

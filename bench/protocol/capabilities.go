@@ -1,0 +1,41 @@
+package protocol
+
+import (
+	"slices"
+	"strings"
+)
+
+// Capabilities a worker's hello may list that change how the harness
+// treats its side. A relaybus worker lists neither; a peer worker (a
+// worker of another library, built from bench/peers/<name>) lists
+// CapabilityPeer and CapabilityPeerPrefix+name, and CapabilityNoKeyOrder
+// when the library does not handle one key's events in commit order.
+const (
+	// CapabilityPeer: this worker is not a relaybus build.
+	CapabilityPeer = "peer"
+	// CapabilityPeerPrefix, followed by the peer's name ("peer:river").
+	CapabilityPeerPrefix = "peer:"
+	// CapabilityNoKeyOrder: the worker does not keep per-key order and
+	// records no per-key sequence, so the validator does not check order
+	// for its side (every other check still applies).
+	CapabilityNoKeyOrder = "no-key-order"
+)
+
+// HasCapability reports whether caps (a hello's capabilities) lists c.
+func HasCapability(caps []string, c string) bool {
+	return slices.Contains(caps, c)
+}
+
+// PeerName is the peer's name a hello's capabilities declare ("river"),
+// or "" for a relaybus worker.
+func PeerName(caps []string) string {
+	if !HasCapability(caps, CapabilityPeer) {
+		return ""
+	}
+	for _, c := range caps {
+		if name, ok := strings.CutPrefix(c, CapabilityPeerPrefix); ok && name != "" {
+			return name
+		}
+	}
+	return "unnamed peer"
+}
