@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 	uri := dbtest.TestMongoURI(t)
 	storetest.Run(t, func(t *testing.T) relaybus.Store[context.Context] {
 		return newTestStore(t, uri)
-	}, &storetest.Options{DeletesCompleted: true, RetryableConflict: rbmongo.TransientTransactionError})
+	}, &storetest.Options{RetryableConflict: rbmongo.TransientTransactionError})
 }
 
 // newTestStore connects to uri, creates a store in a fresh database, runs

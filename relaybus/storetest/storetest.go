@@ -60,12 +60,6 @@ type Options struct {
 	// when it completes: the suite then expects "gone" where it would
 	// expect "completed".
 	KeepsCompleted bool
-	// DeletesCompleted is ignored: deleting completed deliveries is the
-	// 0.2.0 default (see KeepsCompleted). It is kept so that callers
-	// written for the 0.1.0 suite still compile.
-	//
-	// Deprecated: use KeepsCompleted.
-	DeletesCompleted bool
 	// RetryableConflict, when set, recognises the error of a store that
 	// neither blocks a second transaction on the same key nor assigns
 	// sequences at commit, but fails it at once with a conflict the caller
