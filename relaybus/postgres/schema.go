@@ -136,6 +136,21 @@ SELECT id, event_id, handler, event_type, key, sequence, attempts + 1, max_attem
 	available_at, last_error, created_at, $5
 FROM gone`
 
+// claimQuota is how many deliveries a lane gives while it is held: once a
+// holder has claimed this many from it since it took it, the lane gives
+// nothing more and is handed back as soon as nothing of it is in flight,
+// and the claim takes other lanes, the ones with the oldest due work
+// first. Without a bound, a claimer kept the few lanes it held for as long
+// as they had work and drained them one after another, while the other
+// lanes waited: work was not served oldest first across lanes, and since
+// the deliveries of a lane are spread over every page of the table (the
+// lane is a hash), the deletes of a few lanes touched every page, each
+// page's first change after a checkpoint writing the whole page to the
+// WAL. With the bound, lanes progress within about claimQuota deliveries
+// of each other, and the deletes move through the table roughly in the
+// order it was written.
+const claimQuota = 64
+
 // expiredFinalAttempt is the last error of a delivery buried by a
 // takeover.
 const expiredFinalAttempt = "lease expired after the final attempt"
@@ -146,7 +161,7 @@ func buildQueries(schema, prefix string) queries {
 		lanes: table("lanes"), history: table("history")}
 	names := strings.NewReplacer("{events}", q.events, "{deliveries}", q.deliveries, "{keys}", q.keys,
 		"{lanes}", q.lanes, "{history}", q.history)
-	r := strings.NewReplacer("{columns}", deliveryColumns, "{inFlight}", names.Replace(inFlight),
+	r := strings.NewReplacer("{quota}", fmt.Sprint(claimQuota), "{columns}", deliveryColumns, "{inFlight}", names.Replace(inFlight),
 		"{fenced}", names.Replace(fenced), "{deleteFenced}", names.Replace(deleteFenced),
 		"{historyInsert}", names.Replace(historyInsert))
 	sql := func(s string) string { return names.Replace(r.Replace(s)) }
@@ -287,7 +302,7 @@ FROM (
 	// taken on one.
 	q.claimOwn = sql(`
 WITH RECURSIVE own AS MATERIALIZED (
-	SELECT l.lane, l.epoch, l.in_flight FROM {lanes} l
+	SELECT l.lane, l.epoch, l.in_flight, greatest({quota} - l.picks, 0) AS room FROM {lanes} l
 	WHERE l.lane = ANY (coalesce(nullif(current_setting(CASE WHEN $6 THEN 'relaybus.taken' ELSE 'relaybus.own' END, true), ''), '{}')::smallint[])
 		AND l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
 	ORDER BY l.lane
@@ -300,6 +315,7 @@ WITH RECURSIVE own AS MATERIALIZED (
 	SELECT o.lane, ''::text AS handler, ''::text AS key,
 		NULL::bigint AS id, NULL::timestamptz AS available_at, false AS suspect
 	FROM own o
+	WHERE o.room > 0
 	UNION ALL
 	SELECT h.lane, n.handler, n.key, n.id, n.available_at, n.suspect FROM heads h
 	CROSS JOIN LATERAL (
@@ -310,27 +326,33 @@ WITH RECURSIVE own AS MATERIALIZED (
 		LIMIT 1
 	) n
 ), cand AS MATERIALIZED (
-	SELECT x.id, x.lane, x.available_at, x.suspect FROM (
-		SELECT c.id, c.lane, c.available_at, c.suspect FROM own o
-		CROSS JOIN LATERAL (
-			SELECT d.id, d.lane, d.available_at, d.suspect FROM {deliveries} d
-			WHERE d.lane = o.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
-				AND d.handler = ANY ($4::text[])
-				AND d.id <> ALL (o.in_flight)
-				AND (NOT d.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
-			ORDER BY d.available_at, d.id
-			LIMIT greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)
-		) c
-		UNION ALL
-		SELECT h.id, h.lane, h.available_at, h.suspect FROM heads h
-		WHERE h.id IS NOT NULL AND h.available_at <= $3 AND h.handler = ANY ($4::text[])
-			AND (NOT h.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
-			-- NOT IN over a set without NULLs, so that it is one hashed
-			-- subplan rather than an anti join the planner might nest.
-			AND (h.lane, h.handler, h.key) NOT IN (
-				SELECT f.lane, f.handler, f.key FROM flying f WHERE f.key IS NOT NULL)
-	) x
-	ORDER BY x.available_at, x.id
+	SELECT r.id, r.lane, r.available_at, r.suspect FROM (
+		SELECT x.id, x.lane, x.available_at, x.suspect, x.room,
+			row_number() OVER (PARTITION BY x.lane ORDER BY x.available_at, x.id) AS rn
+		FROM (
+			SELECT c.id, c.lane, c.available_at, c.suspect, o.room FROM own o
+			CROSS JOIN LATERAL (
+				SELECT d.id, d.lane, d.available_at, d.suspect FROM {deliveries} d
+				WHERE d.lane = o.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
+					AND d.handler = ANY ($4::text[])
+					AND d.id <> ALL (o.in_flight)
+					AND (NOT d.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
+				ORDER BY d.available_at, d.id
+				LIMIT least(greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0), o.room)
+			) c
+			UNION ALL
+			SELECT h.id, h.lane, h.available_at, h.suspect, o.room FROM heads h
+			JOIN own o ON o.lane = h.lane
+			WHERE h.id IS NOT NULL AND h.available_at <= $3 AND h.handler = ANY ($4::text[])
+				AND (NOT h.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
+				-- NOT IN over a set without NULLs, so that it is one hashed
+				-- subplan rather than an anti join the planner might nest.
+				AND (h.lane, h.handler, h.key) NOT IN (
+					SELECT f.lane, f.handler, f.key FROM flying f WHERE f.key IS NOT NULL)
+		) x
+	) r
+	WHERE r.rn <= r.room
+	ORDER BY r.available_at, r.id
 	LIMIT greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)
 ), first AS (
 	SELECT c.id, c.suspect FROM cand c ORDER BY c.available_at, c.id LIMIT 1
@@ -346,15 +368,16 @@ WITH RECURSIVE own AS MATERIALIZED (
 				UNION ALL
 				SELECT p.id FROM pick p WHERE p.lane = o.lane) x
 			ORDER BY x.id) AS new,
-		EXISTS (SELECT 1 FROM pick p WHERE p.lane = o.lane) AS picked
+		(SELECT count(*) FROM pick p WHERE p.lane = o.lane)::int AS picked
 	FROM own o
 ), rec AS (
 	UPDATE {lanes} l SET
 		in_flight = n.new,
+		picks = CASE WHEN cardinality(n.new) = 0 THEN 0 ELSE l.picks + n.picked END,
 		lease_owner = CASE WHEN cardinality(n.new) = 0 THEN NULL ELSE l.lease_owner END,
 		lease_holder = CASE WHEN cardinality(n.new) = 0 THEN NULL ELSE l.lease_holder END,
 		lease_expires_at = CASE WHEN cardinality(n.new) = 0 THEN NULL
-			WHEN n.picked THEN $7 ELSE l.lease_expires_at END
+			WHEN n.picked > 0 THEN $7 ELSE l.lease_expires_at END
 	FROM next n
 	WHERE l.lane = n.lane AND n.new IS DISTINCT FROM n.old
 )
@@ -369,76 +392,65 @@ WHERE (SELECT set_config('relaybus.claimed', (CASE
 
 	// Take up to $5 lanes, and no more than the claim still needs ($9,
 	// the claim's limit, less relaybus.claimed: none when the claim is
-	// full or holds a suspect), that are free or whose lease expired and that
-	// have due work of the handlers, oldest due work first. The lanes
-	// with any pending work are found by a skip scan of each index (one
-	// probe per such lane: with four hot keys that is four probes, not
-	// 512); each of those that is free is then probed for its oldest due
-	// unkeyed delivery and any due keyed one (which may be a blocked
-	// follower; then the lane is handed back at once). It skips lanes
-	// another transaction has locked (a claim taking them, or a
-	// transactional completion's FOR KEY SHARE: a takeover never waits for
-	// one and never overtakes it), and never one of $8 (lanes this claim
-	// already took and handed back). The lanes taken go to relaybus.taken
-	// for the claimOwn after it. Taking a lane raises its epoch, so
-	// every write under an older lease fails. Taking an abandoned lane
-	// (expired with deliveries in flight) charges each of them that still
-	// exists one attempt, marks it a suspect, and buries it when that
-	// spends its budget; the charge raises claims, so a completion of the
-	// old holder that commits after this finds its fence broken, and one
-	// that commits first has deleted the row, which is then not charged.
-	// The charged rows are locked in physical order (ctid), the order in
-	// which a completion's TID scan deletes them, so the two never wait on
-	// each other in a cycle.
+	// full or holds a suspect), that are free or whose lease expired and
+	// that have due work of the handlers, walking the ring of lanes from
+	// $10 (a position each store instance moves past the lanes it took,
+	// so that successive takes go round every lane with work): with the
+	// per-hold quota (claimQuota), that serves every busy lane in turn, a
+	// bounded number of deliveries at a time. The walk stops as soon as it
+	// has found enough lanes: one probe of the lane row and, for a free
+	// lane, one of each index, per lane visited (cands is read through a
+	// LIMIT, so its conditions are evaluated lane by lane, in ring
+	// order). It skips lanes another transaction has locked (a claim
+	// taking them, or a transactional completion's FOR KEY SHARE: a
+	// takeover never waits for one and never overtakes it), and never one
+	// of $8 (lanes this claim already took and handed back). The lanes
+	// taken go to relaybus.taken for the claimOwn after it. Taking a lane
+	// raises its epoch, so every write under an older lease fails.
+	// Taking an abandoned lane (expired with deliveries in flight)
+	// charges each of them that still exists one attempt, marks it a
+	// suspect, and buries it when that spends its budget; the charge
+	// raises claims, so a completion of the old holder that commits after
+	// this finds its fence broken, and one that commits first has deleted
+	// the row, which is then not charged. The charged rows are locked in
+	// physical order (ctid), the order in which a completion's TID scan
+	// deletes them, so the two never wait on each other in a cycle.
 	q.claimTake = sql(`
-WITH RECURSIVE unkeyed AS (
-	(SELECT d.lane FROM {deliveries} d WHERE d.status = 'pending' AND d.key IS NULL ORDER BY d.lane LIMIT 1)
-	UNION ALL
-	SELECT n.lane FROM unkeyed u CROSS JOIN LATERAL (
-		SELECT d.lane FROM {deliveries} d
-		WHERE d.status = 'pending' AND d.key IS NULL AND d.lane > u.lane
-		ORDER BY d.lane LIMIT 1
-	) n
-), keyed AS (
-	(SELECT d.lane FROM {deliveries} d WHERE d.status = 'pending' AND d.key IS NOT NULL ORDER BY d.lane LIMIT 1)
-	UNION ALL
-	SELECT n.lane FROM keyed k CROSS JOIN LATERAL (
-		SELECT d.lane FROM {deliveries} d
-		WHERE d.status = 'pending' AND d.key IS NOT NULL AND d.lane > k.lane
-		ORDER BY d.lane LIMIT 1
-	) n
-), busy AS (
-	SELECT lane FROM unkeyed UNION SELECT lane FROM keyed
+WITH n AS MATERIALIZED (
+	SELECT least($5, greatest($9 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)) AS n
+), cands AS MATERIALIZED (
+	-- Scalar subqueries with LIMIT 1, not EXISTS: the planner may turn an
+	-- uncorrelated-looking EXISTS into a hashed subplan that reads every
+	-- pending delivery once, where a probe per lane visited is wanted.
+	SELECT r.lane FROM (
+		SELECT ((g.i + $10) % 256)::smallint AS lane FROM generate_series(0, 255) AS g(i)
+		WHERE (SELECT n FROM n) > 0
+	) r
+	WHERE r.lane <> ALL ($8::smallint[])
+		AND (SELECT true FROM {lanes} l WHERE l.lane = r.lane AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3))
+		AND coalesce(
+			(SELECT true FROM {deliveries} d
+				WHERE d.lane = r.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
+					AND d.handler = ANY ($4::text[])
+				LIMIT 1),
+			(SELECT true FROM {deliveries} d
+				WHERE d.lane = r.lane AND d.status = 'pending' AND d.key IS NOT NULL AND d.available_at <= $3
+					AND d.handler = ANY ($4::text[])
+				LIMIT 1),
+			false)
+	-- A few more than asked: a lane another claimer is taking is skipped
+	-- below.
+	LIMIT (SELECT n FROM n) + 4
 ), want AS MATERIALIZED (
-	SELECT l.lane, l.in_flight FROM busy b
-	JOIN {lanes} l ON l.lane = b.lane
-	CROSS JOIN LATERAL (
-		SELECT min(x.available_at) AS available_at FROM (
-			(SELECT d.available_at FROM {deliveries} d
-			WHERE d.lane = l.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
-				AND d.handler = ANY ($4::text[])
-			ORDER BY d.available_at, d.id
-			LIMIT 1)
-			UNION ALL
-			(SELECT d.available_at FROM {deliveries} d
-			WHERE d.lane = l.lane AND d.status = 'pending' AND d.key IS NOT NULL AND d.available_at <= $3
-				AND d.handler = ANY ($4::text[])
-			-- The key index's order: without it, LIMIT 1 let the planner
-			-- prefer a sequential scan, which reads the whole table for
-			-- every lane without keyed work.
-			ORDER BY d.handler, d.key, d.sequence
-			LIMIT 1)
-		) x
-	) due
-	WHERE (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3)
-		AND l.lane <> ALL ($8::smallint[])
-		AND due.available_at IS NOT NULL
-	ORDER BY due.available_at, l.lane
-	LIMIT least($5, greatest($9 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0))
+	SELECT l.lane, l.in_flight FROM {lanes} l
+	WHERE l.lane = ANY (ARRAY(SELECT lane FROM cands))
+		AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3)
+	ORDER BY array_position(ARRAY(SELECT lane FROM cands), l.lane)
+	LIMIT (SELECT n FROM n)
 	FOR UPDATE OF l SKIP LOCKED
 ), taken AS (
 	UPDATE {lanes} l SET epoch = l.epoch + 1, lease_owner = $1, lease_holder = $2,
-		lease_expires_at = $6, in_flight = '{}'
+		lease_expires_at = $6, in_flight = '{}', picks = 0
 	FROM want w WHERE l.lane = w.lane
 	RETURNING l.lane
 ), lost AS MATERIALIZED (
@@ -578,7 +590,7 @@ WITH l AS MATERIALIZED (
 	FROM x WHERE d.id = x.id
 	RETURNING d.id
 ), u AS (
-	UPDATE {lanes} y SET lease_owner = NULL, lease_holder = NULL, lease_expires_at = NULL, in_flight = '{}'
+	UPDATE {lanes} y SET lease_owner = NULL, lease_holder = NULL, lease_expires_at = NULL, in_flight = '{}', picks = 0
 	FROM l WHERE y.lane = l.lane
 )
 SELECT count(*) FROM released`)
