@@ -272,34 +272,43 @@ FROM (
 	// lease expiry.
 	//
 	//   own:     the lanes (claimLock's, or claimTake's), through the
-	//            primary key, locked in lane order. FOR NO KEY UPDATE does
-	//            not conflict with the FOR KEY SHARE of a transactional
-	//            completion, so a claim never waits for a handler's
-	//            transaction.
-	//   flying:  the deliveries still in flight in them, through the
+	//            primary key, locked in lane order, with the room left
+	//            in their quota (claimQuota less what they gave since
+	//            they were taken). FOR NO KEY UPDATE does not conflict
+	//            with the FOR KEY SHARE of a transactional completion, so
+	//            a claim never waits for a handler's transaction.
+	//   heads:   per lane with room, the head of every (handler, key),
+	//            the whole row: a skip scan of the key index, one probe
+	//            per key, however long the key's backlog. Only a head may
+	//            run (the per-key rule), and only while nothing of its key
+	//            is in flight.
+	//   flying:  the keys in flight in lanes that have heads, through the
 	//            primary key (a completion deletes the row and leaves the
-	//            id in in_flight; it is dropped here).
-	//   heads:   per lane, the head of every (handler, key): a skip scan
-	//            of the key index, one probe per key, however long the
-	//            key's backlog. Only a head may run (the per-key rule),
-	//            and only while nothing of its key is in flight.
+	//            id in in_flight). Lanes without keyed work are not
+	//            probed.
 	//   cand:    the oldest due unkeyed deliveries of each lane (an
-	//            ordered scan of the unkeyed index that stops at the
-	//            limit) and the due heads, not in flight, of the handlers;
-	//            then the oldest of all. Suspects only while the claim has
-	//            nothing yet.
+	//            ordered scan of the unkeyed index that stops at the limit
+	//            or at the lane's room) and the due heads, not in flight,
+	//            of the handlers, the whole rows; at most the room of each
+	//            lane; then the oldest of all. Suspects only while the
+	//            claim has nothing yet.
 	//   pick:    a suspect only alone, when it is the oldest candidate;
 	//            otherwise the non-suspects.
-	//   rec:     write each lane whose in_flight changed: the survivors
-	//            and the picks, and a new expiry when something was
-	//            picked; a lane left with nothing in flight is handed back
-	//            (epoch kept), so drained lanes are never probed again.
+	//   rec:     write each lane that gave something: the picks appended
+	//            to in_flight (a lane holds at most claimQuota ids per
+	//            hold, so the ids of completed deliveries are left there
+	//            until it is handed back), its picks counted, a new
+	//            expiry; hand back a lane that gave nothing and has
+	//            nothing left in flight (epoch kept), so drained and
+	//            spent lanes are never probed again. A lane that only
+	//            saw completions is not written.
 	//
 	// The final WHERE is a constant condition, which PostgreSQL evaluates
 	// once before the first row (a one-time filter), however many rows
 	// there are: it records the claim's new count in relaybus.claimed for
-	// the statements after it. No delivery row is written and no lock
-	// taken on one.
+	// the statements after it. The deliveries are returned as cand read
+	// them (same statement, same snapshot), not looked up again. No
+	// delivery row is written and no lock taken on one.
 	q.claimOwn = sql(`
 WITH RECURSIVE own AS MATERIALIZED (
 	SELECT l.lane, l.epoch, l.in_flight, greatest({quota} - l.picks, 0) AS room FROM {lanes} l
@@ -307,32 +316,32 @@ WITH RECURSIVE own AS MATERIALIZED (
 		AND l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
 	ORDER BY l.lane
 	FOR NO KEY UPDATE
-), flying AS MATERIALIZED (
-	SELECT o.lane, d.id, d.handler, d.key FROM own o
-	JOIN {deliveries} d ON d.id = ANY (o.in_flight)
-	WHERE d.status = 'pending'
 ), heads AS (
-	SELECT o.lane, ''::text AS handler, ''::text AS key,
-		NULL::bigint AS id, NULL::timestamptz AS available_at, false AS suspect
+	SELECT o.lane, ''::text AS handler, ''::text AS key, NULL::{deliveries} AS r
 	FROM own o
 	WHERE o.room > 0
 	UNION ALL
-	SELECT h.lane, n.handler, n.key, n.id, n.available_at, n.suspect FROM heads h
+	SELECT h.lane, n.handler, n.key, n.r FROM heads h
 	CROSS JOIN LATERAL (
-		SELECT p.handler, p.key, p.id, p.available_at, p.suspect FROM {deliveries} p
+		SELECT p.handler, p.key, p AS r FROM {deliveries} p
 		WHERE p.lane = h.lane AND p.key IS NOT NULL AND p.status = 'pending'
 			AND (p.handler, p.key) > (h.handler, h.key)
 		ORDER BY p.handler, p.key, p.sequence
 		LIMIT 1
 	) n
+), flying AS MATERIALIZED (
+	SELECT o.lane, d.handler, d.key FROM own o
+	JOIN {deliveries} d ON d.id = ANY (o.in_flight)
+	WHERE d.status = 'pending' AND d.key IS NOT NULL
+		AND EXISTS (SELECT 1 FROM heads h WHERE h.lane = o.lane AND (h.r).id IS NOT NULL)
 ), cand AS MATERIALIZED (
-	SELECT r.id, r.lane, r.available_at, r.suspect FROM (
-		SELECT x.id, x.lane, x.available_at, x.suspect, x.room,
-			row_number() OVER (PARTITION BY x.lane ORDER BY x.available_at, x.id) AS rn
+	SELECT y.r, (y.r).id AS id, y.lane, (y.r).available_at AS available_at, (y.r).suspect AS suspect FROM (
+		SELECT x.r, x.lane, x.room,
+			row_number() OVER (PARTITION BY x.lane ORDER BY (x.r).available_at, (x.r).id) AS rn
 		FROM (
-			SELECT c.id, c.lane, c.available_at, c.suspect, o.room FROM own o
+			SELECT c.r, o.lane, o.room FROM own o
 			CROSS JOIN LATERAL (
-				SELECT d.id, d.lane, d.available_at, d.suspect FROM {deliveries} d
+				SELECT d AS r FROM {deliveries} d
 				WHERE d.lane = o.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
 					AND d.handler = ANY ($4::text[])
 					AND d.id <> ALL (o.in_flight)
@@ -341,50 +350,46 @@ WITH RECURSIVE own AS MATERIALIZED (
 				LIMIT least(greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0), o.room)
 			) c
 			UNION ALL
-			SELECT h.id, h.lane, h.available_at, h.suspect, o.room FROM heads h
+			SELECT h.r, h.lane, o.room FROM heads h
 			JOIN own o ON o.lane = h.lane
-			WHERE h.id IS NOT NULL AND h.available_at <= $3 AND h.handler = ANY ($4::text[])
-				AND (NOT h.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
+			WHERE (h.r).id IS NOT NULL AND (h.r).available_at <= $3 AND h.handler = ANY ($4::text[])
+				AND (NOT (h.r).suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
 				-- NOT IN over a set without NULLs, so that it is one hashed
 				-- subplan rather than an anti join the planner might nest.
-				AND (h.lane, h.handler, h.key) NOT IN (
-					SELECT f.lane, f.handler, f.key FROM flying f WHERE f.key IS NOT NULL)
+				AND (h.lane, h.handler, h.key) NOT IN (SELECT f.lane, f.handler, f.key FROM flying f)
 		) x
-	) r
-	WHERE r.rn <= r.room
-	ORDER BY r.available_at, r.id
+	) y
+	WHERE y.rn <= y.room
+	ORDER BY (y.r).available_at, (y.r).id
 	LIMIT greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)
 ), first AS (
 	SELECT c.id, c.suspect FROM cand c ORDER BY c.available_at, c.id LIMIT 1
 ), pick AS MATERIALIZED (
-	SELECT c.id, c.lane FROM cand c
+	SELECT c.r, c.id, c.lane FROM cand c
 	WHERE CASE WHEN (SELECT suspect FROM first) THEN c.id = (SELECT id FROM first)
 		ELSE NOT c.suspect END
 ), next AS MATERIALIZED (
-	SELECT o.lane, o.in_flight AS old,
-		ARRAY(
-			SELECT x.id FROM (
-				SELECT f.id FROM flying f WHERE f.lane = o.lane
-				UNION ALL
-				SELECT p.id FROM pick p WHERE p.lane = o.lane) x
-			ORDER BY x.id) AS new,
-		(SELECT count(*) FROM pick p WHERE p.lane = o.lane)::int AS picked
+	SELECT o.lane, p.ids, coalesce(p.n, 0) AS picked,
+		p.n IS NULL AND NOT EXISTS (
+			SELECT 1 FROM {deliveries} d WHERE d.id = ANY (o.in_flight) AND d.status = 'pending') AS release
 	FROM own o
+	LEFT JOIN (
+		SELECT k.lane, array_agg(k.id ORDER BY k.id) AS ids, count(*)::int AS n FROM pick k GROUP BY k.lane
+	) p ON p.lane = o.lane
 ), rec AS (
 	UPDATE {lanes} l SET
-		in_flight = n.new,
-		picks = CASE WHEN cardinality(n.new) = 0 THEN 0 ELSE l.picks + n.picked END,
-		lease_owner = CASE WHEN cardinality(n.new) = 0 THEN NULL ELSE l.lease_owner END,
-		lease_holder = CASE WHEN cardinality(n.new) = 0 THEN NULL ELSE l.lease_holder END,
-		lease_expires_at = CASE WHEN cardinality(n.new) = 0 THEN NULL
-			WHEN n.picked > 0 THEN $7 ELSE l.lease_expires_at END
+		in_flight = CASE WHEN n.release THEN '{}' ELSE l.in_flight || n.ids END,
+		picks = CASE WHEN n.release THEN 0 ELSE l.picks + n.picked END,
+		lease_owner = CASE WHEN n.release THEN NULL ELSE l.lease_owner END,
+		lease_holder = CASE WHEN n.release THEN NULL ELSE l.lease_holder END,
+		lease_expires_at = CASE WHEN n.release THEN NULL ELSE $7::timestamptz END
 	FROM next n
-	WHERE l.lane = n.lane AND n.new IS DISTINCT FROM n.old
+	WHERE l.lane = n.lane AND (n.release OR n.picked > 0)
 )
 SELECT {columns} FROM pick
 JOIN own o ON o.lane = pick.lane
 CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $7::timestamptz AS lease_expires_at) f
-JOIN {deliveries} d ON d.id = pick.id
+CROSS JOIN LATERAL (SELECT (pick.r).*) d
 JOIN {events} e ON e.id = d.event_id
 WHERE (SELECT set_config('relaybus.claimed', (CASE
 	WHEN (SELECT suspect FROM first) AND EXISTS (SELECT 1 FROM pick) THEN $5
