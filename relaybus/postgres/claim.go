@@ -58,8 +58,9 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 				params.Limit, false, expiresAt).Query(collectInto(&own))
 		}
 		var taken []int16
+		cursor := s.takeCursor.Load()
 		batch.Queue(s.q.claimTake, params.Owner, s.holder, params.Now, params.Handlers,
-			min(step, relaybus.LaneCount), expiresAt, expiredFinalAttempt, tried, params.Limit).
+			min(step, relaybus.LaneCount), expiresAt, expiredFinalAttempt, tried, params.Limit, cursor).
 			QueryRow(func(row pgx.Row) error {
 				var charged int64
 				var setting string
@@ -71,6 +72,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 			return sortClaimed(claimed), errorFrom("claim", err)
 		}
+		s.moveTakeCursor(cursor, taken)
 		// The take asked for as many lanes as the claim needed, at most
 		// step; fewer means no more were to be had.
 		asked := min(step, relaybus.LaneCount, params.Limit-len(claimed)-len(own))
@@ -80,6 +82,20 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		}
 		tried = append(tried, taken...)
 	}
+}
+
+// moveTakeCursor moves the position the next take starts its walk of
+// the ring of lanes at to just past the last lane (in ring order from
+// cursor) of taken.
+func (s *Store) moveTakeCursor(cursor int32, taken []int16) {
+	if len(taken) == 0 {
+		return
+	}
+	last := int32(0)
+	for _, l := range taken {
+		last = max(last, (int32(l)-cursor+relaybus.LaneCount)%relaybus.LaneCount)
+	}
+	s.takeCursor.CompareAndSwap(cursor, (cursor+last+1)%relaybus.LaneCount)
 }
 
 // collectInto returns a batch callback that scans claimed deliveries into

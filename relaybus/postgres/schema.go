@@ -136,6 +136,47 @@ SELECT id, event_id, handler, event_type, key, sequence, attempts + 1, max_attem
 	available_at, last_error, created_at, $5
 FROM gone`
 
+// claimQuota is how many deliveries a lane gives while it is held: once a
+// holder has claimed this many from it since it took it, the lane gives
+// nothing more and is handed back as soon as nothing of it is in flight,
+// and the claim takes other lanes, the ones with the oldest due work
+// first. Without a bound, a claimer kept the few lanes it held for as long
+// as they had work and drained them one after another, while the other
+// lanes waited: work was not served oldest first across lanes, and since
+// the deliveries of a lane are spread over every page of the table (the
+// lane is a hash), the deletes of a few lanes touched every page, each
+// page's first change after a checkpoint writing the whole page to the
+// WAL. With the bound, lanes progress within about claimQuota deliveries
+// of each other, and the deletes move through the table roughly in the
+// order it was written.
+const claimQuota = 64
+
+// claimWalk is how many lanes of the ring a take visits one by one
+// before it looks only at the lanes that have pending work (see
+// claimTake): enough for a deep backlog, where nearly every lane has work,
+// to be served by the walk alone.
+const claimWalk = 32
+
+// laneDue is the condition of a take that lane r.lane has due work of
+// the handlers $4 at $3: a probe of each index.
+const laneDue = `coalesce(
+			(SELECT true FROM {deliveries} d
+				WHERE d.lane = r.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
+					AND d.handler = ANY ($4::text[])
+				ORDER BY d.available_at, d.id
+				LIMIT 1),
+			-- The key index's order: without it, LIMIT 1 let the planner
+			-- prefer a sequential scan (measured: 0.6 ms and 73 pages
+			-- per lane without keyed work, on an analyzed table of 4
+			-- hot keys), which reads the whole table for every such
+			-- lane.
+			(SELECT true FROM {deliveries} d
+				WHERE d.lane = r.lane AND d.status = 'pending' AND d.key IS NOT NULL AND d.available_at <= $3
+					AND d.handler = ANY ($4::text[])
+				ORDER BY d.handler, d.key, d.sequence
+				LIMIT 1),
+			false)`
+
 // expiredFinalAttempt is the last error of a delivery buried by a
 // takeover.
 const expiredFinalAttempt = "lease expired after the final attempt"
@@ -146,7 +187,7 @@ func buildQueries(schema, prefix string) queries {
 		lanes: table("lanes"), history: table("history")}
 	names := strings.NewReplacer("{events}", q.events, "{deliveries}", q.deliveries, "{keys}", q.keys,
 		"{lanes}", q.lanes, "{history}", q.history)
-	r := strings.NewReplacer("{columns}", deliveryColumns, "{inFlight}", names.Replace(inFlight),
+	r := strings.NewReplacer("{quota}", fmt.Sprint(claimQuota), "{walk}", fmt.Sprint(claimWalk), "{due}", laneDue, "{columns}", deliveryColumns, "{inFlight}", names.Replace(inFlight),
 		"{fenced}", names.Replace(fenced), "{deleteFenced}", names.Replace(deleteFenced),
 		"{historyInsert}", names.Replace(historyInsert))
 	sql := func(s string) string { return names.Replace(r.Replace(s)) }
@@ -257,111 +298,129 @@ FROM (
 	// lease expiry.
 	//
 	//   own:     the lanes (claimLock's, or claimTake's), through the
-	//            primary key, locked in lane order. FOR NO KEY UPDATE does
-	//            not conflict with the FOR KEY SHARE of a transactional
-	//            completion, so a claim never waits for a handler's
-	//            transaction.
-	//   flying:  the deliveries still in flight in them, through the
+	//            primary key, locked in lane order, with the room left
+	//            in their quota (claimQuota less what they gave since
+	//            they were taken). FOR NO KEY UPDATE does not conflict
+	//            with the FOR KEY SHARE of a transactional completion, so
+	//            a claim never waits for a handler's transaction.
+	//   heads:   per lane with room, the head of every (handler, key),
+	//            the whole row: a skip scan of the key index, one probe
+	//            per key, however long the key's backlog. Only a head may
+	//            run (the per-key rule), and only while nothing of its key
+	//            is in flight.
+	//   flying:  what is in flight in lanes that have heads, through the
 	//            primary key (a completion deletes the row and leaves the
-	//            id in in_flight; it is dropped here).
-	//   heads:   per lane, the head of every (handler, key): a skip scan
-	//            of the key index, one probe per key, however long the
-	//            key's backlog. Only a head may run (the per-key rule),
-	//            and only while nothing of its key is in flight.
+	//            id in in_flight): the keys it blocks. Lanes without keyed
+	//            work are not probed.
 	//   cand:    the oldest due unkeyed deliveries of each lane (an
-	//            ordered scan of the unkeyed index that stops at the
-	//            limit) and the due heads, not in flight, of the handlers;
-	//            then the oldest of all. Suspects only while the claim has
-	//            nothing yet.
+	//            ordered scan of the unkeyed index that stops at the limit
+	//            or at the lane's room) and the due heads, not in flight,
+	//            of the handlers, the whole rows; at most the room of each
+	//            lane; then the oldest of all. Suspects only while the
+	//            claim has nothing yet.
 	//   pick:    a suspect only alone, when it is the oldest candidate;
 	//            otherwise the non-suspects.
-	//   rec:     write each lane whose in_flight changed: the survivors
-	//            and the picks, and a new expiry when something was
-	//            picked; a lane left with nothing in flight is handed back
-	//            (epoch kept), so drained lanes are never probed again.
+	//   rec:     write each lane that gave something: the picks appended
+	//            to in_flight (to what flying found still in flight where
+	//            it probed; elsewhere the ids of completed deliveries are
+	//            left there until the lane is handed back: a hold gives at
+	//            most claimQuota ids), its picks counted, a new
+	//            expiry; hand back a lane that gave nothing and has
+	//            nothing left in flight (epoch kept), so drained and
+	//            spent lanes are never probed again. A lane that only
+	//            saw completions is not written.
 	//
 	// The final WHERE is a constant condition, which PostgreSQL evaluates
 	// once before the first row (a one-time filter), however many rows
 	// there are: it records the claim's new count in relaybus.claimed for
-	// the statements after it. No delivery row is written and no lock
-	// taken on one.
+	// the statements after it. The deliveries are returned as cand read
+	// them (same statement, same snapshot), not looked up again. No
+	// delivery row is written and no lock taken on one.
 	q.claimOwn = sql(`
 WITH RECURSIVE own AS MATERIALIZED (
-	SELECT l.lane, l.epoch, l.in_flight FROM {lanes} l
+	SELECT l.lane, l.epoch, l.in_flight, greatest({quota} - l.picks, 0) AS room FROM {lanes} l
 	WHERE l.lane = ANY (coalesce(nullif(current_setting(CASE WHEN $6 THEN 'relaybus.taken' ELSE 'relaybus.own' END, true), ''), '{}')::smallint[])
 		AND l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
 	ORDER BY l.lane
 	FOR NO KEY UPDATE
-), flying AS MATERIALIZED (
-	SELECT o.lane, d.id, d.handler, d.key FROM own o
-	JOIN {deliveries} d ON d.id = ANY (o.in_flight)
-	WHERE d.status = 'pending'
 ), heads AS (
-	SELECT o.lane, ''::text AS handler, ''::text AS key,
-		NULL::bigint AS id, NULL::timestamptz AS available_at, false AS suspect
+	SELECT o.lane, ''::text AS handler, ''::text AS key, NULL::{deliveries} AS r
 	FROM own o
+	WHERE o.room > 0
 	UNION ALL
-	SELECT h.lane, n.handler, n.key, n.id, n.available_at, n.suspect FROM heads h
+	SELECT h.lane, n.handler, n.key, n.r FROM heads h
 	CROSS JOIN LATERAL (
-		SELECT p.handler, p.key, p.id, p.available_at, p.suspect FROM {deliveries} p
+		SELECT p.handler, p.key, p AS r FROM {deliveries} p
 		WHERE p.lane = h.lane AND p.key IS NOT NULL AND p.status = 'pending'
 			AND (p.handler, p.key) > (h.handler, h.key)
 		ORDER BY p.handler, p.key, p.sequence
 		LIMIT 1
 	) n
+), flying AS MATERIALIZED (
+	SELECT o.lane, d.id, d.handler, d.key FROM own o
+	JOIN {deliveries} d ON d.id = ANY (o.in_flight)
+	WHERE d.status = 'pending'
+		AND EXISTS (SELECT 1 FROM heads h WHERE h.lane = o.lane AND (h.r).id IS NOT NULL)
 ), cand AS MATERIALIZED (
-	SELECT x.id, x.lane, x.available_at, x.suspect FROM (
-		SELECT c.id, c.lane, c.available_at, c.suspect FROM own o
-		CROSS JOIN LATERAL (
-			SELECT d.id, d.lane, d.available_at, d.suspect FROM {deliveries} d
-			WHERE d.lane = o.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
-				AND d.handler = ANY ($4::text[])
-				AND d.id <> ALL (o.in_flight)
-				AND (NOT d.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
-			ORDER BY d.available_at, d.id
-			LIMIT greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)
-		) c
-		UNION ALL
-		SELECT h.id, h.lane, h.available_at, h.suspect FROM heads h
-		WHERE h.id IS NOT NULL AND h.available_at <= $3 AND h.handler = ANY ($4::text[])
-			AND (NOT h.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
-			-- NOT IN over a set without NULLs, so that it is one hashed
-			-- subplan rather than an anti join the planner might nest.
-			AND (h.lane, h.handler, h.key) NOT IN (
-				SELECT f.lane, f.handler, f.key FROM flying f WHERE f.key IS NOT NULL)
-	) x
-	ORDER BY x.available_at, x.id
+	SELECT y.r, (y.r).id AS id, y.lane, (y.r).available_at AS available_at, (y.r).suspect AS suspect FROM (
+		SELECT x.r, x.lane, x.room,
+			row_number() OVER (PARTITION BY x.lane ORDER BY (x.r).available_at, (x.r).id) AS rn
+		FROM (
+			SELECT c.r, o.lane, o.room FROM own o
+			CROSS JOIN LATERAL (
+				SELECT d AS r FROM {deliveries} d
+				WHERE d.lane = o.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
+					AND d.handler = ANY ($4::text[])
+					AND d.id <> ALL (o.in_flight)
+					AND (NOT d.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
+				ORDER BY d.available_at, d.id
+				LIMIT least(greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0), o.room)
+			) c
+			UNION ALL
+			SELECT h.r, h.lane, o.room FROM heads h
+			JOIN own o ON o.lane = h.lane
+			WHERE (h.r).id IS NOT NULL AND (h.r).available_at <= $3 AND h.handler = ANY ($4::text[])
+				AND (NOT (h.r).suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
+				-- NOT IN over a set without NULLs, so that it is one hashed
+				-- subplan rather than an anti join the planner might nest.
+				AND (h.lane, h.handler, h.key) NOT IN (
+					SELECT f.lane, f.handler, f.key FROM flying f WHERE f.key IS NOT NULL)
+		) x
+	) y
+	WHERE y.rn <= y.room
+	ORDER BY (y.r).available_at, (y.r).id
 	LIMIT greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)
 ), first AS (
 	SELECT c.id, c.suspect FROM cand c ORDER BY c.available_at, c.id LIMIT 1
 ), pick AS MATERIALIZED (
-	SELECT c.id, c.lane FROM cand c
+	SELECT c.r, c.id, c.lane FROM cand c
 	WHERE CASE WHEN (SELECT suspect FROM first) THEN c.id = (SELECT id FROM first)
 		ELSE NOT c.suspect END
 ), next AS MATERIALIZED (
-	SELECT o.lane, o.in_flight AS old,
-		ARRAY(
-			SELECT x.id FROM (
-				SELECT f.id FROM flying f WHERE f.lane = o.lane
-				UNION ALL
-				SELECT p.id FROM pick p WHERE p.lane = o.lane) x
-			ORDER BY x.id) AS new,
-		EXISTS (SELECT 1 FROM pick p WHERE p.lane = o.lane) AS picked
+	SELECT o.lane, p.ids, coalesce(p.n, 0) AS picked,
+		p.n IS NULL AND NOT EXISTS (
+			SELECT 1 FROM {deliveries} d WHERE d.id = ANY (o.in_flight) AND d.status = 'pending') AS release,
+		-- What is still in flight, where flying probed it anyway.
+		CASE WHEN EXISTS (SELECT 1 FROM heads h WHERE h.lane = o.lane AND (h.r).id IS NOT NULL)
+			THEN ARRAY(SELECT f.id FROM flying f WHERE f.lane = o.lane) END AS live
 	FROM own o
+	LEFT JOIN (
+		SELECT k.lane, array_agg(k.id ORDER BY k.id) AS ids, count(*)::int AS n FROM pick k GROUP BY k.lane
+	) p ON p.lane = o.lane
 ), rec AS (
 	UPDATE {lanes} l SET
-		in_flight = n.new,
-		lease_owner = CASE WHEN cardinality(n.new) = 0 THEN NULL ELSE l.lease_owner END,
-		lease_holder = CASE WHEN cardinality(n.new) = 0 THEN NULL ELSE l.lease_holder END,
-		lease_expires_at = CASE WHEN cardinality(n.new) = 0 THEN NULL
-			WHEN n.picked THEN $7 ELSE l.lease_expires_at END
+		in_flight = CASE WHEN n.release THEN '{}' ELSE coalesce(n.live, l.in_flight) || n.ids END,
+		picks = CASE WHEN n.release THEN 0 ELSE l.picks + n.picked END,
+		lease_owner = CASE WHEN n.release THEN NULL ELSE l.lease_owner END,
+		lease_holder = CASE WHEN n.release THEN NULL ELSE l.lease_holder END,
+		lease_expires_at = CASE WHEN n.release THEN NULL ELSE $7::timestamptz END
 	FROM next n
-	WHERE l.lane = n.lane AND n.new IS DISTINCT FROM n.old
+	WHERE l.lane = n.lane AND (n.release OR n.picked > 0)
 )
 SELECT {columns} FROM pick
 JOIN own o ON o.lane = pick.lane
 CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $7::timestamptz AS lease_expires_at) f
-JOIN {deliveries} d ON d.id = pick.id
+CROSS JOIN LATERAL (SELECT (pick.r).*) d
 JOIN {events} e ON e.id = d.event_id
 WHERE (SELECT set_config('relaybus.claimed', (CASE
 	WHEN (SELECT suspect FROM first) AND EXISTS (SELECT 1 FROM pick) THEN $5
@@ -369,29 +428,50 @@ WHERE (SELECT set_config('relaybus.claimed', (CASE
 
 	// Take up to $5 lanes, and no more than the claim still needs ($9,
 	// the claim's limit, less relaybus.claimed: none when the claim is
-	// full or holds a suspect), that are free or whose lease expired and that
-	// have due work of the handlers, oldest due work first. The lanes
-	// with any pending work are found by a skip scan of each index (one
-	// probe per such lane: with four hot keys that is four probes, not
-	// 512); each of those that is free is then probed for its oldest due
-	// unkeyed delivery and any due keyed one (which may be a blocked
-	// follower; then the lane is handed back at once). It skips lanes
-	// another transaction has locked (a claim taking them, or a
-	// transactional completion's FOR KEY SHARE: a takeover never waits for
-	// one and never overtakes it), and never one of $8 (lanes this claim
-	// already took and handed back). The lanes taken go to relaybus.taken
-	// for the claimOwn after it. Taking a lane raises its epoch, so
-	// every write under an older lease fails. Taking an abandoned lane
-	// (expired with deliveries in flight) charges each of them that still
-	// exists one attempt, marks it a suspect, and buries it when that
-	// spends its budget; the charge raises claims, so a completion of the
-	// old holder that commits after this finds its fence broken, and one
-	// that commits first has deleted the row, which is then not charged.
-	// The charged rows are locked in physical order (ctid), the order in
-	// which a completion's TID scan deletes them, so the two never wait on
-	// each other in a cycle.
+	// full or holds a suspect), that are free or whose lease expired and
+	// that have due work of the handlers, walking the ring of lanes from
+	// $10 (a position each store instance moves past the lanes it took,
+	// so that successive takes go round every lane with work): with the
+	// per-hold quota (claimQuota), that serves every busy lane in turn, a
+	// bounded number of deliveries at a time. The walk stops as soon as it
+	// has found enough lanes: one probe of the lane row and, for a free
+	// lane, one of each index, per lane visited (cands is read through a
+	// LIMIT, so its conditions are evaluated lane by lane, in ring
+	// order). It skips lanes another transaction has locked (a claim
+	// taking them, or a transactional completion's FOR KEY SHARE: a
+	// takeover never waits for one and never overtakes it), and never one
+	// of $8 (lanes this claim already took and handed back). The lanes
+	// taken go to relaybus.taken for the claimOwn after it. Taking a lane
+	// raises its epoch, so every write under an older lease fails.
+	// Taking an abandoned lane (expired with deliveries in flight)
+	// charges each of them that still exists one attempt, marks it a
+	// suspect, and buries it when that spends its budget; the charge
+	// raises claims, so a completion of the old holder that commits after
+	// this finds its fence broken, and one that commits first has deleted
+	// the row, which is then not charged. The charged rows are locked in
+	// physical order (ctid), the order in which a completion's TID scan
+	// deletes them, so the two never wait on each other in a cycle.
 	q.claimTake = sql(`
-WITH RECURSIVE unkeyed AS (
+WITH RECURSIVE n AS MATERIALIZED (
+	SELECT least($5, greatest($9 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)) AS n
+), walk AS MATERIALIZED (
+	-- The first claimWalk lanes of the ring from $10, lane by lane (read
+	-- through the LIMIT below, the conditions are evaluated in ring
+	-- order and only until enough lanes are found). Scalar subqueries
+	-- with LIMIT 1, not EXISTS: the planner may turn an EXISTS into a
+	-- hashed subplan that reads every pending delivery once.
+	SELECT r.lane FROM (
+		SELECT ((g.i + $10) % 256)::smallint AS lane FROM generate_series(0, {walk} - 1) AS g(i)
+		WHERE (SELECT n FROM n) > 0
+	) r
+	WHERE r.lane <> ALL ($8::smallint[])
+		AND (SELECT true FROM {lanes} l WHERE l.lane = r.lane AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3))
+		AND {due}
+	LIMIT (SELECT n FROM n) + 4
+), unkeyed AS (
+	-- Past the walk, only the lanes that have pending work: a skip scan
+	-- of each index, one probe per such lane, evaluated only when the
+	-- walk fell short (a shallow queue: few lanes have work).
 	(SELECT d.lane FROM {deliveries} d WHERE d.status = 'pending' AND d.key IS NULL ORDER BY d.lane LIMIT 1)
 	UNION ALL
 	SELECT n.lane FROM unkeyed u CROSS JOIN LATERAL (
@@ -407,38 +487,29 @@ WITH RECURSIVE unkeyed AS (
 		WHERE d.status = 'pending' AND d.key IS NOT NULL AND d.lane > k.lane
 		ORDER BY d.lane LIMIT 1
 	) n
-), busy AS (
-	SELECT lane FROM unkeyed UNION SELECT lane FROM keyed
+), rest AS MATERIALIZED (
+	SELECT r.lane FROM (
+		SELECT b.lane FROM (SELECT lane FROM unkeyed UNION SELECT lane FROM keyed) b
+		WHERE (SELECT count(*) FROM walk) < (SELECT n FROM n) + 4
+			AND (b.lane - $10 + 256) % 256 >= {walk}
+		ORDER BY (b.lane - $10 + 256) % 256
+	) r
+	WHERE r.lane <> ALL ($8::smallint[])
+		AND (SELECT true FROM {lanes} l WHERE l.lane = r.lane AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3))
+		AND {due}
+	LIMIT (SELECT n FROM n) + 4 - (SELECT count(*) FROM walk)
+), cands AS MATERIALIZED (
+	SELECT lane FROM walk UNION ALL SELECT lane FROM rest
 ), want AS MATERIALIZED (
-	SELECT l.lane, l.in_flight FROM busy b
-	JOIN {lanes} l ON l.lane = b.lane
-	CROSS JOIN LATERAL (
-		SELECT min(x.available_at) AS available_at FROM (
-			(SELECT d.available_at FROM {deliveries} d
-			WHERE d.lane = l.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
-				AND d.handler = ANY ($4::text[])
-			ORDER BY d.available_at, d.id
-			LIMIT 1)
-			UNION ALL
-			(SELECT d.available_at FROM {deliveries} d
-			WHERE d.lane = l.lane AND d.status = 'pending' AND d.key IS NOT NULL AND d.available_at <= $3
-				AND d.handler = ANY ($4::text[])
-			-- The key index's order: without it, LIMIT 1 let the planner
-			-- prefer a sequential scan, which reads the whole table for
-			-- every lane without keyed work.
-			ORDER BY d.handler, d.key, d.sequence
-			LIMIT 1)
-		) x
-	) due
-	WHERE (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3)
-		AND l.lane <> ALL ($8::smallint[])
-		AND due.available_at IS NOT NULL
-	ORDER BY due.available_at, l.lane
-	LIMIT least($5, greatest($9 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0))
+	SELECT l.lane, l.in_flight FROM {lanes} l
+	WHERE l.lane = ANY (ARRAY(SELECT lane FROM cands))
+		AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3)
+	ORDER BY array_position(ARRAY(SELECT lane FROM cands), l.lane)
+	LIMIT (SELECT n FROM n)
 	FOR UPDATE OF l SKIP LOCKED
 ), taken AS (
 	UPDATE {lanes} l SET epoch = l.epoch + 1, lease_owner = $1, lease_holder = $2,
-		lease_expires_at = $6, in_flight = '{}'
+		lease_expires_at = $6, in_flight = '{}', picks = 0
 	FROM want w WHERE l.lane = w.lane
 	RETURNING l.lane
 ), lost AS MATERIALIZED (
@@ -578,7 +649,7 @@ WITH l AS MATERIALIZED (
 	FROM x WHERE d.id = x.id
 	RETURNING d.id
 ), u AS (
-	UPDATE {lanes} y SET lease_owner = NULL, lease_holder = NULL, lease_expires_at = NULL, in_flight = '{}'
+	UPDATE {lanes} y SET lease_owner = NULL, lease_holder = NULL, lease_expires_at = NULL, in_flight = '{}', picks = 0
 	FROM l WHERE y.lane = l.lane
 )
 SELECT count(*) FROM released`)

@@ -237,19 +237,25 @@ ALTER TABLE "{{.Schema}}"."{{.Prefix}}deliveries" SET (autovacuum_vacuum_scale_f
 -- bus's owner name and lease_holder the store instance (new at every
 -- New), so a restarted process with the same owner name does not adopt
 -- its predecessor's lanes; in_flight are the ids of the deliveries the
--- holder claimed and has not finished. No secondary index and half of
--- every page free, so that an update of a lane row can be heap-only
--- (HOT): it adds no index entry. toast_tuple_target keeps an in_flight
--- list of up to about a thousand ids in the row, uncompressed, rather
--- than in the TOAST table.
+-- holder claimed and has not finished; picks counts the deliveries
+-- claimed from the lane since it was taken (a held lane gives a bounded
+-- number, then is handed back: see claimQuota in schema.go). No secondary
+-- index and half of every page free, so that an update of a lane row can
+-- be heap-only (HOT): it adds no index entry. toast_tuple_target keeps an
+-- in_flight list of up to about a thousand ids in the row, uncompressed,
+-- rather than in the TOAST table.
 CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}lanes" (
     lane             smallint    PRIMARY KEY CHECK (lane >= 0 AND lane < 256),
     epoch            bigint      NOT NULL DEFAULT 0,
     lease_owner      text,
     lease_holder     text,
     lease_expires_at timestamptz,
-    in_flight        bigint[]    NOT NULL DEFAULT '{}'
+    in_flight        bigint[]    NOT NULL DEFAULT '{}',
+    picks            integer     NOT NULL DEFAULT 0
 ) WITH (fillfactor = 50, toast_tuple_target = 8160);
+
+-- picks came after the first 0.2.0 development schemas.
+ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" ADD COLUMN IF NOT EXISTS picks integer NOT NULL DEFAULT 0;
 
 ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" SET (fillfactor = 50, toast_tuple_target = 8160);
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -94,6 +95,10 @@ type Store struct {
 	// name does not adopt the lanes of its dead predecessor (it takes them
 	// over when their lease expires, charging what they had in flight).
 	holder string
+	// takeCursor is the lane at which a claim's next take starts its walk
+	// of the ring of lanes (see claimTake); random at New, so that the
+	// claimers of several processes start in different places.
+	takeCursor atomic.Int32
 }
 
 // holderBytes is the entropy of a store instance's holder name.
@@ -137,7 +142,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if _, err := rand.Read(h[:]); err != nil {
 		return nil, fmt.Errorf("relaybus/postgres: holder name: %w", err)
 	}
-	return &Store{
+	st := &Store{
 		pool:            pool,
 		schema:          o.Schema,
 		prefix:          o.TablePrefix,
@@ -146,7 +151,10 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 		schemaSQL:       schemaSQL,
 		q:               buildQueries(o.Schema, o.TablePrefix),
 		holder:          hex.EncodeToString(h[:]),
-	}, nil
+	}
+	// The holder's first byte is random: the first lane of the walk.
+	st.takeCursor.Store(int32(h[0]))
+	return st, nil
 }
 
 // SchemaSQL returns the statements Setup runs, with the schema and table

@@ -105,7 +105,7 @@ func TestSchemaSQLIsWhatSetupRuns(t *testing.T) {
 	require.NoError(t, err)
 
 	want := catalog(t, setupPool, "public")
-	require.Len(t, want, 46+10+12+2, "46 columns, 10 constraints, 12 indexes, 2 tables with storage parameters")
+	require.Len(t, want, 47+10+12+2, "47 columns, 10 constraints, 12 indexes, 2 tables with storage parameters")
 	require.Equal(t, want, catalog(t, byHand, "public"))
 }
 
