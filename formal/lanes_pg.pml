@@ -86,27 +86,30 @@
 #define MAXATT 2
 #endif
 
-#ifdef POISON
-#define PID 4
+/* Scenarios: which faults happen, and how often. Each run of check.sh
+ * picks one; the budgets are small because each fault multiplies the
+ * state space. */
+#if defined(CRASH)
+#define NCRASH 1   /* worker 0 crashes once, at any step */
+#elif defined(SLOW)
+#define NSPUR 1    /* one lease expires while its holder is alive */
+#elif defined(STOP)
+#define NSTOP 1    /* one graceful stop (release, relinquish, restart) */
+#elif defined(POISON)
+#define PID 4      /* d4 crashes its worker whenever it runs */
+#define NCRASH 1   /* and worker 0 crashes once for another reason */
+#ifndef DEX
+#define DEX 21     /* d0 d2 d4: the poison and two deliveries that may fail */
+#endif
+#endif
 #ifndef NCRASH
-#define NCRASH 1   /* one crash of something else, while the poison is not held */
+#define NCRASH 0
 #endif
 #ifndef NSPUR
 #define NSPUR 0
 #endif
 #ifndef NSTOP
 #define NSTOP 0
-#endif
-#else
-#ifndef NCRASH
-#define NCRASH 1
-#endif
-#ifndef NSPUR
-#define NSPUR 1
-#endif
-#ifndef NSTOP
-#define NSTOP 1
-#endif
 #endif
 
 #define B(x)      (1 << (x))
@@ -279,8 +282,12 @@ ltl live { <> ALLDONE }
 #define ON_BURY(x) skip
 #endif
 
-#define RENEWABLE(s) (HAS(lexp, LANE(sd[s])) && MINE(LANE(sd[s])) && \
-	lep[LANE(sd[s])] == sep[s] && HAS(lif[LANE(sd[s])], sd[s]) && lw[LANE(sd[s])] == 0)
+/* LeaseExtend: one statement over the lanes of the worker's leases; a
+ * lane is renewed when still held by (owner, holder) at the lease's epoch
+ * (it need not be unexpired: a superset of implementations that also
+ * require that). Only an expired lease's renewal changes the model. */
+#define RENEWS(s, l) (sph[s] != FREE && LANE(sd[s]) == l && lep[l] == sep[s] && HAS(lif[l], sd[s]))
+#define RENEWABLE(l) (HAS(lexp, l) && MINE(l) && lw[l] == 0 && (RENEWS(0, l) || RENEWS(1, l)))
 
 inline free_slot(s) {
 	sph[s] = FREE; sd[s] = 0; sep[s] = 0; scl[s] = 0; ssus[s] = 0; sok[s] = 0
@@ -490,7 +497,7 @@ inline end_attempt(s, fail) {
 	:: atomic { sph[s] == TC3 && dlk[sd[s]] == 0 -> tc_delete(s) } \
 	:: atomic { sph[s] == TC4 -> tc_commit(s) } \
 	TXROLLBACK(s) \
-	:: atomic { sph[s] != FREE && RENEWABLE(s) -> lexp = lexp & ~B(LANE(sd[s])); printf("w%d: renews lane %d\n", w, LANE(sd[s])) }
+
 
 /* OwnerRelinquish, one lane: release what is in flight, hand it back */
 #define RELQ(l) (MINE(l) && lw[l] == 0 && ROWSFREE(lif[l]))
@@ -679,6 +686,17 @@ end_w:
 	/* ---- handler slots ---- */
 	SLOT(0)
 	SLOT(1)
+
+	/* ---- LeaseExtend ---- */
+	:: atomic { RENEWABLE(0) || RENEWABLE(1) ->
+		if
+		:: RENEWABLE(0) -> lexp = lexp & ~B(0); printf("w%d: renews lane 0\n", w)
+		:: else -> skip
+		fi;
+		if
+		:: RENEWABLE(1) -> lexp = lexp & ~B(1); printf("w%d: renews lane 1\n", w)
+		:: else -> skip
+		fi }
 
 	/* ---- graceful stop: release unstarted work, relinquish, restart ---- */
 	:: atomic { !stopping && stops > 0 && cph == 0 -> stopping = 1; stops--; printf("w%d: graceful stop\n", w) }
