@@ -1,5 +1,5 @@
 /*
- * Per-key batching protocol (ADR 0003) as implemented by relaybus/batch.
+ * Per-key batching protocol (docs/adr/0001-per-key-batching.md) as implemented by relaybus/batch.
  *
  * NI callers submit one input each (inputs 0, 1 and 3 share key 0, input
  * 2 has key 1); NW workers take batches of up to MAXB inputs of one key;
