@@ -306,11 +306,16 @@ func workCell(handlerMs int, warmup, window time.Duration) Cell {
 const workRateMax = 3000
 
 // Smoke is one short cell, twice per side (the smallest balanced ABBA
-// run), for CI.
+// run), and the upgrade on a small backlog (run only when the refs
+// differ), for CI.
 func Smoke() Matrix {
 	return Matrix{Mode: "smoke", Rounds: 2, Warmup: 500 * time.Millisecond, Window: 2 * time.Second,
-		Cells: []Cell{dispatchCell(Dispatch, 1, conc50b50, 40_000, workload("none", 0), "")}}
+		Cells:   []Cell{dispatchCell(Dispatch, 1, conc50b50, 40_000, workload("none", 0), "")},
+		Upgrade: upgrade(smokeUpgradeEvents)}
 }
+
+// The upgrade's backlog in --smoke: events per kind (keyed, unkeyed).
+const smokeUpgradeEvents = 1000
 
 // Quick is a small matrix across scenarios 1, 2, 3, 5, one fault cell
 // and the two handler-work cells, within 11 minutes on a 2-core machine

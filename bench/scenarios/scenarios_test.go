@@ -109,8 +109,17 @@ func TestUpgradeScenario(t *testing.T) {
 		t.Errorf("--scenarios 2 keeps the upgrade: %v", err)
 	}
 	s := Smoke()
-	if err := s.Filter([]int{UpgradeScenario}); err == nil || !strings.Contains(err.Error(), "not part of mode smoke") {
-		t.Errorf("smoke has no upgrade: %v", err)
+	if err := s.Filter([]int{UpgradeScenario}); err != nil || len(s.Cells) != 0 || s.Upgrade == nil || s.Validate() != nil {
+		t.Errorf("smoke --scenarios 6: %v, %d cells, upgrade %v", err, len(s.Cells), s.Upgrade)
+	}
+	s = Smoke()
+	if err := s.Filter([]int{Dispatch}); err != nil || len(s.Cells) != 1 || s.Upgrade != nil {
+		t.Errorf("smoke --scenarios 2: %v, %d cells, upgrade %v", err, len(s.Cells), s.Upgrade)
+	}
+	s = Quick()
+	s.Upgrade = nil
+	if err := s.Filter([]int{UpgradeScenario}); err == nil || !strings.Contains(err.Error(), "not part of mode quick") {
+		t.Errorf("a mode without an upgrade, --scenarios 6: %v", err)
 	}
 	bad := *Quick().Upgrade
 	bad.BaseDispatchers = 1
