@@ -59,10 +59,12 @@ type Delivery struct {
 
 	// Suspect is set by a lane-lease store on a claimed delivery that was
 	// in flight when its lane was taken over: it may be what crashed its
-	// last process. A claim returns a suspect alone, and the dispatcher
-	// runs it with nothing else in flight, so that a delivery which keeps
-	// crashing its process is charged into the dead letters by itself and
-	// the deliveries that happened to run beside it are not.
+	// last process. A claim returns a suspect alone, and only to a caller
+	// with nothing in flight (DeliveryClaimParams.Busy false), so that a
+	// delivery which keeps crashing its process is charged into the dead
+	// letters by itself. A takeover buries only a delivery that was a
+	// suspect already: one that merely ran beside the crasher stays
+	// pending, now a suspect, and its next attempt, alone, decides.
 	Suspect bool
 
 	CreatedAt   time.Time

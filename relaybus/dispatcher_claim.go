@@ -30,7 +30,10 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		}
 		now := d.cfg.Now()
 		p := d.claim
-		p.Limit, p.Now, p.namesValidated = limit, now, &p
+		// Only this loop starts work, so what is in flight now is all
+		// that can be in flight when the claim returns.
+		busy := d.inFlight(nil) > 0
+		p.Limit, p.Now, p.Busy, p.namesValidated = limit, now, busy, &p
 		ds, err := d.store.DeliveryClaim(ctx, &p)
 		if err == nil {
 			claimErrors = 0
@@ -41,7 +44,7 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		// their leases expire and cost an attempt. After the shutdown has
 		// begun they are released at once.
 		d.stats.claimed.Add(int64(len(ds)))
-		suspect := d.startClaimed(ctx, ds, now)
+		suspect := d.startClaimed(ds, now, busy)
 		if suspect != nil {
 			d.runAlone(ctx, suspect)
 		}
@@ -117,12 +120,23 @@ func (d *dispatcher[TTx]) idle(ctx context.Context) {
 	}
 }
 
-// startClaimed starts a job for each claimed delivery, except suspects: the
-// first one is held (its lease renewed) and returned, to be run alone; any
-// other is released unstarted, so that it never waits beside a suspect
-// that may crash the process (a lane-lease store returns a suspect alone,
-// so only a store that does not keep that rule makes several).
-func (d *dispatcher[TTx]) startClaimed(ctx context.Context, ds []*Delivery, claimedAt time.Time) (suspect *job) {
+// startClaimed starts a job for each claimed delivery, except suspects. A
+// suspect runs only alone: when the claim was not busy (nothing else in
+// flight) and returned only suspects, the first one is held (its lease
+// renewed) and returned, to be run alone. Any other suspect is released
+// unstarted (a release spends no attempt and keeps it a suspect): held
+// while anything else of this process is in flight, it would be charged
+// if that crashed the process (docs/lane-protocol.md, variant
+// SUSPECT_BUSY). A lane-lease store returns a suspect alone and never to a
+// busy claim, so only a store that does not keep that rule makes this
+// release anything.
+func (d *dispatcher[TTx]) startClaimed(ds []*Delivery, claimedAt time.Time, busy bool) (suspect *job) {
+	alone := !busy
+	for _, del := range ds {
+		if del != nil && !del.Suspect {
+			alone = false // the others are started: the dispatcher is busy
+		}
+	}
 	for _, del := range ds {
 		j, h := d.accept(del, claimedAt)
 		switch {
@@ -130,11 +144,11 @@ func (d *dispatcher[TTx]) startClaimed(ctx context.Context, ds []*Delivery, clai
 		case !del.Suspect:
 			d.hold(j)
 			d.launch(j, h)
-		case suspect == nil:
+		case alone && suspect == nil:
 			d.hold(j)
 			suspect = j
 		default:
-			d.logJob(slog.LevelWarn, "relaybus: a second suspect in one claim; released to run alone later", j, nil)
+			d.logJob(slog.LevelWarn, "relaybus: a suspect claimed beside other work; released to run alone later", j, nil)
 			d.beginFinish(j)
 			d.release(j)
 		}

@@ -82,10 +82,15 @@
 // no longer renewed.
 //
 // A delivery the store marks Suspect (it was in flight when its lease was
-// taken over, so it may be what crashed its last process) runs alone: the
-// dispatcher stops claiming, waits until nothing else runs, runs it, and
-// resumes. A delivery that keeps crashing its process is then charged
-// into the dead letters by itself.
+// taken over, so it may be what crashed its last process) runs alone:
+// every claim tells the store whether the dispatcher has anything in
+// flight, and a store answers a busy dispatcher nothing while a suspect is
+// the oldest due delivery, so the dispatcher drains; its next claim with
+// nothing in flight gets the suspect alone, which it runs before it claims
+// again. A suspect that reaches a busy dispatcher anyway is released
+// unstarted. A delivery that keeps crashing its process is then charged
+// into the dead letters by itself, and a takeover buries only a delivery
+// that was a suspect already, never one that merely ran beside it.
 //
 // Stopping is graceful: claims stop, running handlers' contexts are
 // cancelled, handlers that still return nil are completed, deliveries that

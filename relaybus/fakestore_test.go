@@ -26,8 +26,9 @@ type fakeStore struct {
 	committed []string
 	// suspectEvents marks the deliveries of these events suspect, as a
 	// lane-lease store marks what was in flight at a takeover. A claim
-	// returns a suspect alone when it is the oldest candidate, and leaves
-	// it out otherwise (docs/lane-protocol.md), unless mixSuspects: then
+	// returns a suspect alone when it is the oldest candidate, nothing at
+	// all then to a busy caller, and leaves it out otherwise
+	// (docs/lane-protocol.md), unless mixSuspects: then
 	// suspects come with the rest, as a store that breaks the rule would.
 	suspectEvents map[string]bool
 	mixSuspects   bool
@@ -141,6 +142,12 @@ func (s *fakeStore) DeliveryClaim(_ context.Context, p *DeliveryClaimParams) ([]
 			continue
 		}
 		suspect := s.suspectEvents[d.EventID]
+		if suspect && !s.mixSuspects && p.Busy {
+			if len(out) == 0 {
+				break // the oldest is a suspect: a busy caller gets nothing
+			}
+			continue
+		}
 		if suspect && !s.mixSuspects && len(out) > 0 {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berkcansavur/relaybus/relaybus"
 	"github.com/berkcansavur/relaybus/relaybus/memory"
+	"github.com/berkcansavur/relaybus/relaybus/storetest"
 )
 
 // These tests run the dispatcher end to end on the real in-memory store,
@@ -281,4 +282,88 @@ func TestMemoryShutdownLeavesNothingProcessing(t *testing.T) {
 		require.Zero(t, d.Attempts)
 	}
 	require.Equal(t, int64(8), b.DispatcherStats().Released)
+}
+
+// TestMemorySuspectWaitsForTheDispatcherToDrain: a suspect is the oldest
+// due delivery while the dispatcher has other work in flight. Its busy
+// claims get nothing (docs/lane-protocol.md, variant SUSPECT_BUSY), so it
+// starts nothing more, drains, and then claims and runs the suspect with
+// nothing beside it; the later delivery runs only after the suspect.
+func TestMemorySuspectWaitsForTheDispatcherToDrain(t *testing.T) {
+	t.Parallel()
+	store := memory.New(nil)
+	cfg := memConfig("worker")
+	cfg.Concurrency, cfg.BatchSize = 4, 4
+	b, err := relaybus.New[*memory.Tx](store, cfg)
+	require.NoError(t, err)
+	// Distinct lanes, so that no delivery shares a lane with another.
+	a1, a2, s, b1 := storetest.IDInLane(1), storetest.IDInLane(2), storetest.IDInLane(3), storetest.IDInLane(4)
+	gates := map[string]chan struct{}{a1: make(chan struct{}), a2: make(chan struct{}), s: make(chan struct{})}
+	started := make(chan string, 10)
+	var mu sync.Mutex
+	running := map[string]bool{}
+	var overlaps []string
+	require.NoError(t, b.Handle("t", "h", func(ctx context.Context, d *relaybus.Delivery) error {
+		mu.Lock()
+		for other := range running {
+			if d.EventID == s || other == s {
+				overlaps = append(overlaps, d.EventID+" beside "+other)
+			}
+		}
+		running[d.EventID] = true
+		mu.Unlock()
+		started <- d.EventID
+		if g := gates[d.EventID]; g != nil {
+			<-g
+		}
+		mu.Lock()
+		delete(running, d.EventID)
+		mu.Unlock()
+		return nil
+	}, nil))
+	ctx := context.Background()
+
+	// s was claimed by a process that died; its lease expires soon.
+	require.NoError(t, b.Publish(ctx, &relaybus.Event{ID: s, Type: "t"}))
+	crashed, err := store.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "crashed", Handlers: []string{"h"},
+		Limit: 1, LeaseDuration: 200 * time.Millisecond, Now: time.Now()})
+	require.NoError(t, err)
+	require.Len(t, crashed, 1)
+	require.NoError(t, b.Publish(ctx, &relaybus.Event{ID: a1, Type: "t"}, &relaybus.Event{ID: a2, Type: "t"}))
+	runAll(t, b)
+	require.ElementsMatch(t, []string{a1, a2}, []string{<-started, <-started})
+
+	// The dispatcher's busy claims take the lane over (s becomes a
+	// suspect) and get nothing while s is the oldest candidate.
+	waitUntil(t, "s taken over", func() bool {
+		page, err := store.DeliveryList(ctx, &relaybus.DeliveryListParams{EventID: s})
+		require.NoError(t, err)
+		return len(page.Deliveries) == 1 && page.Deliveries[0].Suspect
+	})
+	require.NoError(t, b.Publish(ctx, &relaybus.Event{ID: b1, Type: "t"}))
+	select {
+	case id := <-started:
+		t.Fatalf("%s started while a1 and a2 run and the suspect is the oldest due delivery", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	// Nor is the suspect held while they run: a crash of a1 or a2 would
+	// charge it (a busy claim gets no suspect at all).
+	page, err := store.DeliveryList(ctx, &relaybus.DeliveryListParams{EventID: s})
+	require.NoError(t, err)
+	require.Equal(t, relaybus.StatusPending, page.Deliveries[0].Status, "the busy dispatcher holds the suspect")
+
+	close(gates[a1])
+	close(gates[a2])
+	require.Equal(t, s, <-started, "the drained dispatcher did not claim the suspect first")
+	select {
+	case id := <-started:
+		t.Fatalf("%s started beside the suspect", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gates[s])
+	require.Equal(t, b1, <-started)
+	waitUntil(t, "all handled", settled(t, store))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, overlaps)
 }

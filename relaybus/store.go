@@ -53,10 +53,15 @@ type Store[TTx any] interface {
 	// params.Handlers to params.Owner, from the lanes the owner holds and,
 	// when those do not fill the limit, from free lanes and lanes whose
 	// lease expired. Taking over an expired lane charges each delivery it
-	// had in flight one attempt (a lost attempt), marks it Suspect, and
-	// buries it when that spends its budget. A keyed delivery is claimed
-	// only when no delivery of its handler and key with a lower sequence
-	// is pending or in flight. A suspect is returned alone. Two concurrent
+	// had in flight one attempt (a lost attempt) and marks it Suspect; it
+	// buries one whose budget that spends only if it was a suspect
+	// already (one that was not may merely have run beside the delivery
+	// that crashed its process: its next attempt, alone, decides). A
+	// keyed delivery is claimed only when no delivery of its handler and
+	// key with a lower sequence is pending or in flight. A suspect is
+	// returned alone, only when it is the oldest candidate and only to a
+	// caller that is not params.Busy; a busy caller whose oldest
+	// candidate is a suspect gets nothing and takes no lane. Two concurrent
 	// claims never return the same delivery. A store that cannot claim in
 	// one step may fail part way: it then returns the deliveries it did
 	// claim together with the error, and the caller runs or releases them.
@@ -157,6 +162,16 @@ type DeliveryClaimParams struct {
 	Limit         int
 	LeaseDuration time.Duration
 	Now           time.Time
+
+	// Busy says the caller has deliveries in flight: a handler running, a
+	// lease held, or a completion queued or being written (a queued
+	// completion's delivery is charged too if the process dies). A
+	// lane-lease store then returns no suspect, and when a suspect is the
+	// oldest candidate it returns nothing at all and takes no lanes, so
+	// that the caller drains and gets the suspect, alone, in its first
+	// claim with nothing in flight. A caller that is not busy gets a
+	// suspect only alone, when it is the oldest candidate.
+	Busy bool
 
 	// namesValidated is p itself when a Bus checked Owner and Handlers
 	// (see Validate).

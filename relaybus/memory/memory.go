@@ -192,9 +192,10 @@ func (s *Store) Setup(ctx context.Context) error {
 // (params.Owner, this store) holds, then, while that does not fill the
 // limit, take 4, 8, 16, ... more lanes that are free or abandoned and have
 // due work, oldest due work first; taking an abandoned lane charges what
-// it had in flight. A suspect is returned alone, and only as the first
-// thing the claim finds. Lanes left with nothing in flight are handed
-// back.
+// it had in flight. A suspect is returned alone, only as the first thing
+// the claim finds and only to a caller that is not params.Busy; a busy
+// caller whose oldest candidate is a suspect gets nothing and takes no
+// lane. Lanes left with nothing in flight are handed back.
 //
 // Candidates come from the indexes (index.go): a claim costs about
 // Limit heap operations plus the lanes it looks at, whatever the backlog.
@@ -218,9 +219,9 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 			own = append(own, i)
 		}
 	}
-	picked := s.pickFrom(own, handlers, params.Limit, true, now, expiresAt)
+	picked, blocked := s.pickFrom(own, handlers, params.Limit, !params.Busy, params.Busy, now, expiresAt)
 	tried := map[int]bool{}
-	for step := claimTakeFirst; len(picked) < params.Limit && !(len(picked) == 1 && picked[0].suspect); step *= 2 {
+	for step := claimTakeFirst; !blocked && len(picked) < params.Limit && !(len(picked) == 1 && picked[0].suspect); step *= 2 {
 		taken := s.take(min(step, params.Limit-len(picked), relaybus.LaneCount), handlers, tried, params.Owner, now, expiresAt)
 		if len(taken) == 0 {
 			break
@@ -228,7 +229,9 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		for _, l := range taken {
 			tried[l] = true
 		}
-		picked = append(picked, s.pickFrom(taken, handlers, params.Limit-len(picked), len(picked) == 0, now, expiresAt)...)
+		var more []*delivery
+		more, blocked = s.pickFrom(taken, handlers, params.Limit-len(picked), !params.Busy && len(picked) == 0, params.Busy, now, expiresAt)
+		picked = append(picked, more...)
 	}
 	slices.SortFunc(picked, cmpDue)
 	out := make([]*relaybus.Delivery, len(picked))
@@ -241,10 +244,18 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 // pickFrom claims up to limit of the candidates of lanes, records them in
 // flight, and hands back each of lanes left with nothing in flight.
 // allowSuspect: a suspect may be returned, alone, when it is the oldest
-// candidate.
-func (s *Store) pickFrom(lanes []int, handlers []string, limit int, allowSuspect bool, now, expiresAt time.Time) []*delivery {
+// candidate. busy (the caller has deliveries in flight): when the oldest
+// candidate is a suspect, nothing is picked and blocked is true, so that
+// the claim takes no lanes either and the caller drains (a busy caller
+// holding a suspect lets another delivery's crash charge it).
+func (s *Store) pickFrom(lanes []int, handlers []string, limit int, allowSuspect, busy bool, now, expiresAt time.Time) (picks []*delivery, blocked bool) {
+	if busy {
+		if first := s.topCandidates(lanes, handlers, 1, true, now); len(first) > 0 && first[0].suspect {
+			blocked = true
+			limit = 0 // still hand back the lanes left with nothing in flight
+		}
+	}
 	cand := s.topCandidates(lanes, handlers, limit, allowSuspect, now)
-	var picks []*delivery
 	switch {
 	case len(cand) > 0 && cand[0].suspect:
 		picks = cand[:1]
@@ -266,7 +277,7 @@ func (s *Store) pickFrom(lanes []int, handlers []string, limit int, allowSuspect
 			l.handBack()
 		}
 	}
-	return picks
+	return picks, blocked
 }
 
 // topCandidates returns the first limit candidates of lanes and handlers
@@ -327,8 +338,8 @@ func (f *frontier) Pop() any {
 // have due work of handlers (a candidate, or a delivery in flight under
 // an expired lease), oldest due work first. Taking raises the epoch and
 // leases the lane to (owner, this store); taking an abandoned lane charges
-// each delivery it had in flight one attempt, marks it a suspect, and
-// buries it when that spends its budget. It returns the lanes taken.
+// each delivery it had in flight one attempt and marks it a suspect (see
+// charge). It returns the lanes taken.
 func (s *Store) take(n int, handlers []string, tried map[int]bool, owner string, now, expiresAt time.Time) []int {
 	type want struct {
 		lane int
@@ -370,14 +381,18 @@ func (s *Store) take(n int, handlers []string, tried map[int]bool, owner string,
 }
 
 // charge counts the lost attempt of d, in flight in a lane being taken
-// over: it becomes a suspect, and is buried if that spends its budget.
+// over: it becomes a suspect, and is buried if that spends its budget and
+// it was a suspect already. One that was not may only have run beside the
+// delivery that crashed the process; its next attempt, which runs alone,
+// decides (docs/lane-protocol.md, Claim step 3, variant BURY_ANY).
 func (s *Store) charge(d *delivery, now time.Time) {
 	s.leave(d)
+	wasSuspect := d.suspect
 	d.attempts++
 	d.claims++
 	d.suspect = true
 	d.updatedAt = now
-	if d.attempts >= d.maxAttempts {
+	if wasSuspect && d.attempts >= d.maxAttempts {
 		d.lastError = expiredFinalAttempt
 		s.setStatus(d, relaybus.StatusDead)
 		return

@@ -326,7 +326,7 @@ func (c *claimRun) finish(ctx context.Context) ([]*relaybus.Delivery, error) {
 			room[id] = max(MaxInFlightPerLane-l.remaining(), 0)
 		}
 	}
-	picks := choosePicks(c.eligible, c.p.Limit, room)
+	picks := choosePicks(c.eligible, c.p.Limit, room, c.p.Busy)
 	docs, err := c.s.readPicks(ctx, picks)
 	if err != nil {
 		return nil, err

@@ -205,15 +205,17 @@ func eligibleCandidates(cands []candidate, heads map[orderKey]candidate, inFligh
 // choosePicks applies the limit and the suspect rule to the eligible
 // candidates (in claim order): when the oldest is a suspect (it was in
 // flight when its lane was taken over, and may be what crashed its
-// process), it is returned alone; otherwise suspects wait and the rest
-// are taken up to limit. room bounds the picks per lane
-// (MaxInFlightPerLane minus what each lane has in flight).
-func choosePicks(eligible []candidate, limit int, room map[int32]int) []candidate {
+// process), it is returned alone, or nothing at all to a busy caller
+// (one with deliveries in flight: it must drain first, or another
+// delivery's crash charges the suspect; variant SUSPECT_BUSY); otherwise
+// suspects wait and the rest are taken up to limit. room bounds the picks
+// per lane (MaxInFlightPerLane minus what each lane has in flight).
+func choosePicks(eligible []candidate, limit int, room map[int32]int, busy bool) []candidate {
 	if len(eligible) == 0 {
 		return nil
 	}
 	if eligible[0].Suspect {
-		if room[eligible[0].LaneID] < 1 {
+		if busy || room[eligible[0].LaneID] < 1 {
 			return nil
 		}
 		return eligible[:1]
@@ -234,7 +236,8 @@ func choosePicks(eligible []candidate, limit int, room map[int32]int) []candidat
 }
 
 // suspectFirst reports that the oldest eligible candidate is a suspect:
-// the claim returns it alone and takes no more lanes.
+// the claim returns it alone (nothing, to a busy caller) and takes no
+// more lanes.
 func suspectFirst(eligible []candidate) bool { return len(eligible) > 0 && eligible[0].Suspect }
 
 // rankLanes orders the lanes of probe rows (in claim order) by their

@@ -141,31 +141,38 @@ func TestChoosePicks(t *testing.T) {
 	suspect.Suspect = true
 	plain := []candidate{cand(1, 0, "h", "", 0), cand(2, 1, "h", "", 0), cand(3, 2, "h", "", 0)}
 
-	if got := choosePicks(nil, 10, room); got != nil {
+	if got := choosePicks(nil, 10, room, false); got != nil {
 		t.Errorf("no candidates: %v", got)
 	}
-	if got := choosePicks(plain, 2, room); !reflect.DeepEqual(idsOf(got), []byte{1, 2}) {
+	if got := choosePicks(plain, 2, room, false); !reflect.DeepEqual(idsOf(got), []byte{1, 2}) {
 		t.Errorf("limit 2: %v", idsOf(got))
 	}
 	// The oldest is a suspect: it runs alone.
-	got := choosePicks(append([]candidate{suspect}, plain...), 10, room)
+	got := choosePicks(append([]candidate{suspect}, plain...), 10, room, false)
 	if !reflect.DeepEqual(idsOf(got), []byte{9}) || !suspectFirst(append([]candidate{suspect}, plain...)) {
 		t.Errorf("suspect first: %v, want it alone", idsOf(got))
 	}
-	// A suspect that is not the oldest waits.
+	// The oldest is a suspect and the caller is busy: nothing, so that it
+	// drains (variant SUSPECT_BUSY).
+	if got := choosePicks(append([]candidate{suspect}, plain...), 10, room, true); got != nil {
+		t.Errorf("suspect first, busy caller: %v, want nothing", idsOf(got))
+	}
+	// A suspect that is not the oldest waits, busy or not.
 	later := append(slices.Clone(plain), suspect)
-	if got := choosePicks(later, 10, room); !reflect.DeepEqual(idsOf(got), []byte{1, 2, 3}) || suspectFirst(later) {
-		t.Errorf("suspect not first: %v, want the others without it", idsOf(got))
+	for _, busy := range []bool{false, true} {
+		if got := choosePicks(later, 10, room, busy); !reflect.DeepEqual(idsOf(got), []byte{1, 2, 3}) || suspectFirst(later) {
+			t.Errorf("suspect not first, busy %v: %v, want the others without it", busy, idsOf(got))
+		}
 	}
 	// Per-lane room.
 	l2 := []candidate{cand(1, 0, "h", "", 0), cand(2, 1, "h", "", 0), cand(3, 2, "h", "", 0)}
 	l2[0].LaneID, l2[1].LaneID = 2, 2
-	if got := choosePicks(l2, 10, room); !reflect.DeepEqual(idsOf(got), []byte{1, 3}) {
+	if got := choosePicks(l2, 10, room, false); !reflect.DeepEqual(idsOf(got), []byte{1, 3}) {
 		t.Errorf("lane 2 has room for one: %v", idsOf(got))
 	}
 	full := suspect
 	full.LaneID = 2
-	if got := choosePicks([]candidate{full}, 10, map[int32]int{2: 0}); got != nil {
+	if got := choosePicks([]candidate{full}, 10, map[int32]int{2: 0}, false); got != nil {
 		t.Errorf("a suspect in a full lane: %v", idsOf(got))
 	}
 }

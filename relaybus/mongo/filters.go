@@ -159,11 +159,18 @@ func chargeFilter(ids []bson.ObjectID, lane int32) bson.D {
 
 // chargePipeline charges a lost delivery the attempt its crashed holder
 // spent: attempts + 1, claims + 1 (every token of the lost claim is now
-// stale), suspect, and, when that spends its budget, dead with
-// takeoverBuryError. An update pipeline, so the budget test reads the
-// document being updated (atomic per document).
+// stale), suspect, and, when that spends its budget and it was a suspect
+// already, dead with takeoverBuryError (one that was not may only have run
+// beside the delivery that crashed the process: its next attempt, alone,
+// decides; docs/lane-protocol.md, variant BURY_ANY). An update pipeline,
+// so the budget test reads the document being updated (atomic per
+// document); the expressions of one $set stage read the document as it
+// was before the stage, so $suspect is the old mark.
 func chargePipeline(now time.Time) bson.A {
-	spent := bson.D{{Key: "$gte", Value: bson.A{bson.D{{Key: "$add", Value: bson.A{field(fAttempts), 1}}}, field(fMaxAttempts)}}}
+	spent := bson.D{{Key: "$and", Value: bson.A{
+		bson.D{{Key: "$eq", Value: bson.A{field(fSuspect), true}}},
+		bson.D{{Key: "$gte", Value: bson.A{bson.D{{Key: "$add", Value: bson.A{field(fAttempts), 1}}}, field(fMaxAttempts)}}},
+	}}}
 	return bson.A{bson.D{{Key: "$set", Value: bson.D{
 		{Key: fAttempts, Value: bson.D{{Key: "$add", Value: bson.A{field(fAttempts), 1}}}},
 		{Key: fClaims, Value: bson.D{{Key: "$add", Value: bson.A{field(fClaims), 1}}}},

@@ -67,11 +67,11 @@ func TestDeliveryFilters(t *testing.T) {
 		{"picks: still pending", picksFilter([]bson.ObjectID{testID1}), `{"_id":{"$in":[` + id1JSON + `]},"status":"pending"}`},
 		{"charge: lost ids of the lane, still pending", chargeFilter([]bson.ObjectID{testID1}, 7),
 			`{"_id":{"$in":[` + id1JSON + `]},"laneId":7,"status":"pending"}`},
-		{"charge: an attempt, a claim, suspect, dead when the budget is spent",
+		{"charge: an attempt, a claim, suspect, dead when the budget is spent and it was a suspect already",
 			chargePipeline(testNow),
 			`[{"$set":{"attempts":{"$add":["$attempts",1]},"claims":{"$add":["$claims",1]},"suspect":true,` +
-				`"status":{"$cond":[{"$gte":[{"$add":["$attempts",1]},"$maxAttempts"]},{"$literal":"dead"},"$status"]},` +
-				`"lastError":{"$cond":[{"$gte":[{"$add":["$attempts",1]},"$maxAttempts"]},{"$literal":"lease expired after the final attempt"},"$lastError"]},` +
+				`"status":{"$cond":[{"$and":[{"$eq":["$suspect",true]},{"$gte":[{"$add":["$attempts",1]},"$maxAttempts"]}]},{"$literal":"dead"},"$status"]},` +
+				`"lastError":{"$cond":[{"$and":[{"$eq":["$suspect",true]},{"$gte":[{"$add":["$attempts",1]},"$maxAttempts"]}]},{"$literal":"lease expired after the final attempt"},"$lastError"]},` +
 				`"updatedAt":` + nowJSON + `}}]`},
 		{"fence on the delivery: lane, claims, pending", fencedDeliveryFilter(ref),
 			`{"_id":` + id1JSON + `,"laneId":7,"claims":2,"status":"pending"}`},

@@ -39,8 +39,10 @@ const (
 // commits on its own; a failure in a later one returns what the earlier
 // ones claimed together with the error, as the relaybus.Store contract
 // allows. A suspect (a delivery that was in flight when its lane was
-// taken over) is returned alone, and only as the first thing a claim
-// finds. No delivery row is written, except the charge of a takeover.
+// taken over) is returned alone, only as the first thing a claim finds,
+// and never to a params.Busy caller: a busy caller whose oldest candidate
+// is a suspect gets nothing and takes no more lanes, so that it drains.
+// No delivery row is written, except the charge of a takeover.
 func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
@@ -55,7 +57,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		if step == claimTakeFirst {
 			batch.Queue(s.q.claimLock, params.Owner, s.holder, params.Now)
 			batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
-				params.Limit, false, expiresAt).Query(collectInto(&own))
+				params.Limit, false, expiresAt, params.Busy).Query(collectInto(&own))
 		}
 		var taken []int16
 		cursor := s.takeCursor.Load()
@@ -68,7 +70,21 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 			})
 		var more []*relaybus.Delivery
 		batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
-			params.Limit, true, expiresAt).Query(collectInto(&more))
+			params.Limit, true, expiresAt, params.Busy).Query(collectInto(&more))
+		// A busy caller whose oldest candidate was a suspect gets nothing
+		// more in this claim (claimOwn set relaybus.claimed to the limit):
+		// read the count back, so that no further round takes lanes.
+		full := false
+		if params.Busy {
+			batch.Queue(s.q.claimCount).QueryRow(func(row pgx.Row) error {
+				var n int
+				if err := row.Scan(&n); err != nil {
+					return err
+				}
+				full = n >= params.Limit
+				return nil
+			})
+		}
 		if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 			return sortClaimed(claimed), errorFrom("claim", err)
 		}
@@ -77,7 +93,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		// step; fewer means no more were to be had.
 		asked := min(step, relaybus.LaneCount, params.Limit-len(claimed)-len(own))
 		claimed = append(append(claimed, own...), more...)
-		if len(taken) < asked || len(claimed) >= params.Limit || suspectAlone(claimed) {
+		if len(taken) < asked || len(claimed) >= params.Limit || suspectAlone(claimed) || full {
 			return sortClaimed(claimed), nil
 		}
 		tried = append(tried, taken...)

@@ -84,8 +84,9 @@
 //     UPDATE SKIP LOCKED; lanes with any work are found by a skip scan of
 //     each index), raising their epoch; taking an abandoned lane charges
 //     each delivery it had in flight one attempt, marks it a suspect and
-//     buries it when that spends its budget. Then step 1 on the lanes
-//     just taken.
+//     buries it when that spends its budget and it was a suspect already
+//     (one that was not may only have run beside the crasher: its next
+//     attempt, alone, decides). Then step 1 on the lanes just taken.
 //
 // Steps 1 and 2 are one round trip and one implicit transaction: the
 // statements pass the claim's count and the lanes taken along in
@@ -93,7 +94,10 @@
 // the claim. Only when step 2 got every lane it asked for and the claim is
 // still short does another round trip take 8, then 16, ... lanes.
 //
-// A suspect is claimed alone, and only as the first thing a claim finds.
+// A suspect is claimed alone, only as the first thing a claim finds, and
+// never by a busy caller (DeliveryClaimParams.Busy): when a busy caller's
+// oldest candidate is a suspect, its claim returns nothing and takes no
+// lanes, so that it drains and claims the suspect with nothing in flight.
 // The claim's transactions commit without waiting for their WAL flush
 // (synchronous_commit off for them): a claim lost in a database crash only
 // makes its deliveries claimable again, which at-least-once allows, and
@@ -173,8 +177,9 @@
 // exists, and can run any number of times: it fills events.handlers from
 // every delivery (completed ones included), adds lane, claims and suspect
 // and fills lane with the hash LaneOf uses, turns processing deliveries
-// into pending suspects with their attempt counted (buried when that
-// spends their budget, as a 0.1.0 takeover would have), drops the seven
+// into pending suspects with their attempt counted (not buried even on
+// their last attempt: 0.1.0 had no suspects, and a takeover buries only a
+// delivery that was a suspect already), drops the seven
 // 0.1.0 indexes and the lease columns, creates the new indexes, lanes,
 // history and version tables, and sets the storage parameters. 0.1.0's
 // completed rows stay, listed, counted and purged as completed. Every

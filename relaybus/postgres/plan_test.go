@@ -184,12 +184,12 @@ func planStore(t *testing.T) (*Store, *pgxpool.Pool) {
 }
 
 // claimArgs are claimOwn's arguments for owner "w" at now, from all the
-// lanes it holds.
+// lanes it holds, as a busy caller (a dispatcher under load) claims.
 func (s *Store) claimArgs(now time.Time) []any {
-	return []any{"w", s.holder, now, []string{"h"}, planLimit, false, now.Add(time.Minute)}
+	return []any{"w", s.holder, now, []string{"h"}, planLimit, false, now.Add(time.Minute), true}
 }
 
-const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz"
+const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz, bool"
 
 // TestPlans checks the plan of every hot statement on a table that has
 // never been analyzed, with a deep keyed backlog, both as a custom plan

@@ -47,6 +47,7 @@ type queries struct {
 	publishDeliveries string
 
 	claimPrelude string
+	claimCount   string
 	claimLock    string
 	claimOwn     string
 	claimTake    string
@@ -269,6 +270,10 @@ ON CONFLICT (event_id, handler) DO NOTHING`)
 	set_config('relaybus.claimed', ($1::int)::text, true), set_config('relaybus.taken', '{}', true),
 	set_config('relaybus.own', '{}', true)`
 
+	// The claim's count so far (see claimPrelude), read back at the end of
+	// a busy caller's round trip.
+	q.claimCount = `SELECT coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int`
+
 	// Lock the lanes a claim from held lanes will look at, in lane order,
 	// in a statement of its own before the claim (both in one implicit
 	// transaction, one round trip): under READ COMMITTED a statement that
@@ -295,7 +300,8 @@ FROM (
 	// now, $4 handlers, $5 the claim's limit (less relaybus.claimed is
 	// what this statement may add), $6 true to look only at the lanes
 	// claimTake just took in this transaction (locked by it), $7 the new
-	// lease expiry.
+	// lease expiry, $8 whether the caller is busy (has deliveries in
+	// flight).
 	//
 	//   own:     the lanes (claimLock's, or claimTake's), through the
 	//            primary key, locked in lane order, with the room left
@@ -317,8 +323,12 @@ FROM (
 	//            or at the lane's room) and the due heads, not in flight,
 	//            of the handlers, the whole rows; at most the room of each
 	//            lane; then the oldest of all. Suspects only while the
-	//            claim has nothing yet.
-	//   pick:    a suspect only alone, when it is the oldest candidate;
+	//            claim has nothing yet, or for a busy caller (which must
+	//            see whether a suspect is its oldest candidate).
+	//   pick:    when the oldest candidate is a suspect: that one alone
+	//            for a caller that is not busy, nothing for a busy one
+	//            (it must drain first: a suspect held beside other work
+	//            is charged for their crash, variant SUSPECT_BUSY);
 	//            otherwise the non-suspects.
 	//   rec:     write each lane that gave something: the picks appended
 	//            to in_flight (to what flying found still in flight where
@@ -333,7 +343,8 @@ FROM (
 	// The final WHERE is a constant condition, which PostgreSQL evaluates
 	// once before the first row (a one-time filter), however many rows
 	// there are: it records the claim's new count in relaybus.claimed for
-	// the statements after it. The deliveries are returned as cand read
+	// the statements after it, the limit once the claim holds a suspect
+	// or a busy caller met one first, so that nothing more is taken. The deliveries are returned as cand read
 	// them (same statement, same snapshot), not looked up again. No
 	// delivery row is written and no lock taken on one.
 	q.claimOwn = sql(`
@@ -372,7 +383,7 @@ WITH RECURSIVE own AS MATERIALIZED (
 				WHERE d.lane = o.lane AND d.status = 'pending' AND d.key IS NULL AND d.available_at <= $3
 					AND d.handler = ANY ($4::text[])
 					AND d.id <> ALL (o.in_flight)
-					AND (NOT d.suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
+					AND (NOT d.suspect OR $8 OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
 				ORDER BY d.available_at, d.id
 				LIMIT least(greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0), o.room)
 			) c
@@ -380,7 +391,7 @@ WITH RECURSIVE own AS MATERIALIZED (
 			SELECT h.r, h.lane, o.room FROM heads h
 			JOIN own o ON o.lane = h.lane
 			WHERE (h.r).id IS NOT NULL AND (h.r).available_at <= $3 AND h.handler = ANY ($4::text[])
-				AND (NOT (h.r).suspect OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
+				AND (NOT (h.r).suspect OR $8 OR coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int = 0)
 				-- NOT IN over a set without NULLs, so that it is one hashed
 				-- subplan rather than an anti join the planner might nest.
 				AND (h.lane, h.handler, h.key) NOT IN (
@@ -394,7 +405,7 @@ WITH RECURSIVE own AS MATERIALIZED (
 	SELECT c.id, c.suspect FROM cand c ORDER BY c.available_at, c.id LIMIT 1
 ), pick AS MATERIALIZED (
 	SELECT c.r, c.id, c.lane FROM cand c
-	WHERE CASE WHEN (SELECT suspect FROM first) THEN c.id = (SELECT id FROM first)
+	WHERE CASE WHEN (SELECT suspect FROM first) THEN NOT $8::boolean AND c.id = (SELECT id FROM first)
 		ELSE NOT c.suspect END
 ), next AS MATERIALIZED (
 	SELECT o.lane, p.ids, coalesce(p.n, 0) AS picked,
@@ -423,12 +434,13 @@ CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $7::timestamptz AS 
 CROSS JOIN LATERAL (SELECT (pick.r).*) d
 JOIN {events} e ON e.id = d.event_id
 WHERE (SELECT set_config('relaybus.claimed', (CASE
-	WHEN (SELECT suspect FROM first) AND EXISTS (SELECT 1 FROM pick) THEN $5
+	WHEN (SELECT suspect FROM first) AND ($8 OR EXISTS (SELECT 1 FROM pick)) THEN $5
 	ELSE coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int + (SELECT count(*) FROM pick)::int END)::text, true)) IS NOT NULL`)
 
 	// Take up to $5 lanes, and no more than the claim still needs ($9,
 	// the claim's limit, less relaybus.claimed: none when the claim is
-	// full or holds a suspect), that are free or whose lease expired and
+	// full, holds a suspect, or is a busy caller's whose oldest candidate
+	// was a suspect), that are free or whose lease expired and
 	// that have due work of the handlers, walking the ring of lanes from
 	// $10 (a position each store instance moves past the lanes it took,
 	// so that successive takes go round every lane with work): with the
@@ -443,9 +455,12 @@ WHERE (SELECT set_config('relaybus.claimed', (CASE
 	// of $8 (lanes this claim already took and handed back). The lanes
 	// taken go to relaybus.taken for the claimOwn after it. Taking a lane
 	// raises its epoch, so every write under an older lease fails.
-	// Taking an abandoned lane (expired with deliveries in flight)
-	// charges each of them that still exists one attempt, marks it a
-	// suspect, and buries it when that spends its budget; the charge
+	// Taking an abandoned lane (expired, whatever it has in flight)
+	// charges each delivery in its in_flight that still exists one
+	// attempt, marks it a suspect, and buries it when that spends its
+	// budget and it was a suspect already (one that was not may only have
+	// run beside the delivery that crashed the process: its next attempt,
+	// alone, decides; variant BURY_ANY). The charge
 	// raises claims, so a completion of the old holder that commits after
 	// this finds its fence broken, and one that commits first has deleted
 	// the row, which is then not charged. The charged rows are locked in
@@ -522,8 +537,10 @@ WITH RECURSIVE n AS MATERIALIZED (
 		attempts = d.attempts + 1,
 		claims = d.claims + 1,
 		suspect = true,
-		status = CASE WHEN d.attempts + 1 >= d.max_attempts THEN 'dead' ELSE 'pending' END,
-		last_error = CASE WHEN d.attempts + 1 >= d.max_attempts THEN $7 ELSE d.last_error END,
+		-- d.suspect is the value before this update: only a delivery
+		-- that was a suspect already is buried.
+		status = CASE WHEN d.suspect AND d.attempts + 1 >= d.max_attempts THEN 'dead' ELSE 'pending' END,
+		last_error = CASE WHEN d.suspect AND d.attempts + 1 >= d.max_attempts THEN $7 ELSE d.last_error END,
 		updated_at = $3
 	FROM lost WHERE d.id = lost.id
 	RETURNING d.id

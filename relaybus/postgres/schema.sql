@@ -176,18 +176,16 @@ BEGIN
     -- A processing delivery was running when its worker stopped: its
     -- attempt was counted at claim and stays counted, exactly as a
     -- takeover of its lost lease would count it. It becomes pending and a
-    -- suspect (run alone); one whose budget that spends is buried, as a
-    -- 0.1.0 takeover would have buried it.
+    -- suspect (run alone), even when that attempt was its last: 0.1.0
+    -- had no suspects, so nothing says it is what stopped its worker (it
+    -- may have run beside that), and a takeover buries only a delivery
+    -- that was a suspect already (docs/lane-protocol.md, variant
+    -- BURY_ANY). Its next attempt, alone, decides.
     EXECUTE $up$
         UPDATE "{{.Schema}}"."{{.Prefix}}deliveries" SET
             lane = pg_temp.relaybus_lane(coalesce(key, event_id)),
             suspect = (status = 'processing'),
-            last_error = CASE WHEN status = 'processing' AND attempts >= max_attempts
-                THEN 'lease expired after the final attempt' ELSE last_error END,
-            status = CASE
-                WHEN status <> 'processing' THEN status
-                WHEN attempts >= max_attempts THEN 'dead'
-                ELSE 'pending' END
+            status = CASE WHEN status = 'processing' THEN 'pending' ELSE status END
     $up$;
 
     ALTER TABLE "{{.Schema}}"."{{.Prefix}}deliveries"

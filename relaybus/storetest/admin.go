@@ -35,8 +35,13 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, d.ID, again.ID)
 		require.Equal(t, 1, again.Attempts)
 
-		// The fresh budget is the same budget: one more crash buries it.
-		e.claimNone(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(41 * time.Second))}, "a requeued delivery outlived its budget")
+		// The fresh budget is the same budget: a crash spends it. The
+		// delivery was no suspect, so it runs once more, alone (it may
+		// have run beside the crasher), and its next crash buries it.
+		last := e.claimOne(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(41 * time.Second))})
+		require.True(t, last.Suspect)
+		require.Equal(t, 2, last.Attempts)
+		e.claimNone(&claimOpts{Owner: Ptr("owner-c"), Now: Ptr(At(72 * time.Second))}, "a requeued delivery outlived its budget")
 		require.Equal(t, relaybus.StatusDead, e.get(d).Status)
 	})
 

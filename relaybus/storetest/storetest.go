@@ -103,6 +103,7 @@ func Run[TTx any](t *testing.T, newStore func(t *testing.T) relaybus.Store[TTx],
 		{"Lease", testLease[TTx]},
 		{"Retry", testRetry[TTx]},
 		{"Release", testRelease[TTx]},
+		{"Suspect", testSuspect[TTx]},
 		{"Ordering", testOrdering[TTx]},
 		{"List", testList[TTx]},
 		{"Admin", testAdmin[TTx]},
@@ -287,6 +288,7 @@ type claimOpts struct {
 	Limit    *int           // default: 100
 	Lease    *time.Duration // default: 30s
 	Now      *time.Time     // default: T0
+	Busy     bool           // default: false
 }
 
 const defaultLease = 30 * time.Second
@@ -295,7 +297,7 @@ func (o *claimOpts) params() *relaybus.DeliveryClaimParams {
 	if o == nil {
 		o = &claimOpts{}
 	}
-	p := &relaybus.DeliveryClaimParams{Owner: "owner-a", Handlers: o.Handlers, Limit: 100, LeaseDuration: defaultLease, Now: T0}
+	p := &relaybus.DeliveryClaimParams{Owner: "owner-a", Handlers: o.Handlers, Limit: 100, LeaseDuration: defaultLease, Now: T0, Busy: o.Busy}
 	if o.Owner != nil {
 		p.Owner = *o.Owner
 	}
@@ -333,6 +335,11 @@ func (e *env[TTx]) claim(o *claimOpts) []*relaybus.Delivery {
 		tok, err := relaybus.ParseLaneToken(d.LeaseToken)
 		require.NoError(e.t, err, "the token of delivery %s is not lane:epoch:claims", d.ID)
 		require.Equal(e.t, relaybus.LaneOf(d.Key, d.EventID), tok.Lane, "the token of delivery %s names another lane than LaneOf", d.ID)
+	}
+	if p.Busy {
+		for _, d := range ds {
+			require.False(e.t, d.Suspect, "a busy claim returned suspect %s", d.ID)
+		}
 	}
 	if len(ds) > 1 {
 		for _, d := range ds {
