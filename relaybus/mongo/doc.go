@@ -221,10 +221,12 @@
 //
 // Setup upgrades a 0.1.0 database in place, and can run any number of
 // times. It recognises 0.1.0 by its lease-expiry index, which it drops
-// last. Processing deliveries become pending with their attempts kept
-// (0.1.0 counted the running attempt at claim; 0.2.0 counts an attempt
-// lost to a crash: the same count), or dead when that attempt was their
-// last; lease fields are removed; laneId, claims, suspect and queue, and
+// last. Processing deliveries become pending suspects (each runs alone
+// next) with their attempts kept (0.1.0 counted the running attempt at
+// claim; 0.2.0 counts an attempt lost to a crash: the same count), none
+// buried, even on its last attempt (0.1.0 had no suspects, and a
+// takeover buries only a delivery that was one already; the PostgreSQL
+// upgrade does the same); lease fields are removed; laneId, claims, suspect and queue, and
 // the events' handlers (from every delivery, completed ones included),
 // are backfilled in batches of UpgradeBatchSize in _id order; the 0.1.0
 // indexes are dropped and the 0.2.0 ones created. Completed rows stay and

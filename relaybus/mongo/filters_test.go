@@ -215,7 +215,6 @@ func TestUpdatePipelineStages(t *testing.T) {
 		"take":       takeLanePipeline("o", "h", testNow),
 		"record":     recordLanePipeline(nil, nil, nil, testNow),
 		"hand back":  handBackPipeline(nil),
-		"up bury":    upgradeBuryPipeline(),
 		"up pending": upgradePendingPipeline(),
 	}
 	allowed := map[string]bool{"$set": true, "$addFields": true, "$unset": true, "$project": true, "$replaceRoot": true, "$replaceWith": true}

@@ -486,8 +486,8 @@ func loadFixture010(t *testing.T) fixture010 {
 }
 
 // Setup converts a 0.1.0 database in place, and running it again changes
-// nothing: processing deliveries become pending with their attempts (or
-// dead on their final attempt), lease fields go, laneId and handlers are
+// nothing: processing deliveries become pending suspects with their
+// attempts (none is buried), lease fields go, laneId and handlers are
 // backfilled in batches, the 0.1.0 indexes are dropped, completed rows
 // stay listed, and a completed handler never runs again.
 func TestIntegrationUpgradeFrom010(t *testing.T) {
@@ -542,8 +542,9 @@ func TestIntegrationUpgradeFrom010(t *testing.T) {
 	require.Zero(t, raw, "lease fields left")
 	require.Equal(t, statusPending, byID["65f000000000000000000003"].Status)
 	require.EqualValues(t, 1, byID["65f000000000000000000003"].Attempts, "the running attempt stays counted")
-	require.Equal(t, statusDead, byID["65f000000000000000000005"].Status, "processing on its final attempt")
-	require.Equal(t, takeoverBuryError, byID["65f000000000000000000005"].LastError)
+	require.True(t, byID["65f000000000000000000003"].Suspect, "in flight at the upgrade: a suspect")
+	require.Equal(t, statusPending, byID["65f000000000000000000005"].Status, "processing on its final attempt: a pending suspect, not buried (0.1.0 had no suspects)")
+	require.True(t, byID["65f000000000000000000005"].Suspect)
 	require.Equal(t, statusCompleted, byID["65f000000000000000000001"].Status)
 
 	for id, want := range map[string][]string{"ev1": {"h1", "h2"}, "ev2": {"h1", "h2"}, "ev3": {"h1"}, "ev4": {"h1"}, "ev5": {"h1"}} {

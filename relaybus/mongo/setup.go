@@ -254,15 +254,18 @@ func (s *Store) dropIndex(ctx context.Context, name string) error {
 
 // upgrade converts 0.1.0 documents in place, in this order:
 //
-//  1. processing deliveries whose final attempt was running become dead
-//     (what a 0.1.0 takeover would have done), the others pending, with
-//     their attempts kept: 0.1.0 counted the running attempt at claim,
-//     and 0.2.0 counts an attempt lost to a crash, so the count is the
-//     same. Their lease fields are removed.
+//  1. processing deliveries become pending suspects, with their attempts
+//     kept: 0.1.0 counted the running attempt at claim, and 0.2.0 counts
+//     an attempt lost to a crash, so the count is the same. None is
+//     buried, even on its final attempt: 0.1.0 had no suspects, so none
+//     of them is known to be what stopped its process, and a takeover
+//     buries only a delivery that was a suspect already (the PostgreSQL
+//     upgrade does the same); its next attempt, alone, decides. Their
+//     lease fields are removed.
 //  2. lease fields left on any other delivery are removed.
 //  3. every delivery without laneId gets laneId (relaybus.LaneOf, the
-//     function publish uses), claims 0, suspect false, queue ready: in
-//     batches in _id order.
+//     function publish uses), claims 0, suspect as step 1 left it (false
+//     when unset), queue ready: in batches in _id order.
 //  4. every event without handlers gets the handlers of all its
 //     deliveries, completed ones included, so no handler that completed
 //     under 0.1.0 runs again: in batches in _id order.
@@ -274,11 +277,8 @@ func (s *Store) dropIndex(ctx context.Context, name string) error {
 // updateMany each; they touch few documents (what was in flight) and
 // were not worth batching.
 func (s *Store) upgrade(ctx context.Context) error {
-	if _, err := s.deliveries.UpdateMany(ctx, upgradeExhaustedFilter, upgradeBuryPipeline()); err != nil {
-		return errorFrom("setup: upgrade: bury exhausted processing deliveries", err)
-	}
 	if _, err := s.deliveries.UpdateMany(ctx, upgradeProcessingFilter, upgradePendingPipeline()); err != nil {
-		return errorFrom("setup: upgrade: processing deliveries to pending", err)
+		return errorFrom("setup: upgrade: processing deliveries to pending suspects", err)
 	}
 	if _, err := s.deliveries.UpdateMany(ctx, upgradeLeaseFieldsFilter, upgradeUnsetLease); err != nil {
 		return errorFrom("setup: upgrade: remove lease fields", err)
@@ -292,33 +292,16 @@ func (s *Store) upgrade(ctx context.Context) error {
 // The 0.1.0 lease fields of a delivery.
 var leaseFields010 = bson.A{fLeaseOwner, fLeaseToken, fLeaseExpiresAt}
 
-// upgradeExhaustedFilter: processing on its final attempt.
-var upgradeExhaustedFilter = bson.D{
-	{Key: fStatus, Value: statusProcessing},
-	{Key: "$expr", Value: bson.D{{Key: "$gte", Value: bson.A{field(fAttempts), field(fMaxAttempts)}}}},
-}
-
 var upgradeProcessingFilter = bson.D{{Key: fStatus, Value: statusProcessing}}
 
-// upgradeBuryPipeline: dead, why, when ($$NOW: the server's clock; Setup
-// has no Now and the store reads no clock of its own), no lease.
-func upgradeBuryPipeline() bson.A {
-	return bson.A{
-		bson.D{{Key: "$set", Value: bson.D{
-			{Key: fStatus, Value: literal(statusDead)},
-			{Key: fLastError, Value: literal(takeoverBuryError)},
-			{Key: fUpdatedAt, Value: "$$NOW"},
-		}}},
-		bson.D{{Key: "$unset", Value: leaseFields010}},
-	}
-}
-
-// upgradePendingPipeline: pending (due time kept, so it runs at once),
-// no lease.
+// upgradePendingPipeline: pending and a suspect (due time kept, so it
+// runs at once, alone), no lease. ($$NOW: the server's clock; Setup has
+// no Now and the store reads no clock of its own.)
 func upgradePendingPipeline() bson.A {
 	return bson.A{
 		bson.D{{Key: "$set", Value: bson.D{
 			{Key: fStatus, Value: literal(statusPending)},
+			{Key: fSuspect, Value: true},
 			{Key: fUpdatedAt, Value: "$$NOW"},
 		}}},
 		bson.D{{Key: "$unset", Value: leaseFields010}},
@@ -364,12 +347,13 @@ func laneBackfillModels(rows []laneBackfillRow) []mongo.WriteModel {
 	for i, r := range rows {
 		models[i] = mongo.NewUpdateOneModel().
 			SetFilter(bson.D{{Key: fID, Value: r.ID}, {Key: fLaneID, Value: missing}}).
-			SetUpdate(bson.D{{Key: "$set", Value: bson.D{
+			// A pipeline, so that a suspect set by step 1 stays one.
+			SetUpdate(bson.A{bson.D{{Key: "$set", Value: bson.D{
 				{Key: fLaneID, Value: int32(relaybus.LaneOf(r.Key, r.EventID))},
 				{Key: fClaims, Value: int64(0)},
-				{Key: fSuspect, Value: false},
-				{Key: fQueue, Value: queueReady},
-			}}})
+				{Key: fSuspect, Value: bson.D{{Key: "$ifNull", Value: bson.A{field(fSuspect), false}}}},
+				{Key: fQueue, Value: literal(queueReady)},
+			}}}})
 	}
 	return models
 }

@@ -152,12 +152,9 @@ func TestUpgradeDocuments(t *testing.T) {
 		got  any
 		want string
 	}{
-		{"processing on its final attempt", upgradeExhaustedFilter, `{"status":"processing","$expr":{"$gte":["$attempts","$maxAttempts"]}}`},
-		{"bury it: dead, why, server time, no lease", upgradeBuryPipeline(),
-			`[{"$set":{"status":{"$literal":"dead"},"lastError":{"$literal":"lease expired after the final attempt"},"updatedAt":"$$NOW"}},{"$unset":["leaseOwner","leaseToken","leaseExpiresAt"]}]`},
 		{"other processing", upgradeProcessingFilter, `{"status":"processing"}`},
-		{"pending, attempts kept, no lease", upgradePendingPipeline(),
-			`[{"$set":{"status":{"$literal":"pending"},"updatedAt":"$$NOW"}},{"$unset":["leaseOwner","leaseToken","leaseExpiresAt"]}]`},
+		{"pending suspect, attempts kept, no lease", upgradePendingPipeline(),
+			`[{"$set":{"status":{"$literal":"pending"},"suspect":true,"updatedAt":"$$NOW"}},{"$unset":["leaseOwner","leaseToken","leaseExpiresAt"]}]`},
 		{"any lease field left", upgradeLeaseFieldsFilter,
 			`{"$or":[{"leaseOwner":{"$exists":true}},{"leaseToken":{"$exists":true}},{"leaseExpiresAt":{"$exists":true}}]}`},
 		{"remove them", upgradeUnsetLease, `{"$unset":{"leaseOwner":"","leaseToken":"","leaseExpiresAt":""}}`},
@@ -189,7 +186,7 @@ func TestLaneBackfillModels(t *testing.T) {
 		}
 		wantFilter := `{"_id":` + extJSON(t, r.ID) + `,"laneId":{"$exists":false}}`
 		lane := relaybus.LaneOf(r.Key, r.EventID)
-		wantUpdate := `{"$set":{"laneId":` + itoa(lane) + `,"claims":0,"suspect":false,"queue":"ready"}}`
+		wantUpdate := `[{"$set":{"laneId":` + itoa(lane) + `,"claims":0,"suspect":{"$ifNull":["$suspect",false]},"queue":{"$literal":"ready"}}}]`
 		if got := extJSON(t, u.Filter); got != wantFilter {
 			t.Errorf("row %d filter %s, want %s", i, got, wantFilter)
 		}
