@@ -65,9 +65,10 @@ type job struct {
 	// Guarded by dispatcher.mu.
 	expiresAt time.Time // of the lease, by Config.Now; renewal moves it
 	lost      bool      // the lease is gone; write nothing more
-	finishing bool      // the final write is under way: not renewed; it reports a lost lease itself
+	finishing bool      // the final write is under way: still renewed; it reports a lost lease itself
 	// deadline is when the lease of a finishing job expires, on the real
-	// clock: its final write is retried until then (set by beginFinish).
+	// clock: its final write is retried until then (set by beginFinish,
+	// moved by each renewal).
 	deadline time.Time
 }
 

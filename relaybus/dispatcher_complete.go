@@ -85,13 +85,7 @@ func (d *dispatcher[TTx]) completeBatch(_ context.Context, js []*job) (_ []struc
 		leases[i] = j.d.Lease()
 	}
 	now := d.cfg.Now()
-	deadline := js[0].deadline
-	for _, j := range js[1:] {
-		if j.deadline.Before(deadline) {
-			deadline = j.deadline
-		}
-	}
-	err = d.write(deadline, func(c context.Context) (e error) {
+	err = d.write(func() time.Time { return d.deadlineOf(js...) }, func(c context.Context) (e error) {
 		oks, e = d.store.DeliveryCompleteMany(c, &DeliveryCompleteManyParams{Leases: leases, Now: now})
 		return e
 	})

@@ -159,6 +159,35 @@ func TestCompletionErrors(t *testing.T) {
 			require.Greater(t, len(s.completeMany), 3, "no more tries than 0.1.0 made")
 		})
 	})
+	t.Run("a completion outage longer than the lease, renewals working: completed once", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.LeaseDuration = 300 * time.Millisecond
+		cfg.LeaseRenewInterval = 50 * time.Millisecond
+		tb := setup(t, cfg)
+		// Completions fail for three leases' time while renewals succeed
+		// (a completion stuck behind a busy database): the renewed lease
+		// keeps the delivery ours, and the retries go on with it.
+		const outage = 900 * time.Millisecond
+		var firstFailure atomic.Int64
+		tb.spy.completeMHook = func(int) error {
+			firstFailure.CompareAndSwap(0, time.Now().UnixNano())
+			if time.Since(time.Unix(0, firstFailure.Load())) < outage {
+				return errors.New("statement timeout: the database is busy")
+			}
+			return nil
+		}
+		var calls atomic.Int64
+		require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error { calls.Add(1); return nil }, nil))
+		publishN(t, tb.bus, "t", 1, nil)
+		stop := tb.start(t)
+		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 1 })
+		stop()
+		require.Equal(t, int64(1), calls.Load(), "the finished handler ran again")
+		st := tb.bus.DispatcherStats()
+		require.Equal(t, int64(1), st.Completed)
+		require.Zero(t, st.LeasesLost+st.Released)
+	})
 	t.Run("given up when the lease would expire, never past it", func(t *testing.T) {
 		t.Parallel()
 		cfg := testConfig()

@@ -7,17 +7,20 @@ import (
 	"time"
 )
 
-// Lease renewal: every held lease whose final write has not begun is
-// extended each LeaseRenewInterval; a lease found lost cancels its
-// handler. A finishing lease is left to expire: its write is bounded by
-// it (see write), and a renewal never touches what a completion is
-// writing, so the two cannot wait on each other (0.1.0's did, on the same
-// rows). The renewal runs on its own goroutine and takes the dispatcher's
-// lock only to copy and update the leases, so it never waits for a
-// completion.
+// Lease renewal: every held lease is extended each LeaseRenewInterval,
+// including a finishing one (its final write under way): a completion
+// that waits for its batch or for a busy database must not outlive its
+// lease, or another worker runs the delivery again although its handler
+// succeeded. A lease found lost cancels its handler; a finishing lease
+// that is lost is left to its own write, which reports it. The bound of a
+// final write's retries moves with its renewed lease (see write). In
+// 0.2.0 a renewal writes lane rows only and a completion deletes delivery
+// rows, so the two cannot wait on each other (0.1.0's wrote the same
+// delivery rows and deadlocked). The renewal runs on its own goroutine
+// and takes the dispatcher's lock only to copy and update the leases, so
+// it never waits for a completion.
 
-// renewLoop extends the held leases that are not finishing each
-// LeaseRenewInterval with one LeaseExtend call (per MaxLeasesPerCall
+// renewLoop extends the held leases each LeaseRenewInterval with one LeaseExtend call (per MaxLeasesPerCall
 // leases) until stop is closed. A lease the store reports lost, or that
 // expired by our clock without being renewed, cancels its handler.
 func (d *dispatcher[TTx]) renewLoop(stop <-chan struct{}) {
@@ -38,10 +41,7 @@ func (d *dispatcher[TTx]) renew() {
 	var js []*job
 	d.mu.Lock()
 	for _, j := range d.held {
-		if j.finishing {
-			continue
-		}
-		if !j.expiresAt.After(now) {
+		if !j.finishing && !j.expiresAt.After(now) {
 			// Renewals failed for a whole lease: another worker may run
 			// this delivery now, so stop ours.
 			d.loseLocked(j)
@@ -72,6 +72,9 @@ func (d *dispatcher[TTx]) renew() {
 			switch {
 			case oks[i]:
 				j.expiresAt = expiresAt
+				if j.finishing {
+					j.deadline = realDeadline(expiresAt, d.cfg.Now())
+				}
 			case !j.finishing && d.held[j.d.ID] == j:
 				// A finishing job's own write reports the loss (and a
 				// finished one is simply gone).

@@ -60,7 +60,7 @@ func (d *dispatcher[TTx]) release(j *job) {
 func (d *dispatcher[TTx]) finalWrite(j *job, what string, counter *atomic.Int64, fn func(ctx context.Context, l Lease, now time.Time) (bool, error)) bool {
 	now := d.cfg.Now()
 	var ok bool
-	err := d.write(j.deadline, func(c context.Context) (e error) {
+	err := d.write(func() time.Time { return d.deadlineOf(j) }, func(c context.Context) (e error) {
 		ok, e = fn(c, j.d.Lease(), now)
 		return e
 	})
@@ -69,10 +69,10 @@ func (d *dispatcher[TTx]) finalWrite(j *job, what string, counter *atomic.Int64,
 }
 
 // beginFinish marks j as finishing, unless its lease was lost (then nothing
-// more is written for it). A finishing lease is no longer renewed, so its
-// final write must be done by the time it expires: beginFinish sets that
-// deadline, on the real clock (timers run on real time, Config.Now may
-// not).
+// more is written for it). Its final write is retried until its lease
+// expires: beginFinish sets that deadline, on the real clock (timers run
+// on real time, Config.Now may not), and each renewal of the lease moves
+// it.
 func (d *dispatcher[TTx]) beginFinish(j *job) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -80,8 +80,27 @@ func (d *dispatcher[TTx]) beginFinish(j *job) bool {
 		return false
 	}
 	j.finishing = true
-	j.deadline = time.Now().Add(j.expiresAt.Sub(d.cfg.Now()))
+	j.deadline = realDeadline(j.expiresAt, d.cfg.Now())
 	return true
+}
+
+// realDeadline is the real-clock time of expiresAt, a time by Config.Now,
+// whose clock reads now.
+func realDeadline(expiresAt, now time.Time) time.Time {
+	return time.Now().Add(expiresAt.Sub(now))
+}
+
+// deadlineOf is the current deadline of the finishing job j.
+func (d *dispatcher[TTx]) deadlineOf(js ...*job) time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	deadline := js[0].deadline
+	for _, j := range js[1:] {
+		if j.deadline.Before(deadline) {
+			deadline = j.deadline
+		}
+	}
+	return deadline
 }
 
 // write makes a final write until it succeeds or fails for good
@@ -89,10 +108,11 @@ func (d *dispatcher[TTx]) beginFinish(j *job) bool {
 // holds: a database restart takes seconds, and a completion given up
 // before the database is back makes finished work run again. The first try
 // is always made (a late write is fenced by the store) and bounded by
-// LeaseDuration; a retry is made only while it can start before deadline,
-// and is bounded by deadline. Past it another worker may hold the delivery:
-// the write is given up, the delivery runs again (at-least-once).
-func (d *dispatcher[TTx]) write(deadline time.Time, fn func(context.Context) error) error {
+// LeaseDuration; a retry is made only while it can start before the
+// deadline (read again before each retry: a renewal moves it), after a
+// backoff of at most half the time left, and is bounded by it. Past it another worker may hold the delivery: the write
+// is given up, the delivery runs again (at-least-once).
+func (d *dispatcher[TTx]) write(deadlineOf func() time.Time, fn func(context.Context) error) error {
 	timeout := d.cfg.LeaseDuration
 	for try := 1; ; try++ {
 		c, cancel := context.WithTimeout(d.writeCtx, timeout)
@@ -101,12 +121,15 @@ func (d *dispatcher[TTx]) write(deadline time.Time, fn func(context.Context) err
 		if err == nil || errors.Is(err, ErrInvalid) {
 			return err
 		}
-		wait := retryDelay(try, writeRetryDelayMin, writeRetryDelayMax, writeRetryJitter, rand.Float64())
-		if time.Until(deadline) <= wait {
+		// Back off, but never past half of what is left of the lease: a
+		// renewed lease moves the deadline, and the next try must still
+		// start before it.
+		left := time.Until(deadlineOf())
+		if left <= writeRetryDelayMin {
 			return fmt.Errorf("relaybus: given up after %d tries, before the lease expires: %w", try, err)
 		}
-		time.Sleep(wait)
-		timeout = time.Until(deadline)
+		time.Sleep(min(retryDelay(try, writeRetryDelayMin, writeRetryDelayMax, writeRetryJitter, rand.Float64()), left/2))
+		timeout = time.Until(deadlineOf())
 	}
 }
 
