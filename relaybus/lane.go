@@ -1,6 +1,7 @@
 package relaybus
 
 import (
+	"fmt"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -96,4 +97,49 @@ func ParseDecimal(s string) (int64, bool) {
 		return 0, false
 	}
 	return v, true
+}
+
+// ParseDeliveryID reads a delivery ID of a store whose IDs are positive
+// decimal integers (the PostgreSQL and memory stores): the canonical form
+// only (ParseDecimal), above 0.
+func ParseDeliveryID(s string) (int64, bool) {
+	id, ok := ParseDecimal(s)
+	return id, ok && id > 0
+}
+
+// DecimalLease is a parsed Lease of a lane-lease store whose delivery IDs
+// are positive decimal integers.
+type DecimalLease struct {
+	ID    int64
+	Token LaneToken
+}
+
+// ParseDecimalLease reads a lease such a store handed out. A delivery ID
+// or token of another form was never issued by it (a caller's bug, a lease
+// of another store): the error wraps ErrInvalid, and the caller writes
+// nothing. A well-formed lease that is merely stale is not an error: its
+// write reports false. The caller prefixes its package and operation.
+func ParseDecimalLease(l Lease) (DecimalLease, error) {
+	id, ok := ParseDeliveryID(l.DeliveryID)
+	if !ok {
+		return DecimalLease{}, fmt.Errorf("delivery id %q is not one of this store's: %w", l.DeliveryID, ErrInvalid)
+	}
+	tok, err := ParseLaneToken(l.Token)
+	if err != nil {
+		return DecimalLease{}, fmt.Errorf("delivery %d: %w", id, err)
+	}
+	return DecimalLease{ID: id, Token: tok}, nil
+}
+
+// ParseDecimalLeases parses every lease of a call (ParseDecimalLease), so
+// that a call with one bad lease writes nothing.
+func ParseDecimalLeases(ls []Lease) ([]DecimalLease, error) {
+	out := make([]DecimalLease, len(ls))
+	for i, l := range ls {
+		var err error
+		if out[i], err = ParseDecimalLease(l); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -83,3 +83,25 @@ func FuzzParseLaneToken(f *testing.F) {
 		}
 	})
 }
+
+func TestParseDecimalLease(t *testing.T) {
+	got, err := ParseDecimalLease(Lease{DeliveryID: "42", Token: "7:3:1"})
+	if err != nil || got != (DecimalLease{ID: 42, Token: LaneToken{Lane: 7, Epoch: 3, Claims: 1}}) {
+		t.Fatalf("ParseDecimalLease(42, 7:3:1) = %+v, %v", got, err)
+	}
+	for _, l := range []Lease{
+		{DeliveryID: "0", Token: "7:3:1"},   // IDs start at 1
+		{DeliveryID: "042", Token: "7:3:1"}, // not canonical
+		{DeliveryID: "-1", Token: "7:3:1"},
+		{DeliveryID: "x", Token: "7:3:1"},
+		{DeliveryID: "42", Token: "7:3"},     // a token of another form
+		{DeliveryID: "42", Token: "256:3:1"}, // no such lane
+	} {
+		if _, err := ParseDecimalLease(l); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseDecimalLease(%+v): %v, want ErrInvalid", l, err)
+		}
+	}
+	if ls, err := ParseDecimalLeases([]Lease{{DeliveryID: "1", Token: "0:1:0"}, {DeliveryID: "2", Token: "bad"}}); err == nil || ls != nil {
+		t.Errorf("one bad lease of two: %v, %v", ls, err)
+	}
+}

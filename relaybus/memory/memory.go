@@ -427,7 +427,7 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 	defer s.mu.Unlock()
 	out := make([]bool, len(ls))
 	for i, pl := range ls {
-		l := &s.lanes[pl.tok.Lane]
+		l := &s.lanes[pl.Token.Lane]
 		if l.owner != params.Owner || l.holder != s.holder || s.current(pl) == nil {
 			continue
 		}
@@ -723,9 +723,9 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 // delivery exists, is pending, in flight in the token's lane at the
 // token's epoch, and its claims counter is the token's. Otherwise nil.
 func (s *Store) current(l lease) *delivery {
-	d := s.deliveries[l.id]
-	if d == nil || d.status != relaybus.StatusPending || !d.inFlight || d.lane != l.tok.Lane ||
-		d.claims != l.tok.Claims || s.lanes[d.lane].epoch != l.tok.Epoch {
+	d := s.deliveries[l.ID]
+	if d == nil || d.status != relaybus.StatusPending || !d.inFlight || d.lane != l.Token.Lane ||
+		d.claims != l.Token.Claims || s.lanes[d.lane].epoch != l.Token.Epoch {
 		return nil
 	}
 	return d
@@ -803,42 +803,29 @@ func (s *Store) snapshot(d *delivery) *relaybus.Delivery {
 	return out
 }
 
-// parseID reads a delivery id this store formatted. Only the canonical
-// form is accepted, so "007" cannot alias delivery 7.
-func parseID(s string) (int64, bool) {
-	id, ok := relaybus.ParseDecimal(s)
-	return id, ok && id > 0
-}
+// parseID reads a delivery ID this store handed out (see
+// relaybus.ParseDeliveryID).
+func parseID(s string) (int64, bool) { return relaybus.ParseDeliveryID(s) }
 
 // lease is a parsed relaybus.Lease of this store.
-type lease struct {
-	id  int64
-	tok relaybus.LaneToken
-}
+type lease = relaybus.DecimalLease
 
-// parseLease reads a lease this store handed out. An ID or token of
-// another form was never issued by this store: an ErrInvalid error, and
-// the call writes nothing. A well-formed lease that is merely stale is not
-// an error: its write reports false.
+// parseLease reads a lease this store handed out: an ID or token of
+// another form is an ErrInvalid error and the call writes nothing (see
+// relaybus.ParseDecimalLease).
 func parseLease(op string, l relaybus.Lease) (lease, error) {
-	id, ok := parseID(l.DeliveryID)
-	if !ok {
-		return lease{}, fmt.Errorf("relaybus/memory: %s: delivery id %q is not one of this store's: %w", op, l.DeliveryID, relaybus.ErrInvalid)
-	}
-	tok, err := relaybus.ParseLaneToken(l.Token)
+	pl, err := relaybus.ParseDecimalLease(l)
 	if err != nil {
-		return lease{}, fmt.Errorf("relaybus/memory: %s: delivery %d: %w", op, id, err)
+		return lease{}, fmt.Errorf("relaybus/memory: %s: %w", op, err)
 	}
-	return lease{id: id, tok: tok}, nil
+	return pl, nil
 }
 
+// parseLeases parses every lease of a call before anything is written.
 func parseLeases(op string, ls []relaybus.Lease) ([]lease, error) {
-	out := make([]lease, len(ls))
-	for i, l := range ls {
-		var err error
-		if out[i], err = parseLease(op, l); err != nil {
-			return nil, err
-		}
+	out, err := relaybus.ParseDecimalLeases(ls)
+	if err != nil {
+		return nil, fmt.Errorf("relaybus/memory: %s: %w", op, err)
 	}
 	return out, nil
 }

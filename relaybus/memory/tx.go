@@ -71,7 +71,7 @@ func (s *Store) TxRollback(ctx context.Context, tx *Tx) error {
 func (s *Store) end(tx *Tx) {
 	tx.done = true
 	for _, c := range tx.completes {
-		s.lanes[c.lease.tok.Lane].txLocks--
+		s.lanes[c.lease.Token.Lane].txLocks--
 	}
 }
 
@@ -99,7 +99,7 @@ func (s *Store) TxCommit(ctx context.Context, tx *Tx) error {
 	s.end(tx)
 	for _, c := range tx.completes {
 		if s.current(c.lease) == nil {
-			return fmt.Errorf("relaybus/memory: commit: delivery %d: %w", c.lease.id, ErrLeaseLost)
+			return fmt.Errorf("relaybus/memory: commit: delivery %d: %w", c.lease.ID, ErrLeaseLost)
 		}
 	}
 	for _, call := range tx.publishes {
@@ -251,11 +251,11 @@ func (s *Store) DeliveryCompleteTx(ctx context.Context, tx *Tx, params *relaybus
 		return false, nil
 	}
 	for _, c := range tx.completes {
-		if c.lease.id == pl.id {
+		if c.lease.ID == pl.ID {
 			return false, nil
 		}
 	}
-	s.lanes[pl.tok.Lane].txLocks++
+	s.lanes[pl.Token.Lane].txLocks++
 	tx.completes = append(tx.completes, completeCall{lease: pl, now: params.Now.Round(0)})
 	return true, nil
 }

@@ -77,45 +77,29 @@ func deref(s *string) string {
 	return *s
 }
 
-// parseID reads a delivery ID this store handed out: a canonical positive
-// decimal. ok is false for anything else, which names no delivery of this
-// store.
-func parseID(s string) (id int64, ok bool) {
-	id, ok = relaybus.ParseDecimal(s)
-	return id, ok && id > 0
-}
+// parseID reads a delivery ID this store handed out (see
+// relaybus.ParseDeliveryID).
+func parseID(s string) (int64, bool) { return relaybus.ParseDeliveryID(s) }
 
 // lease is a parsed relaybus.Lease of this store.
-type lease struct {
-	id  int64
-	tok relaybus.LaneToken
-}
+type lease = relaybus.DecimalLease
 
-// parseLease reads a lease this store handed out. A delivery ID or token
-// of another form was never issued by this store (a caller's bug, a lease
-// of another store): it is an ErrInvalid error, and the call writes
-// nothing. A well-formed lease that is merely stale is not an error: its
-// write reports false.
+// parseLease reads a lease this store handed out: an ID or token of
+// another form is an ErrInvalid error and the call writes nothing (see
+// relaybus.ParseDecimalLease).
 func parseLease(op string, l relaybus.Lease) (lease, error) {
-	id, ok := parseID(l.DeliveryID)
-	if !ok {
-		return lease{}, fmt.Errorf("relaybus/postgres: %s: delivery id %q is not one of this store's: %w", op, l.DeliveryID, relaybus.ErrInvalid)
-	}
-	tok, err := relaybus.ParseLaneToken(l.Token)
+	pl, err := relaybus.ParseDecimalLease(l)
 	if err != nil {
-		return lease{}, fmt.Errorf("relaybus/postgres: %s: delivery %d: %w", op, id, err)
+		return lease{}, fmt.Errorf("relaybus/postgres: %s: %w", op, err)
 	}
-	return lease{id: id, tok: tok}, nil
+	return pl, nil
 }
 
 // parseLeases parses every lease of a call before anything is written.
 func parseLeases(op string, ls []relaybus.Lease) ([]lease, error) {
-	out := make([]lease, len(ls))
-	for i, l := range ls {
-		var err error
-		if out[i], err = parseLease(op, l); err != nil {
-			return nil, err
-		}
+	out, err := relaybus.ParseDecimalLeases(ls)
+	if err != nil {
+		return nil, fmt.Errorf("relaybus/postgres: %s: %w", op, err)
 	}
 	return out, nil
 }

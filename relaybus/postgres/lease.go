@@ -28,7 +28,7 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 	epochs := make([]int64, len(ls))
 	claims := make([]int64, len(ls))
 	for i, l := range ls {
-		ids[i], lanes[i], epochs[i], claims[i] = l.id, int16(l.tok.Lane), l.tok.Epoch, l.tok.Claims
+		ids[i], lanes[i], epochs[i], claims[i] = l.ID, int16(l.Token.Lane), l.Token.Epoch, l.Token.Claims
 	}
 	rows, err := s.pool.Query(ctx, s.q.extend, params.Owner, s.holder, ids, lanes, epochs, claims, params.ExpiresAt)
 	if err != nil {
@@ -46,7 +46,7 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 	}
 	out := make([]bool, len(ls))
 	for i, l := range ls {
-		out[i] = ok[l.id] && s.currentIn(ls, i)
+		out[i] = ok[l.ID] && s.currentIn(ls, i)
 	}
 	return out, nil
 }
@@ -57,8 +57,8 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 // and epochs only grow), so the others report false.
 func (s *Store) currentIn(ls []lease, i int) bool {
 	for j, o := range ls {
-		if j != i && o.id == ls[i].id && (o.tok.Epoch > ls[i].tok.Epoch ||
-			(o.tok.Epoch == ls[i].tok.Epoch && o.tok.Claims > ls[i].tok.Claims)) {
+		if j != i && o.ID == ls[i].ID && (o.Token.Epoch > ls[i].Token.Epoch ||
+			(o.Token.Epoch == ls[i].Token.Epoch && o.Token.Claims > ls[i].Token.Claims)) {
 			return false
 		}
 	}
@@ -100,7 +100,7 @@ func (s *Store) completeMany(ctx context.Context, leases []relaybus.Lease, now a
 	claims := make([]int64, len(ls))
 	epochs := make([]int64, len(ls))
 	for i, l := range ls {
-		ids[i], lanes[i], claims[i], epochs[i] = l.id, int16(l.tok.Lane), l.tok.Claims, l.tok.Epoch
+		ids[i], lanes[i], claims[i], epochs[i] = l.ID, int16(l.Token.Lane), l.Token.Claims, l.Token.Epoch
 	}
 	var rows pgx.Rows
 	if s.history {
@@ -120,9 +120,9 @@ func (s *Store) completeMany(ctx context.Context, leases []relaybus.Lease, now a
 		lane  int16
 		epoch *int64
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&l.id, &lane, &l.tok.Claims, &epoch}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&l.ID, &lane, &l.Token.Claims, &epoch}, func() error {
 		if epoch != nil {
-			l.tok.Lane, l.tok.Epoch = int(lane), *epoch
+			l.Token.Lane, l.Token.Epoch = int(lane), *epoch
 			deleted[l] = true
 		}
 		return nil
@@ -156,9 +156,9 @@ func (s *Store) DeliveryCompleteTx(ctx context.Context, tx pgx.Tx, params *relay
 	}
 	var rows pgx.Rows
 	if s.history {
-		rows, err = tx.Query(ctx, s.q.completeTxHistory, l.id, int16(l.tok.Lane), l.tok.Claims, l.tok.Epoch, params.Now)
+		rows, err = tx.Query(ctx, s.q.completeTxHistory, l.ID, int16(l.Token.Lane), l.Token.Claims, l.Token.Epoch, params.Now)
 	} else {
-		rows, err = tx.Query(ctx, s.q.completeTx, l.id, int16(l.tok.Lane), l.tok.Claims, l.tok.Epoch)
+		rows, err = tx.Query(ctx, s.q.completeTx, l.ID, int16(l.Token.Lane), l.Token.Claims, l.Token.Epoch)
 	}
 	if err != nil {
 		return false, errorFrom("complete", err)
@@ -207,7 +207,7 @@ func (s *Store) endClaim(ctx context.Context, op string, l relaybus.Lease, sql s
 		return false, err
 	}
 	var n int64
-	err = s.pool.QueryRow(ctx, sql, append([]any{pl.id, int16(pl.tok.Lane), pl.tok.Claims, pl.tok.Epoch, now}, args...)...).Scan(&n)
+	err = s.pool.QueryRow(ctx, sql, append([]any{pl.ID, int16(pl.Token.Lane), pl.Token.Claims, pl.Token.Epoch, now}, args...)...).Scan(&n)
 	if err != nil {
 		return false, errorFrom(op, err)
 	}

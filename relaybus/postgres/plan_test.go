@@ -317,10 +317,10 @@ func leasesOf(t *testing.T, ds []*relaybus.Delivery) leaseCols {
 	for _, d := range ds {
 		l, err := parseLease("test", d.Lease())
 		require.NoError(t, err)
-		c.ids = append(c.ids, l.id)
-		c.lanes = append(c.lanes, int16(l.tok.Lane))
-		c.claims = append(c.claims, l.tok.Claims)
-		c.epochs = append(c.epochs, l.tok.Epoch)
+		c.ids = append(c.ids, l.ID)
+		c.lanes = append(c.lanes, int16(l.Token.Lane))
+		c.claims = append(c.claims, l.Token.Claims)
+		c.epochs = append(c.epochs, l.Token.Epoch)
 	}
 	return c
 }
