@@ -5,6 +5,7 @@ package scenarios
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -49,6 +50,11 @@ type Cell struct {
 	Name     string
 	// Workload is shared by both sides (IDPrefix is set per window).
 	Workload protocol.Workload
+	// PreloadRate, when above 0, sizes Preload (FitPreloads): the fastest
+	// rate, in deliveries per second, the preload must feed over warm-up
+	// and window, so that the window never runs dry (a window that does is
+	// INVALID) whatever the window length.
+	PreloadRate float64
 	// Preload events are published before the window starts (scenarios
 	// 2-4), by PreloadPublishers goroutines in batches of PreloadBatch.
 	Preload           int
@@ -244,9 +250,9 @@ var (
 	tunedPlus  = dispatchConfig{"tuned+ (conc 400, batch 400, pool 64, poll 50ms)", 400, 400, 64, 50}
 )
 
-func dispatchCell(scenario, inst int, d dispatchConfig, preload int, w protocol.Workload, label string) Cell {
+func dispatchCell(scenario, inst int, d dispatchConfig, rate float64, w protocol.Workload, label string) Cell {
 	return Cell{Scenario: scenario, Name: fmt.Sprintf("%d inst, %s%s", inst, label, d.name), Workload: w,
-		Preload: preload, PreloadPublishers: 4, PreloadBatch: 100,
+		PreloadRate: rate, PreloadPublishers: 4, PreloadBatch: 100,
 		DispatcherProcs: inst, DispatcherPool: d.pool,
 		Dispatcher: protocol.Dispatcher{Concurrency: d.conc, Batch: d.batch, PollMs: d.pollMs}}
 }
@@ -292,12 +298,11 @@ func faultCell(restart bool) Cell {
 // machine): the preload covers warm-up and window at workRateMax, several
 // times that, so a faster store does not run dry, and the drain, whose
 // dispatchers run without the handler cost, takes the rest in seconds.
-func workCell(handlerMs int, warmup, window time.Duration) Cell {
+func workCell(handlerMs int) Cell {
 	w := workload("none", 0)
 	w.HandlerCostUs = handlerMs * 1000
-	preload := int(workRateMax * (warmup + window).Seconds())
 	return Cell{Scenario: Work, Name: fmt.Sprintf("3 inst, handlers %d ms, lease 2s (conc 50, batch 50, pool 10)", handlerMs),
-		Workload: w, Preload: preload, PreloadPublishers: 2, PreloadBatch: 100,
+		Workload: w, PreloadRate: workRateMax, PreloadPublishers: 2, PreloadBatch: 100,
 		DispatcherProcs: 3, DispatcherPool: 10,
 		Dispatcher: protocol.Dispatcher{Concurrency: 50, Batch: 50, PollMs: 100, LeaseMs: 2000}}
 }
@@ -310,8 +315,8 @@ const workRateMax = 3000
 // differ), for CI.
 func Smoke() Matrix {
 	return Matrix{Mode: "smoke", Rounds: 2, Warmup: 500 * time.Millisecond, Window: 2 * time.Second,
-		Cells:   []Cell{dispatchCell(Dispatch, 1, conc50b50, 40_000, workload("none", 0), "")},
-		Upgrade: upgrade(smokeUpgradeEvents)}
+		Cells:   []Cell{dispatchCell(Dispatch, 1, conc50b50, 16_000, workload("none", 0), "")},
+		Upgrade: upgrade(smokeUpgradeEvents)}.fitted()
 }
 
 // The upgrade's backlog in --smoke: events per kind (keyed, unkeyed).
@@ -330,28 +335,49 @@ func Quick() Matrix {
 		publishCell(1, 8, 10, 10),
 		// Preloads cover warm-up and window at the fastest rates seen
 		// here with VACUUM ANALYZE after the preload (2 processes about
-		// 25,000/s; 10k keys up to about 9,700/s, the A/A run's analyzed
-		// outlier), with room: a window that runs dry is INVALID.
-		dispatchCell(Dispatch, 2, tuned, 200_000, workload("none", 0), ""),
+		// 25,000/s), with room: a window that runs dry is INVALID.
+		dispatchCell(Dispatch, 2, tuned, dispatchRateMax, workload("none", 0), ""),
 		// 4 hot keys: 0.2.0 claims a key's next delivery as soon as the
 		// previous one completes and ran a preload of 1,000 dry within
 		// warm-up and window here; v0.1.0 runs one per key and poll
 		// (about 65/s in the v0.1.0 A/A run), and the drain dispatchers'
 		// 10 ms poll takes the rest of its preload well within the drain
 		// timeout.
-		dispatchCell(Keyed, 1, tuned, hotKeysPreload, workload("hot", 4), "4 hot keys, "),
-		dispatchCell(Keyed, 1, tuned, 80_000, workload("many", 10_000), "10k keys, "),
+		dispatchCell(Keyed, 1, tuned, hotKeysRateMax, workload("hot", 4), "4 hot keys, "),
+		dispatchCell(Keyed, 1, tuned, dispatchRateMax, workload("many", 10_000), "10k keys, "),
 		mixedCell(500, 1, tuned, "tuned"),
 		faultCell(false),
-		workCell(5, warmup, window),
-		workCell(20, warmup, window),
-	}, Upgrade: upgrade(quickUpgradeEvents)}
+		workCell(5),
+		workCell(20),
+	}, Upgrade: upgrade(quickUpgradeEvents)}.fitted()
 }
 
-// hotKeysPreload is the preload of the 4-hot-keys cells: enough for
-// 0.2.0's rate over warm-up and window (a window that runs dry is
-// INVALID), small enough for v0.1.0 to drain within the drain timeout.
-const hotKeysPreload = 8_000
+// The rates the preloads of dispatch and keyed cells feed (PreloadRate):
+// above the fastest seen here, with room. dispatchRateMax: 2 processes
+// of 0.1.0 about 25,000/s, and 0.2.0 ran 80,000 deliveries of 10k keys
+// dry within a quick run's 5 s of warm-up and window. hotKeysRateMax:
+// 0.2.0 ran 1,000 deliveries of 4 hot keys dry within those 5 s; v0.1.0
+// runs about 65/s there and its drain dispatchers' 10 ms poll takes the
+// rest well within the drain timeout.
+const (
+	dispatchRateMax = 40_000
+	hotKeysRateMax  = 1_600
+)
+
+// FitPreloads sizes the preload of every cell with a PreloadRate to that
+// rate over the matrix's warm-up and window. Call it after changing them.
+func (m *Matrix) FitPreloads() {
+	for i, c := range m.Cells {
+		if c.PreloadRate > 0 {
+			m.Cells[i].Preload = int(math.Ceil(c.PreloadRate * (m.Warmup + m.Window).Seconds()))
+		}
+	}
+}
+
+func (m Matrix) fitted() Matrix {
+	m.FitPreloads()
+	return m
+}
 
 // The upgrade's backlog in --quick: events per kind (keyed, unkeyed).
 const quickUpgradeEvents = 3000
@@ -369,13 +395,13 @@ func Full() Matrix {
 	m.Cells = append(m.Cells, publishCell(4, 8, 1, 10), publishCell(4, 8, 100, 10))
 	for _, inst := range []int{1, 4, 8} {
 		for _, d := range []dispatchConfig{defaults, conc10b50, conc50b50, conc50b200, tuned, tunedPlus} {
-			m.Cells = append(m.Cells, dispatchCell(Dispatch, inst, d, 200_000, workload("none", 0), ""))
+			m.Cells = append(m.Cells, dispatchCell(Dispatch, inst, d, dispatchRateMax, workload("none", 0), ""))
 		}
 	}
 	// The unbatched completion path (protocol field
 	// completion_window_disabled; a worker older than it reports it
 	// ignored and batches, which the report shows).
-	unbatched := dispatchCell(Dispatch, 4, tuned, 200_000, workload("none", 0), "completion unbatched, ")
+	unbatched := dispatchCell(Dispatch, 4, tuned, dispatchRateMax, workload("none", 0), "completion unbatched, ")
 	unbatched.Dispatcher.CompletionWindowDisabled = true
 	m.Cells = append(m.Cells, unbatched)
 	for _, inst := range []int{1, 4} {
@@ -383,16 +409,16 @@ func Full() Matrix {
 			// 0.1.0 runs a hot key's deliveries one poll apart (about 65/s
 			// for 4 keys); the drain dispatchers' 10 ms poll drains the
 			// rest (see Quick).
-			dispatchCell(Keyed, inst, tuned, hotKeysPreload, workload("hot", 4), "4 hot keys, "),
-			dispatchCell(Keyed, inst, tuned, 100_000, workload("many", 10_000), "10k keys, "))
+			dispatchCell(Keyed, inst, tuned, hotKeysRateMax, workload("hot", 4), "4 hot keys, "),
+			dispatchCell(Keyed, inst, tuned, dispatchRateMax, workload("many", 10_000), "10k keys, "))
 	}
 	m.Cells = append(m.Cells, faultCell(false), faultCell(true))
 	m.Cells = append(m.Cells,
 		mixedCell(1000, 1, defaults, "defaults"), mixedCell(5000, 1, defaults, "defaults"),
 		mixedCell(1000, 1, tuned, "tuned"), mixedCell(5000, 1, tuned, "tuned"), mixedCell(10000, 1, tuned, "tuned"))
-	m.Cells = append(m.Cells, workCell(5, m.Warmup, m.Window), workCell(20, m.Warmup, m.Window))
+	m.Cells = append(m.Cells, workCell(5), workCell(20))
 	m.Upgrade = upgrade(25_000)
-	return m
+	return m.fitted()
 }
 
 // ByMode returns the matrix of a mode name.

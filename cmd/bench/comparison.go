@@ -178,6 +178,7 @@ func parseCompare(args []string, stdout io.Writer) (*options, error) {
 	if warmup >= 0 {
 		o.matrix.Warmup = warmup
 	}
+	o.matrix.FitPreloads() // the preloads feed warm-up and window
 	if err := o.matrix.Validate(); err != nil {
 		return nil, err
 	}
