@@ -8,81 +8,51 @@
 package worker
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-// Limits on a worker config, checked before the role starts.
+// Limits on a worker config, checked before the role starts (the
+// config's size is bounded by workerkit.MaxConfigBytes).
 const (
-	maxConfigBytes       = 1 << 20
-	maxPublishers        = 1024
-	maxPublishBatch      = relaybus.MaxEventsPerPublish
-	maxPayloadBytes      = relaybus.DefaultMaxPayloadBytes
-	maxHandlers          = 64
-	maxKeyCount          = 10_000_000
-	maxCostUs            = 10_000_000
-	maxPoolSize          = 1000
-	defaultCountersEvery = time.Second
+	maxPublishers   = 1024
+	maxPublishBatch = relaybus.MaxEventsPerPublish
+	maxPayloadBytes = relaybus.DefaultMaxPayloadBytes
+	maxHandlers     = 64
+	maxKeyCount     = 10_000_000
+	maxCostUs       = 10_000_000
+	maxPoolSize     = 1000
 )
 
 // Main runs one worker and returns the process exit code: 0 when the role
 // finished (or was stopped by ctx), 1 when it failed, 2 for a bad config.
 func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
-	out := &emitter{w: bufio.NewWriter(stdout)}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-
-	out.emit(&protocol.Message{
-		Type:         protocol.TypeHello,
-		Protocol:     protocol.Version,
-		Version:      relaybus.Version,
-		Capabilities: capabilities(),
-	})
-
-	raw, err := io.ReadAll(io.LimitReader(stdin, maxConfigBytes+1))
-	if err != nil {
-		return out.fail(2, fmt.Errorf("worker: reading config: %w", err))
+	hello := workerkit.Hello{Pkg: "worker", Version: relaybus.Version, Capabilities: capabilities()}
+	s, code := workerkit.Start(stdin, stdout, stderr, hello, validateConfig, &optionRules)
+	if s == nil {
+		return code
 	}
-	if len(raw) > maxConfigBytes {
-		return out.fail(2, fmt.Errorf("worker: config is over %d bytes", maxConfigBytes))
-	}
-	var cfg protocol.Config
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return out.fail(2, fmt.Errorf("worker: config is not valid JSON: %w", err))
-	}
-	if err := validateConfig(&cfg); err != nil {
-		return out.fail(2, err)
-	}
-	applied, ignored, err := classifyOptions(raw)
-	if err != nil {
-		return out.fail(2, fmt.Errorf("worker: config: %w", err))
-	}
-	log = log.With("worker", cfg.Name, "role", cfg.Role)
-
-	w := &worker{cfg: &cfg, out: out, log: log, applied: applied, ignored: ignored}
-	if cfg.CPUProfilePath != "" {
-		stop, err := startCPUProfile(cfg.CPUProfilePath)
+	w := &worker{Session: s}
+	if w.Cfg.CPUProfilePath != "" {
+		stop, err := startCPUProfile(w.Cfg.CPUProfilePath)
 		if err != nil {
-			return out.fail(1, err)
+			return w.Out.Fail(1, err)
 		}
 		defer func() {
 			if err := stop(); err != nil {
-				log.Error("cpu profile", "error", err)
+				w.Log.Error("cpu profile", "error", err)
 			}
 		}()
 	}
 	if err := w.run(ctx); err != nil {
-		log.Error("role failed", "error", err)
-		return out.fail(1, err)
+		w.Log.Error("role failed", "error", err)
+		return w.Out.Fail(1, err)
 	}
 	return 0
 }
@@ -196,60 +166,7 @@ func validateConfig(c *protocol.Config) error {
 	return nil
 }
 
-// emitter writes protocol messages as JSON lines; safe for concurrent use.
-type emitter struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-}
-
-func (e *emitter) emit(m *protocol.Message) {
-	m.TimeNs = time.Now().UnixNano()
-	b, err := json.Marshal(m)
-	if err != nil {
-		b = []byte(`{"type":"error","error":"worker: cannot encode message"}`)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.w.Write(b)
-	e.w.WriteByte('\n')
-	e.w.Flush()
-}
-
-// fail writes an error line and a done line carrying the error.
-func (e *emitter) fail(code int, err error) int {
-	e.emit(&protocol.Message{Type: protocol.TypeError, Error: err.Error()})
-	e.emit(&protocol.Message{Type: protocol.TypeDone, Error: err.Error()})
-	return code
-}
-
+// worker is one relaybus worker process.
 type worker struct {
-	cfg              *protocol.Config
-	out              *emitter
-	log              *slog.Logger
-	applied, ignored []string
-}
-
-func (w *worker) ready() {
-	w.out.emit(&protocol.Message{Type: protocol.TypeReady, Applied: w.applied, Ignored: w.ignored})
-}
-
-func (w *worker) countersEvery() time.Duration {
-	if w.cfg.CountersIntervalMs > 0 {
-		return time.Duration(w.cfg.CountersIntervalMs) * time.Millisecond
-	}
-	return defaultCountersEvery
-}
-
-// tick calls f every countersEvery until stop is closed.
-func (w *worker) tick(stop <-chan struct{}, f func()) {
-	t := time.NewTicker(w.countersEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			f()
-		}
-	}
+	*workerkit.Session
 }
