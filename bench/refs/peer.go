@@ -51,7 +51,7 @@ func (p Peer) Dir() string { return path.Join("bench", "peers", p.Name) }
 // whose inputs have uncommitted changes is built from the working tree.
 // The peer module's tests check this list against `go list -deps`.
 func (p Peer) Inputs() []string {
-	return []string{p.Dir(), "bench/protocol", "bench/record", "go.mod", "go.sum"}
+	return []string{p.Dir(), "bench/protocol", "bench/record", "bench/stats", "bench/worker/workerkit", "go.mod", "go.sum"}
 }
 
 // peerVersion is the version a peer side may ask for: a release tag,
