@@ -1,40 +1,34 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
-	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 )
 
 // Limits on a worker config, checked before the role starts. They are
 // those of the relaybus worker where the two share a meaning, so that a
 // config one side accepts the other accepts too.
 const (
-	maxConfigBytes       = 1 << 20
-	maxPublishers        = 1024
-	maxPublishBatch      = 10_000 // events per publish call (relaybus.MaxEventsPerPublish)
-	maxPayloadBytes      = 1 << 20
-	maxHandlers          = 64
-	maxNameBytes         = 255
-	maxKeyCount          = 10_000_000
-	maxCostUs            = 10_000_000
-	maxPoolSize          = 1000
-	maxAttempts          = 1000
-	maxConcurrency       = 10_000 // river.QueueNumWorkersMax
-	maxPollMs            = 3_600_000
-	maxLeaseMs           = 24 * 3_600_000
-	maxFetchCooldownMs   = 60_000
-	defaultCountersEvery = time.Second
+	maxPublishers      = 1024
+	maxPublishBatch    = 10_000 // events per publish call (relaybus.MaxEventsPerPublish)
+	maxPayloadBytes    = 1 << 20
+	maxHandlers        = 64
+	maxNameBytes       = 255
+	maxKeyCount        = 10_000_000
+	maxCostUs          = 10_000_000
+	maxPoolSize        = 1000
+	maxAttempts        = 1000
+	maxConcurrency     = 10_000 // river.QueueNumWorkersMax
+	maxPollMs          = 3_600_000
+	maxLeaseMs         = 24 * 3_600_000
+	maxFetchCooldownMs = 60_000
 )
 
 // capabilities lists what this worker can do; the harness records them.
@@ -50,47 +44,21 @@ func capabilities() []string {
 
 // workerMain runs one worker and returns the process exit code: 0 when
 // the role finished (or was stopped by ctx), 1 when it failed, 2 for a
-// bad config. Like the relaybus worker it writes hello before it reads
-// its config, so the harness's handshake works with an empty stdin.
+// bad config.
 func workerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
-	out := &emitter{w: bufio.NewWriter(stdout)}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-
-	out.emit(&protocol.Message{
-		Type:         protocol.TypeHello,
-		Protocol:     protocol.Version,
-		Version:      peerVersion(),
-		Capabilities: capabilities(),
-	})
-
-	raw, err := io.ReadAll(io.LimitReader(stdin, maxConfigBytes+1))
+	hello := workerkit.Hello{Pkg: "river", Version: peerVersion(), Capabilities: capabilities()}
+	s, code := workerkit.Start(stdin, stdout, stderr, hello, validateConfig, &optionRules)
+	if s == nil {
+		return code
+	}
+	extra, err := parseDispatcherOptions(s.Cfg.Dispatcher.Options)
 	if err != nil {
-		return out.fail(2, fmt.Errorf("river: reading config: %w", err))
+		return s.Out.Fail(2, err)
 	}
-	if len(raw) > maxConfigBytes {
-		return out.fail(2, fmt.Errorf("river: config is over %d bytes", maxConfigBytes))
-	}
-	var cfg protocol.Config
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return out.fail(2, fmt.Errorf("river: config is not valid JSON: %w", err))
-	}
-	if err := validateConfig(&cfg); err != nil {
-		return out.fail(2, err)
-	}
-	applied, ignored, err := classifyOptions(raw)
-	if err != nil {
-		return out.fail(2, fmt.Errorf("river: config: %w", err))
-	}
-	extra, err := parseDispatcherOptions(cfg.Dispatcher.Options)
-	if err != nil {
-		return out.fail(2, err)
-	}
-	log = log.With("worker", cfg.Name, "role", cfg.Role)
-
-	w := &worker{cfg: &cfg, extra: extra, out: out, log: log, stderr: stderr, applied: applied, ignored: ignored}
+	w := &worker{Session: s, extra: extra, stderr: stderr}
 	if err := w.run(ctx); err != nil {
-		log.Error("role failed", "error", err)
-		return out.fail(1, err)
+		w.Log.Error("role failed", "error", err)
+		return w.Out.Fail(1, err)
 	}
 	return 0
 }
@@ -215,62 +183,9 @@ func validateName(what, name string) error {
 	return nil
 }
 
-// emitter writes protocol messages as JSON lines; safe for concurrent use.
-type emitter struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-}
-
-func (e *emitter) emit(m *protocol.Message) {
-	m.TimeNs = time.Now().UnixNano()
-	b, err := json.Marshal(m)
-	if err != nil {
-		b = []byte(`{"type":"error","error":"river: cannot encode message"}`)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.w.Write(b)
-	e.w.WriteByte('\n')
-	e.w.Flush()
-}
-
-// fail writes an error line and a done line carrying the error.
-func (e *emitter) fail(code int, err error) int {
-	e.emit(&protocol.Message{Type: protocol.TypeError, Error: err.Error()})
-	e.emit(&protocol.Message{Type: protocol.TypeDone, Error: err.Error()})
-	return code
-}
-
+// worker is one River peer worker process.
 type worker struct {
-	cfg              *protocol.Config
-	extra            dispatcherOptions
-	out              *emitter
-	log              *slog.Logger
-	stderr           io.Writer
-	applied, ignored []string
-}
-
-func (w *worker) ready() {
-	w.out.emit(&protocol.Message{Type: protocol.TypeReady, Applied: w.applied, Ignored: w.ignored})
-}
-
-func (w *worker) countersEvery() time.Duration {
-	if w.cfg.CountersIntervalMs > 0 {
-		return time.Duration(w.cfg.CountersIntervalMs) * time.Millisecond
-	}
-	return defaultCountersEvery
-}
-
-// tick calls f every countersEvery until stop is closed.
-func (w *worker) tick(stop <-chan struct{}, f func()) {
-	t := time.NewTicker(w.countersEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			f()
-		}
-	}
+	*workerkit.Session
+	extra  dispatcherOptions
+	stderr io.Writer // River's own logger writes here too
 }

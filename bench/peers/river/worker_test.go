@@ -135,7 +135,7 @@ func TestClassifyOptions(t *testing.T) {
 			"completion_batch_max":0,"completion_window_disabled":true,
 			"options":{"fetch_cooldown_ms":10,"poll_only":true,"lanes":4}},
 		"cpu_profile_path":"/p","future_field":1}`
-	applied, ignored, err := classifyOptions([]byte(raw))
+	applied, ignored, err := optionRules.Classify([]byte(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
