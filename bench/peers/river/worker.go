@@ -10,6 +10,7 @@ import (
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
+	"github.com/berkcansavur/relaybus/relaybus"
 )
 
 // Limits on a worker config, checked before the role starts. They are
@@ -17,14 +18,14 @@ import (
 // config one side accepts the other accepts too.
 const (
 	maxPublishers      = 1024
-	maxPublishBatch    = 10_000 // events per publish call (relaybus.MaxEventsPerPublish)
-	maxPayloadBytes    = 1 << 20
+	maxPublishBatch    = relaybus.MaxEventsPerPublish
+	maxPayloadBytes    = relaybus.DefaultMaxPayloadBytes
 	maxHandlers        = 64
 	maxNameBytes       = 255
 	maxKeyCount        = 10_000_000
 	maxCostUs          = 10_000_000
 	maxPoolSize        = 1000
-	maxAttempts        = 1000
+	maxAttempts        = relaybus.MaxAttemptsLimit
 	maxConcurrency     = 10_000 // river.QueueNumWorkersMax
 	maxPollMs          = 3_600_000
 	maxLeaseMs         = 24 * 3_600_000
