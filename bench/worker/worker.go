@@ -67,39 +67,16 @@ func capabilities() []string {
 	}
 }
 
+// checks are the config checks every worker shares, with this worker's
+// limits.
+var checks = workerkit.Checks{Pkg: "worker", Limits: workerkit.Limits{
+	PoolSize: maxPoolSize, KeyCount: maxKeyCount, PayloadBytes: maxPayloadBytes, CostUs: maxCostUs,
+	Attempts: relaybus.MaxAttemptsLimit, Publishers: maxPublishers, PublishBatch: maxPublishBatch,
+}}
+
 func validateConfig(c *protocol.Config) error {
-	if c.Protocol != protocol.Version {
-		return fmt.Errorf("worker: config speaks protocol %d, this worker speaks %d", c.Protocol, protocol.Version)
-	}
-	switch c.Role {
-	case protocol.RoleSetup, protocol.RoleInspect:
-	case protocol.RolePreload, protocol.RolePublisher, protocol.RoleDispatcher:
-		if c.RecordPath == "" {
-			return fmt.Errorf("worker: role %s needs record_path", c.Role)
-		}
-	default:
-		return fmt.Errorf("worker: unknown role %q", c.Role)
-	}
-	switch c.Store.Kind {
-	case "postgres":
-		if c.Store.DSN == "" {
-			return errors.New("worker: store postgres needs dsn")
-		}
-	case "mongo":
-		if c.Store.MongoURI == "" || c.Store.Database == "" {
-			return errors.New("worker: store mongo needs mongo_uri and database")
-		}
-	default:
-		return fmt.Errorf("worker: unknown store kind %q (want postgres or mongo)", c.Store.Kind)
-	}
-	if _, err := parseStoreOptions(c.Store.Options); err != nil {
+	if err := checks.Plumbing(c, validateStore); err != nil {
 		return err
-	}
-	if c.Store.PoolSize < 0 || c.Store.PoolSize > maxPoolSize {
-		return fmt.Errorf("worker: store pool_size %d out of range [0, %d]", c.Store.PoolSize, maxPoolSize)
-	}
-	if c.CountersIntervalMs < 0 {
-		return fmt.Errorf("worker: counters_interval_ms %d is negative", c.CountersIntervalMs)
 	}
 	if c.Role == protocol.RoleSetup || c.Role == protocol.RoleInspect {
 		return nil
@@ -116,41 +93,16 @@ func validateConfig(c *protocol.Config) error {
 			return fmt.Errorf("worker: %w", err)
 		}
 	}
-	switch wl.Keys {
-	case "", "none":
-	case "hot", "many":
-		if wl.KeyCount < 1 || wl.KeyCount > maxKeyCount {
-			return fmt.Errorf("worker: workload keys %q needs key_count in [1, %d], got %d", wl.Keys, maxKeyCount, wl.KeyCount)
-		}
-	default:
-		return fmt.Errorf("worker: workload keys %q unknown (want none, hot or many)", wl.Keys)
-	}
-	if wl.PayloadBytes < 1 || wl.PayloadBytes > maxPayloadBytes {
-		return fmt.Errorf("worker: workload payload_bytes %d out of range [1, %d]", wl.PayloadBytes, maxPayloadBytes)
-	}
-	if wl.HandlerCostUs < 0 || wl.HandlerCostUs > maxCostUs {
-		return fmt.Errorf("worker: workload handler_cost_us %d out of range [0, %d]", wl.HandlerCostUs, maxCostUs)
-	}
-	if wl.PoisonEvery < 0 || wl.FailFirst < 0 || wl.MaxAttempts < 0 || wl.MaxAttempts > relaybus.MaxAttemptsLimit {
-		return errors.New("worker: workload poison_every, fail_first and max_attempts must be >= 0 (max_attempts <= 1000)")
+	if err := checks.Workload(wl); err != nil {
+		return err
 	}
 	if wl.RetryBaseDelayMs < 0 || wl.RetryMaxDelayMs < 0 {
 		return errors.New("worker: workload retry delays must be >= 0")
 	}
 	switch c.Role {
 	case protocol.RolePreload, protocol.RolePublisher:
-		p := &c.Publisher
-		if p.Publishers < 1 || p.Publishers > maxPublishers {
-			return fmt.Errorf("worker: publisher publishers %d out of range [1, %d]", p.Publishers, maxPublishers)
-		}
-		if p.Batch < 1 || p.Batch > maxPublishBatch {
-			return fmt.Errorf("worker: publisher batch %d out of range [1, %d]", p.Batch, maxPublishBatch)
-		}
-		if p.Events < 0 || (c.Role == protocol.RolePreload && p.Events == 0) {
-			return fmt.Errorf("worker: publisher events %d: preload needs a positive count, publisher >= 0", p.Events)
-		}
-		if p.RatePerSec < 0 || p.StartIndex < 0 || p.Stride < 0 {
-			return errors.New("worker: publisher rate_per_sec, start_index and stride must be >= 0")
+		if err := checks.Publisher(c); err != nil {
+			return err
 		}
 	case protocol.RoleDispatcher:
 		d := &c.Dispatcher
@@ -164,6 +116,25 @@ func validateConfig(c *protocol.Config) error {
 		// which names the field and its range.
 	}
 	return nil
+}
+
+// validateStore checks the store's kind, its address and its free-form
+// options.
+func validateStore(st *protocol.Store) error {
+	switch st.Kind {
+	case "postgres":
+		if st.DSN == "" {
+			return errors.New("worker: store postgres needs dsn")
+		}
+	case "mongo":
+		if st.MongoURI == "" || st.Database == "" {
+			return errors.New("worker: store mongo needs mongo_uri and database")
+		}
+	default:
+		return fmt.Errorf("worker: unknown store kind %q (want postgres or mongo)", st.Kind)
+	}
+	_, err := parseStoreOptions(st.Options)
+	return err
 }
 
 // worker is one relaybus worker process.

@@ -64,32 +64,16 @@ func workerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) 
 	return 0
 }
 
+// checks are the config checks every worker shares, with this worker's
+// limits.
+var checks = workerkit.Checks{Pkg: "river", Limits: workerkit.Limits{
+	PoolSize: maxPoolSize, KeyCount: maxKeyCount, PayloadBytes: maxPayloadBytes, CostUs: maxCostUs,
+	Attempts: maxAttempts, Publishers: maxPublishers, PublishBatch: maxPublishBatch,
+}}
+
 func validateConfig(c *protocol.Config) error {
-	if c.Protocol != protocol.Version {
-		return fmt.Errorf("river: config speaks protocol %d, this worker speaks %d", c.Protocol, protocol.Version)
-	}
-	switch c.Role {
-	case protocol.RoleSetup, protocol.RoleInspect:
-	case protocol.RolePreload, protocol.RolePublisher, protocol.RoleDispatcher:
-		if c.RecordPath == "" {
-			return fmt.Errorf("river: role %s needs record_path", c.Role)
-		}
-	default:
-		return fmt.Errorf("river: unknown role %q", c.Role)
-	}
-	switch c.Store.Kind {
-	case "postgres":
-		if c.Store.DSN == "" {
-			return errors.New("river: store postgres needs dsn")
-		}
-	default:
-		return fmt.Errorf("river: store kind %q is not supported (River runs on postgres only)", c.Store.Kind)
-	}
-	if c.Store.PoolSize < 0 || c.Store.PoolSize > maxPoolSize {
-		return fmt.Errorf("river: store pool_size %d out of range [0, %d]", c.Store.PoolSize, maxPoolSize)
-	}
-	if c.CountersIntervalMs < 0 {
-		return fmt.Errorf("river: counters_interval_ms %d is negative", c.CountersIntervalMs)
+	if err := checks.Plumbing(c, validateStore); err != nil {
+		return err
 	}
 	if c.Role == protocol.RoleSetup || c.Role == protocol.RoleInspect {
 		return nil
@@ -111,41 +95,16 @@ func validateConfig(c *protocol.Config) error {
 		}
 		seen[h] = true
 	}
-	switch wl.Keys {
-	case "", "none":
-	case "hot", "many":
-		if wl.KeyCount < 1 || wl.KeyCount > maxKeyCount {
-			return fmt.Errorf("river: workload keys %q needs key_count in [1, %d], got %d", wl.Keys, maxKeyCount, wl.KeyCount)
-		}
-	default:
-		return fmt.Errorf("river: workload keys %q unknown (want none, hot or many)", wl.Keys)
-	}
-	if wl.PayloadBytes < 1 || wl.PayloadBytes > maxPayloadBytes {
-		return fmt.Errorf("river: workload payload_bytes %d out of range [1, %d]", wl.PayloadBytes, maxPayloadBytes)
-	}
-	if wl.HandlerCostUs < 0 || wl.HandlerCostUs > maxCostUs {
-		return fmt.Errorf("river: workload handler_cost_us %d out of range [0, %d]", wl.HandlerCostUs, maxCostUs)
-	}
-	if wl.PoisonEvery < 0 || wl.FailFirst < 0 || wl.MaxAttempts < 0 || wl.MaxAttempts > maxAttempts {
-		return fmt.Errorf("river: workload poison_every, fail_first and max_attempts must be >= 0 (max_attempts <= %d)", maxAttempts)
+	if err := checks.Workload(wl); err != nil {
+		return err
 	}
 	if _, err := retryPolicyFor(wl); err != nil {
 		return err
 	}
 	switch c.Role {
 	case protocol.RolePreload, protocol.RolePublisher:
-		p := &c.Publisher
-		if p.Publishers < 1 || p.Publishers > maxPublishers {
-			return fmt.Errorf("river: publisher publishers %d out of range [1, %d]", p.Publishers, maxPublishers)
-		}
-		if p.Batch < 1 || p.Batch > maxPublishBatch {
-			return fmt.Errorf("river: publisher batch %d out of range [1, %d]", p.Batch, maxPublishBatch)
-		}
-		if p.Events < 0 || (c.Role == protocol.RolePreload && p.Events == 0) {
-			return fmt.Errorf("river: publisher events %d: preload needs a positive count, publisher >= 0", p.Events)
-		}
-		if p.RatePerSec < 0 || p.StartIndex < 0 || p.Stride < 0 {
-			return errors.New("river: publisher rate_per_sec, start_index and stride must be >= 0")
+		if err := checks.Publisher(c); err != nil {
+			return err
 		}
 	case protocol.RoleDispatcher:
 		d := &c.Dispatcher
@@ -163,6 +122,19 @@ func validateConfig(c *protocol.Config) error {
 		}
 		// Batch and the completion settings are ignored (see the
 		// package doc), so their values are not checked.
+	}
+	return nil
+}
+
+// validateStore checks the store's kind and address.
+func validateStore(st *protocol.Store) error {
+	switch st.Kind {
+	case "postgres":
+		if st.DSN == "" {
+			return errors.New("river: store postgres needs dsn")
+		}
+	default:
+		return fmt.Errorf("river: store kind %q is not supported (River runs on postgres only)", st.Kind)
 	}
 	return nil
 }
