@@ -18,18 +18,6 @@ import (
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-// Limits on a worker config, checked before the role starts (the
-// config's size is bounded by workerkit.MaxConfigBytes).
-const (
-	maxPublishers   = 1024
-	maxPublishBatch = relaybus.MaxEventsPerPublish
-	maxPayloadBytes = relaybus.DefaultMaxPayloadBytes
-	maxHandlers     = 64
-	maxKeyCount     = 10_000_000
-	maxCostUs       = 10_000_000
-	maxPoolSize     = 1000
-)
-
 // Main runs one worker and returns the process exit code: 0 when the role
 // finished (or was stopped by ctx), 1 when it failed, 2 for a bad config.
 func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -67,12 +55,10 @@ func capabilities() []string {
 	}
 }
 
-// checks are the config checks every worker shares, with this worker's
-// limits.
-var checks = workerkit.Checks{Pkg: "worker", Limits: workerkit.Limits{
-	PoolSize: maxPoolSize, KeyCount: maxKeyCount, PayloadBytes: maxPayloadBytes, CostUs: maxCostUs,
-	Attempts: relaybus.MaxAttemptsLimit, Publishers: maxPublishers, PublishBatch: maxPublishBatch,
-}}
+// checks are the config checks every worker shares; the limits are this
+// worker's (workerkit.RelaybusLimits, the config's size
+// workerkit.MaxConfigBytes).
+var checks = workerkit.Checks{Pkg: "worker", Limits: workerkit.RelaybusLimits}
 
 func validateConfig(c *protocol.Config) error {
 	if err := checks.Plumbing(c, validateStore); err != nil {
@@ -85,8 +71,8 @@ func validateConfig(c *protocol.Config) error {
 	if err := relaybus.ValidateName("workload event_type", wl.EventType); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if len(wl.Handlers) == 0 || len(wl.Handlers) > maxHandlers {
-		return fmt.Errorf("worker: workload needs 1 to %d handlers, got %d", maxHandlers, len(wl.Handlers))
+	if len(wl.Handlers) == 0 || len(wl.Handlers) > checks.Limits.Handlers {
+		return fmt.Errorf("worker: workload needs 1 to %d handlers, got %d", checks.Limits.Handlers, len(wl.Handlers))
 	}
 	for _, h := range wl.Handlers {
 		if err := relaybus.ValidateName("workload handler", h); err != nil {
@@ -106,8 +92,8 @@ func validateConfig(c *protocol.Config) error {
 		}
 	case protocol.RoleDispatcher:
 		d := &c.Dispatcher
-		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > maxCostUs {
-			return fmt.Errorf("worker: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, maxCostUs)
+		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > checks.Limits.CostUs {
+			return fmt.Errorf("worker: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, checks.Limits.CostUs)
 		}
 		if d.CompletionWindowDisabled && d.CompletionWindowUs != 0 {
 			return fmt.Errorf("worker: dispatcher completion_window_disabled with completion_window_us %d: set one of them", d.CompletionWindowUs)

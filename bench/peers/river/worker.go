@@ -10,22 +10,13 @@ import (
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
-	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-// Limits on a worker config, checked before the role starts. They are
-// those of the relaybus worker where the two share a meaning, so that a
-// config one side accepts the other accepts too.
+// Limits on a worker config that only this worker has, checked before
+// the role starts; where a field means the same as for the relaybus
+// worker, its limit is the relaybus worker's (workerkit.RelaybusLimits).
 const (
-	maxPublishers      = 1024
-	maxPublishBatch    = relaybus.MaxEventsPerPublish
-	maxPayloadBytes    = relaybus.DefaultMaxPayloadBytes
-	maxHandlers        = 64
 	maxNameBytes       = 255
-	maxKeyCount        = 10_000_000
-	maxCostUs          = 10_000_000
-	maxPoolSize        = 1000
-	maxAttempts        = relaybus.MaxAttemptsLimit
 	maxConcurrency     = 10_000 // river.QueueNumWorkersMax
 	maxPollMs          = 3_600_000
 	maxLeaseMs         = 24 * 3_600_000
@@ -64,12 +55,10 @@ func workerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) 
 	return 0
 }
 
-// checks are the config checks every worker shares, with this worker's
-// limits.
-var checks = workerkit.Checks{Pkg: "river", Limits: workerkit.Limits{
-	PoolSize: maxPoolSize, KeyCount: maxKeyCount, PayloadBytes: maxPayloadBytes, CostUs: maxCostUs,
-	Attempts: maxAttempts, Publishers: maxPublishers, PublishBatch: maxPublishBatch,
-}}
+// checks are the config checks every worker shares, with the relaybus
+// worker's limits, so that a config one side accepts the other accepts
+// too.
+var checks = workerkit.Checks{Pkg: "river", Limits: workerkit.RelaybusLimits}
 
 func validateConfig(c *protocol.Config) error {
 	if err := checks.Plumbing(c, validateStore); err != nil {
@@ -82,8 +71,8 @@ func validateConfig(c *protocol.Config) error {
 	if err := validateName("workload event_type", wl.EventType); err != nil {
 		return err
 	}
-	if len(wl.Handlers) == 0 || len(wl.Handlers) > maxHandlers {
-		return fmt.Errorf("river: workload needs 1 to %d handlers, got %d", maxHandlers, len(wl.Handlers))
+	if len(wl.Handlers) == 0 || len(wl.Handlers) > checks.Limits.Handlers {
+		return fmt.Errorf("river: workload needs 1 to %d handlers, got %d", checks.Limits.Handlers, len(wl.Handlers))
 	}
 	seen := map[string]bool{}
 	for _, h := range wl.Handlers {
@@ -117,8 +106,8 @@ func validateConfig(c *protocol.Config) error {
 		if d.LeaseMs < 0 || d.LeaseMs > maxLeaseMs {
 			return fmt.Errorf("river: dispatcher lease_ms %d out of range [0, %d]", d.LeaseMs, maxLeaseMs)
 		}
-		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > maxCostUs {
-			return fmt.Errorf("river: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, maxCostUs)
+		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > checks.Limits.CostUs {
+			return fmt.Errorf("river: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, checks.Limits.CostUs)
 		}
 		// Batch and the completion settings are ignored (see the
 		// package doc), so their values are not checked.

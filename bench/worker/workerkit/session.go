@@ -6,9 +6,9 @@
 // (bench/peers/...) both use it, so that the lines a harness reads mean
 // the same on both sides of a comparison.
 //
-// It imports only bench/protocol, bench/record and bench/stats, never a
-// store: a peer module links it without linking relaybus's stores or
-// their drivers.
+// It imports bench/protocol, bench/record, bench/stats and the relaybus
+// library's root package (for its limits), never a store: a peer module
+// links it without linking relaybus's stores or their drivers.
 //
 // Every error text starts with the worker's own prefix (Session.Pkg:
 // "worker" for the relaybus worker, "river" for the River peer), as the

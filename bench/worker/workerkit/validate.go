@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/relaybus"
 )
 
 // Checks are the parts of a config check that every worker shares, with
@@ -17,6 +18,7 @@ type Checks struct {
 
 // Limits are a worker's bounds on a config; each is inclusive.
 type Limits struct {
+	Handlers     int // workload handlers
 	PoolSize     int // store pool_size
 	KeyCount     int // workload key_count
 	PayloadBytes int // workload payload_bytes
@@ -24,6 +26,20 @@ type Limits struct {
 	Attempts     int // workload max_attempts
 	Publishers   int // publisher publishers
 	PublishBatch int // publisher batch
+}
+
+// RelaybusLimits are the relaybus worker's limits: the library's where
+// it has one. A peer uses them too, so that a config one side accepts the
+// other accepts too.
+var RelaybusLimits = Limits{
+	Handlers:     64,
+	PoolSize:     1000,
+	KeyCount:     10_000_000,
+	PayloadBytes: relaybus.DefaultMaxPayloadBytes,
+	CostUs:       10_000_000,
+	Attempts:     relaybus.MaxAttemptsLimit,
+	Publishers:   1024,
+	PublishBatch: relaybus.MaxEventsPerPublish,
 }
 
 // Plumbing checks the protocol, the role and its record path, the store
