@@ -5,11 +5,15 @@ import (
 	"time"
 )
 
-// retryDelay is the wait before the retry of a failed attempt:
-// min(base*2^(attempt-1), maxDelay), spread by ±jitter (a fraction), and
-// never above maxDelay. The spread keeps failures that happened together
-// from retrying together. r is a uniform random number in [0, 1).
-func retryDelay(attempt int, base, maxDelay time.Duration, jitter, r float64) time.Duration {
+// RetryDelay is the wait before the retry of a failed attempt (attempt
+// 1-based): min(base*2^(attempt-1), maxDelay), spread by ±jitter (a
+// fraction), and never above maxDelay. The spread keeps failures that
+// happened together from retrying together. r is a uniform random number
+// in [0, 1). The dispatcher retries on this schedule with Config's
+// RetryBaseDelay, RetryMaxDelay and RetryJitter; it is exported so that
+// another scheduler (the benchmark's River peer) can retry on the same
+// one.
+func RetryDelay(attempt int, base, maxDelay time.Duration, jitter, r float64) time.Duration {
 	if attempt < 1 {
 		attempt = 1
 	}
@@ -34,9 +38,9 @@ func retryPolicyOf(cfg Config) retryPolicy {
 	return retryPolicy{base: cfg.RetryBaseDelay, max: cfg.RetryMaxDelay, jitter: cfg.RetryJitter}
 }
 
-// delay is retryDelay with the policy's settings and a fresh random number.
+// delay is RetryDelay with the policy's settings and a fresh random number.
 func (p retryPolicy) delay(attempt int) time.Duration {
-	return retryDelay(attempt, p.base, p.max, p.jitter, rand.Float64())
+	return RetryDelay(attempt, p.base, p.max, p.jitter, rand.Float64())
 }
 
 // claimErrorDelay is the wait after the n-th claim error in a row: the poll

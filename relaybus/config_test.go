@@ -158,7 +158,7 @@ func TestRetryDelay(t *testing.T) {
 		{20, s, time.Hour, 0.1, 1, time.Hour},                   // +jitter never passes max
 		{20, s, time.Hour, 0.1, 0, 54 * time.Minute},            // -jitter still spreads at the cap
 	} {
-		got := retryDelay(tt.attempt, tt.base, tt.max, tt.jitter, tt.r)
+		got := RetryDelay(tt.attempt, tt.base, tt.max, tt.jitter, tt.r)
 		require.InDelta(t, float64(tt.want), float64(got), float64(time.Millisecond), "%+v", tt)
 	}
 }

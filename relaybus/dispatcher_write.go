@@ -128,7 +128,7 @@ func (d *dispatcher[TTx]) write(deadlineOf func() time.Time, fn func(context.Con
 		if left <= writeRetryDelayMin {
 			return fmt.Errorf("relaybus: given up after %d tries, before the lease expires: %w", try, err)
 		}
-		time.Sleep(min(retryDelay(try, writeRetryDelayMin, writeRetryDelayMax, writeRetryJitter, rand.Float64()), left/2))
+		time.Sleep(min(RetryDelay(try, writeRetryDelayMin, writeRetryDelayMax, writeRetryJitter, rand.Float64()), left/2))
 		timeout = time.Until(deadlineOf())
 	}
 }

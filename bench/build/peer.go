@@ -25,8 +25,8 @@ const pinnedKey = "pinned"
 // commit and the library version (CacheDir/peers/<name>/<sha>-<version
 // or "pinned">/<name>), or of the working tree in place when ref.Worktree
 // (never cached). The peer module's replace directive makes it build
-// against that same tree's bench/protocol and bench/record, so an older
-// ref, which may predate the peer, is never needed.
+// against that same tree's main-module packages (refs.Peer.Inputs), so
+// an older ref, which may predate the peer, is never needed.
 //
 // With ref.PeerVersion the module is copied, its requirements of the
 // peer library's modules are set to that version (go mod edit, then go

@@ -50,8 +50,12 @@ func (p Peer) Dir() string { return path.Join("bench", "peers", p.Name) }
 // go.mod and go.sum, whose requirements take part in the build. A peer
 // whose inputs have uncommitted changes is built from the working tree.
 // The peer module's tests check this list against `go list -deps`.
+// "relaybus" stands for the library's root package (its retry schedule
+// and limits) and relaybus/batch, which it imports; a path names a whole
+// directory tree, so a change to a store marks the peer changed too,
+// which only costs a build.
 func (p Peer) Inputs() []string {
-	return []string{p.Dir(), "bench/protocol", "bench/record", "go.mod", "go.sum"}
+	return []string{p.Dir(), "bench/protocol", "bench/record", "bench/stats", "bench/worker/workerkit", "relaybus", "go.mod", "go.sum"}
 }
 
 // peerVersion is the version a peer side may ask for: a release tag,

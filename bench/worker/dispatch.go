@@ -12,8 +12,8 @@ import (
 )
 
 func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) error {
-	wl, dc := &w.cfg.Workload, &w.cfg.Dispatcher
-	rw, err := record.Create(w.cfg.RecordPath)
+	wl, dc := &w.Cfg.Workload, &w.Cfg.Dispatcher
+	rw, err := record.Create(w.Cfg.RecordPath)
 	if err != nil {
 		return err
 	}
@@ -21,7 +21,7 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 	var handled, failed atomic.Int64
 
 	cfg := busConfig(wl, dc)
-	cfg.Logger = w.log
+	cfg.Logger = w.Log
 	// The records of a completion batch reach the kernel before the
 	// completion is sent, so a SIGKILL cannot lose the record of a
 	// completed delivery.
@@ -73,9 +73,9 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 		rec.counters(c)
 		return c
 	}
-	w.ready()
+	w.Ready()
 	tickStop := make(chan struct{})
-	go w.tick(tickStop, func() { w.out.emit(&protocol.Message{Type: protocol.TypeCounters, Counters: counters()}) })
+	go w.Tick(tickStop, func() { w.Out.Emit(&protocol.Message{Type: protocol.TypeCounters, Counters: counters()}) })
 	runErr := bus.Run(ctx)
 	close(tickStop)
 	closeErr := rw.Close()
@@ -85,7 +85,7 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 	if closeErr != nil {
 		return fmt.Errorf("worker: closing records: %w", closeErr)
 	}
-	w.out.emit(&protocol.Message{Type: protocol.TypeDone, Counters: counters()})
+	w.Out.Emit(&protocol.Message{Type: protocol.TypeDone, Counters: counters()})
 	return nil
 }
 

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -10,34 +9,19 @@ import (
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/record"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
 type pgxTx = pgx.Tx
 
 func runRole[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) error {
-	switch w.cfg.Role {
-	case protocol.RoleSetup:
-		w.ready()
-		if err := st.Setup(ctx); err != nil {
-			return err
-		}
-		w.out.emit(&protocol.Message{Type: protocol.TypeDone, Counters: &protocol.Counters{}})
-		return nil
-	case protocol.RoleInspect:
-		w.ready()
-		in, err := inspect(ctx, st)
-		if err != nil {
-			return err
-		}
-		w.out.emit(&protocol.Message{Type: protocol.TypeDone, Counters: &protocol.Counters{}, Inspect: in})
-		return nil
-	case protocol.RolePreload, protocol.RolePublisher:
-		return publish(ctx, w, st)
-	case protocol.RoleDispatcher:
-		return dispatch(ctx, w, st)
-	}
-	return fmt.Errorf("worker: unknown role %q", w.cfg.Role)
+	return w.RunRole(ctx, workerkit.Roles{
+		Setup:    st.Setup,
+		Inspect:  func(ctx context.Context) (*protocol.Inspect, error) { return inspect(ctx, st) },
+		Publish:  func(ctx context.Context) error { return publish(ctx, w, st) },
+		Dispatch: func(ctx context.Context) error { return dispatch(ctx, w, st) },
+	})
 }
 
 func inspect[TTx any](ctx context.Context, st relaybus.Store[TTx]) (*protocol.Inspect, error) {
@@ -89,11 +73,10 @@ func (r *recorder) flush() error {
 
 func (r *recorder) counters(c *protocol.Counters) {
 	r.mu.Lock()
-	bytes, writes, spent := r.w.Stats()
-	r.mu.Unlock()
-	c.RecordBytes, c.RecordWrites, c.RecordNs = bytes, writes, spent.Nanoseconds()
+	defer r.mu.Unlock()
+	workerkit.RecordCounters(r.w, c)
 }
 
 func (w *worker) workloadHandlerOptions() *relaybus.HandlerOptions {
-	return &relaybus.HandlerOptions{MaxAttempts: w.cfg.Workload.MaxAttempts}
+	return &relaybus.HandlerOptions{MaxAttempts: w.Cfg.Workload.MaxAttempts}
 }

@@ -20,18 +20,18 @@ const ApplicationName = "relaybus-bench-worker"
 
 // run opens the configured store and plays the role on it.
 func (w *worker) run(ctx context.Context) error {
-	so, err := parseStoreOptions(w.cfg.Store.Options)
+	so, err := parseStoreOptions(w.Cfg.Store.Options)
 	if err != nil {
 		return err
 	}
-	switch w.cfg.Store.Kind {
+	switch w.Cfg.Store.Kind {
 	case "postgres":
-		pcfg, err := pgxpool.ParseConfig(w.cfg.Store.DSN)
+		pcfg, err := pgxpool.ParseConfig(w.Cfg.Store.DSN)
 		if err != nil {
 			return fmt.Errorf("worker: postgres dsn: %w", err)
 		}
-		if w.cfg.Store.PoolSize > 0 {
-			pcfg.MaxConns = int32(w.cfg.Store.PoolSize)
+		if w.Cfg.Store.PoolSize > 0 {
+			pcfg.MaxConns = int32(w.Cfg.Store.PoolSize)
 		}
 		pcfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -45,20 +45,20 @@ func (w *worker) run(ctx context.Context) error {
 		}
 		return runRole(ctx, w, relaybus.Store[pgxTx](st))
 	case "mongo":
-		opts := options.Client().ApplyURI(w.cfg.Store.MongoURI).SetAppName(ApplicationName)
-		if w.cfg.Store.PoolSize > 0 {
-			opts.SetMaxPoolSize(uint64(w.cfg.Store.PoolSize))
+		opts := options.Client().ApplyURI(w.Cfg.Store.MongoURI).SetAppName(ApplicationName)
+		if w.Cfg.Store.PoolSize > 0 {
+			opts.SetMaxPoolSize(uint64(w.Cfg.Store.PoolSize))
 		}
 		client, err := mongo.Connect(opts)
 		if err != nil {
 			return fmt.Errorf("worker: mongo connect: %w", err)
 		}
 		defer client.Disconnect(context.WithoutCancel(ctx))
-		st, err := mongostore.New(client, &mongostore.Options{Database: w.cfg.Store.Database, CompletionHistory: so.completionHistory})
+		st, err := mongostore.New(client, &mongostore.Options{Database: w.Cfg.Store.Database, CompletionHistory: so.completionHistory})
 		if err != nil {
 			return err
 		}
 		return runRole(ctx, w, relaybus.Store[context.Context](st))
 	}
-	return fmt.Errorf("worker: unknown store kind %q", w.cfg.Store.Kind)
+	return fmt.Errorf("worker: unknown store kind %q", w.Cfg.Store.Kind)
 }

@@ -8,81 +8,39 @@
 package worker
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 	"github.com/berkcansavur/relaybus/relaybus"
-)
-
-// Limits on a worker config, checked before the role starts.
-const (
-	maxConfigBytes       = 1 << 20
-	maxPublishers        = 1024
-	maxPublishBatch      = relaybus.MaxEventsPerPublish
-	maxPayloadBytes      = relaybus.DefaultMaxPayloadBytes
-	maxHandlers          = 64
-	maxKeyCount          = 10_000_000
-	maxCostUs            = 10_000_000
-	maxPoolSize          = 1000
-	defaultCountersEvery = time.Second
 )
 
 // Main runs one worker and returns the process exit code: 0 when the role
 // finished (or was stopped by ctx), 1 when it failed, 2 for a bad config.
 func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
-	out := &emitter{w: bufio.NewWriter(stdout)}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-
-	out.emit(&protocol.Message{
-		Type:         protocol.TypeHello,
-		Protocol:     protocol.Version,
-		Version:      relaybus.Version,
-		Capabilities: capabilities(),
-	})
-
-	raw, err := io.ReadAll(io.LimitReader(stdin, maxConfigBytes+1))
-	if err != nil {
-		return out.fail(2, fmt.Errorf("worker: reading config: %w", err))
+	hello := workerkit.Hello{Pkg: "worker", Version: relaybus.Version, Capabilities: capabilities()}
+	s, code := workerkit.Start(stdin, stdout, stderr, hello, validateConfig, &optionRules)
+	if s == nil {
+		return code
 	}
-	if len(raw) > maxConfigBytes {
-		return out.fail(2, fmt.Errorf("worker: config is over %d bytes", maxConfigBytes))
-	}
-	var cfg protocol.Config
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return out.fail(2, fmt.Errorf("worker: config is not valid JSON: %w", err))
-	}
-	if err := validateConfig(&cfg); err != nil {
-		return out.fail(2, err)
-	}
-	applied, ignored, err := classifyOptions(raw)
-	if err != nil {
-		return out.fail(2, fmt.Errorf("worker: config: %w", err))
-	}
-	log = log.With("worker", cfg.Name, "role", cfg.Role)
-
-	w := &worker{cfg: &cfg, out: out, log: log, applied: applied, ignored: ignored}
-	if cfg.CPUProfilePath != "" {
-		stop, err := startCPUProfile(cfg.CPUProfilePath)
+	w := &worker{Session: s}
+	if w.Cfg.CPUProfilePath != "" {
+		stop, err := startCPUProfile(w.Cfg.CPUProfilePath)
 		if err != nil {
-			return out.fail(1, err)
+			return w.Out.Fail(1, err)
 		}
 		defer func() {
 			if err := stop(); err != nil {
-				log.Error("cpu profile", "error", err)
+				w.Log.Error("cpu profile", "error", err)
 			}
 		}()
 	}
 	if err := w.run(ctx); err != nil {
-		log.Error("role failed", "error", err)
-		return out.fail(1, err)
+		w.Log.Error("role failed", "error", err)
+		return w.Out.Fail(1, err)
 	}
 	return 0
 }
@@ -97,39 +55,14 @@ func capabilities() []string {
 	}
 }
 
+// checks are the config checks every worker shares; the limits are this
+// worker's (workerkit.RelaybusLimits, the config's size
+// workerkit.MaxConfigBytes).
+var checks = workerkit.Checks{Pkg: "worker", Limits: workerkit.RelaybusLimits}
+
 func validateConfig(c *protocol.Config) error {
-	if c.Protocol != protocol.Version {
-		return fmt.Errorf("worker: config speaks protocol %d, this worker speaks %d", c.Protocol, protocol.Version)
-	}
-	switch c.Role {
-	case protocol.RoleSetup, protocol.RoleInspect:
-	case protocol.RolePreload, protocol.RolePublisher, protocol.RoleDispatcher:
-		if c.RecordPath == "" {
-			return fmt.Errorf("worker: role %s needs record_path", c.Role)
-		}
-	default:
-		return fmt.Errorf("worker: unknown role %q", c.Role)
-	}
-	switch c.Store.Kind {
-	case "postgres":
-		if c.Store.DSN == "" {
-			return errors.New("worker: store postgres needs dsn")
-		}
-	case "mongo":
-		if c.Store.MongoURI == "" || c.Store.Database == "" {
-			return errors.New("worker: store mongo needs mongo_uri and database")
-		}
-	default:
-		return fmt.Errorf("worker: unknown store kind %q (want postgres or mongo)", c.Store.Kind)
-	}
-	if _, err := parseStoreOptions(c.Store.Options); err != nil {
+	if err := checks.Plumbing(c, validateStore); err != nil {
 		return err
-	}
-	if c.Store.PoolSize < 0 || c.Store.PoolSize > maxPoolSize {
-		return fmt.Errorf("worker: store pool_size %d out of range [0, %d]", c.Store.PoolSize, maxPoolSize)
-	}
-	if c.CountersIntervalMs < 0 {
-		return fmt.Errorf("worker: counters_interval_ms %d is negative", c.CountersIntervalMs)
 	}
 	if c.Role == protocol.RoleSetup || c.Role == protocol.RoleInspect {
 		return nil
@@ -138,54 +71,29 @@ func validateConfig(c *protocol.Config) error {
 	if err := relaybus.ValidateName("workload event_type", wl.EventType); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if len(wl.Handlers) == 0 || len(wl.Handlers) > maxHandlers {
-		return fmt.Errorf("worker: workload needs 1 to %d handlers, got %d", maxHandlers, len(wl.Handlers))
+	if len(wl.Handlers) == 0 || len(wl.Handlers) > checks.Limits.Handlers {
+		return fmt.Errorf("worker: workload needs 1 to %d handlers, got %d", checks.Limits.Handlers, len(wl.Handlers))
 	}
 	for _, h := range wl.Handlers {
 		if err := relaybus.ValidateName("workload handler", h); err != nil {
 			return fmt.Errorf("worker: %w", err)
 		}
 	}
-	switch wl.Keys {
-	case "", "none":
-	case "hot", "many":
-		if wl.KeyCount < 1 || wl.KeyCount > maxKeyCount {
-			return fmt.Errorf("worker: workload keys %q needs key_count in [1, %d], got %d", wl.Keys, maxKeyCount, wl.KeyCount)
-		}
-	default:
-		return fmt.Errorf("worker: workload keys %q unknown (want none, hot or many)", wl.Keys)
-	}
-	if wl.PayloadBytes < 1 || wl.PayloadBytes > maxPayloadBytes {
-		return fmt.Errorf("worker: workload payload_bytes %d out of range [1, %d]", wl.PayloadBytes, maxPayloadBytes)
-	}
-	if wl.HandlerCostUs < 0 || wl.HandlerCostUs > maxCostUs {
-		return fmt.Errorf("worker: workload handler_cost_us %d out of range [0, %d]", wl.HandlerCostUs, maxCostUs)
-	}
-	if wl.PoisonEvery < 0 || wl.FailFirst < 0 || wl.MaxAttempts < 0 || wl.MaxAttempts > relaybus.MaxAttemptsLimit {
-		return errors.New("worker: workload poison_every, fail_first and max_attempts must be >= 0 (max_attempts <= 1000)")
+	if err := checks.Workload(wl); err != nil {
+		return err
 	}
 	if wl.RetryBaseDelayMs < 0 || wl.RetryMaxDelayMs < 0 {
 		return errors.New("worker: workload retry delays must be >= 0")
 	}
 	switch c.Role {
 	case protocol.RolePreload, protocol.RolePublisher:
-		p := &c.Publisher
-		if p.Publishers < 1 || p.Publishers > maxPublishers {
-			return fmt.Errorf("worker: publisher publishers %d out of range [1, %d]", p.Publishers, maxPublishers)
-		}
-		if p.Batch < 1 || p.Batch > maxPublishBatch {
-			return fmt.Errorf("worker: publisher batch %d out of range [1, %d]", p.Batch, maxPublishBatch)
-		}
-		if p.Events < 0 || (c.Role == protocol.RolePreload && p.Events == 0) {
-			return fmt.Errorf("worker: publisher events %d: preload needs a positive count, publisher >= 0", p.Events)
-		}
-		if p.RatePerSec < 0 || p.StartIndex < 0 || p.Stride < 0 {
-			return errors.New("worker: publisher rate_per_sec, start_index and stride must be >= 0")
+		if err := checks.Publisher(c); err != nil {
+			return err
 		}
 	case protocol.RoleDispatcher:
 		d := &c.Dispatcher
-		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > maxCostUs {
-			return fmt.Errorf("worker: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, maxCostUs)
+		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > checks.Limits.CostUs {
+			return fmt.Errorf("worker: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, checks.Limits.CostUs)
 		}
 		if d.CompletionWindowDisabled && d.CompletionWindowUs != 0 {
 			return fmt.Errorf("worker: dispatcher completion_window_disabled with completion_window_us %d: set one of them", d.CompletionWindowUs)
@@ -196,60 +104,26 @@ func validateConfig(c *protocol.Config) error {
 	return nil
 }
 
-// emitter writes protocol messages as JSON lines; safe for concurrent use.
-type emitter struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-}
-
-func (e *emitter) emit(m *protocol.Message) {
-	m.TimeNs = time.Now().UnixNano()
-	b, err := json.Marshal(m)
-	if err != nil {
-		b = []byte(`{"type":"error","error":"worker: cannot encode message"}`)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.w.Write(b)
-	e.w.WriteByte('\n')
-	e.w.Flush()
-}
-
-// fail writes an error line and a done line carrying the error.
-func (e *emitter) fail(code int, err error) int {
-	e.emit(&protocol.Message{Type: protocol.TypeError, Error: err.Error()})
-	e.emit(&protocol.Message{Type: protocol.TypeDone, Error: err.Error()})
-	return code
-}
-
-type worker struct {
-	cfg              *protocol.Config
-	out              *emitter
-	log              *slog.Logger
-	applied, ignored []string
-}
-
-func (w *worker) ready() {
-	w.out.emit(&protocol.Message{Type: protocol.TypeReady, Applied: w.applied, Ignored: w.ignored})
-}
-
-func (w *worker) countersEvery() time.Duration {
-	if w.cfg.CountersIntervalMs > 0 {
-		return time.Duration(w.cfg.CountersIntervalMs) * time.Millisecond
-	}
-	return defaultCountersEvery
-}
-
-// tick calls f every countersEvery until stop is closed.
-func (w *worker) tick(stop <-chan struct{}, f func()) {
-	t := time.NewTicker(w.countersEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			f()
+// validateStore checks the store's kind, its address and its free-form
+// options.
+func validateStore(st *protocol.Store) error {
+	switch st.Kind {
+	case "postgres":
+		if st.DSN == "" {
+			return errors.New("worker: store postgres needs dsn")
 		}
+	case "mongo":
+		if st.MongoURI == "" || st.Database == "" {
+			return errors.New("worker: store mongo needs mongo_uri and database")
+		}
+	default:
+		return fmt.Errorf("worker: unknown store kind %q (want postgres or mongo)", st.Kind)
 	}
+	_, err := parseStoreOptions(st.Options)
+	return err
+}
+
+// worker is one relaybus worker process.
+type worker struct {
+	*workerkit.Session
 }

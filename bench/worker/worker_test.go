@@ -95,7 +95,7 @@ func TestClassifyOptions(t *testing.T) {
 	raw := []byte(`{"protocol":1,"role":"dispatcher","name":"d","future_top":1,"cpu_profile_path":"/p",
 		"store":{"kind":"postgres","dsn":"x","pool_size":0,"options":{"completion_history":true}},
 		"dispatcher":{"concurrency":50,"batch":0,"completion_window_disabled":true,"lane_claim":"adaptive","options":{"notify":true}}}`)
-	applied, ignored, err := classifyOptions(raw)
+	applied, ignored, err := optionRules.Classify(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

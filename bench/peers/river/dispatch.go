@@ -15,6 +15,7 @@ import (
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/record"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 )
 
 // Dispatcher bounds.
@@ -163,8 +164,8 @@ func cmpOr[T comparable](v, def T) T {
 // dispatch plays the dispatcher: a River client working the one queue
 // until ctx is done, then a graceful stop.
 func dispatch(ctx context.Context, w *worker, pool *pgxpool.Pool) error {
-	wl, dc := &w.cfg.Workload, &w.cfg.Dispatcher
-	rw, err := record.Create(w.cfg.RecordPath)
+	wl, dc := &w.Cfg.Workload, &w.Cfg.Dispatcher
+	rw, err := record.Create(w.Cfg.RecordPath)
 	if err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ func dispatch(ctx context.Context, w *worker, pool *pgxpool.Pool) error {
 	if err := river.AddWorkerSafely(workers, dw); err != nil {
 		return fmt.Errorf("river: worker: %w", err)
 	}
-	cfg, err := clientConfig(w.cfg, w.extra, workers)
+	cfg, err := clientConfig(w.Cfg, w.extra, workers)
 	if err != nil {
 		return err
 	}
@@ -211,7 +212,7 @@ func dispatch(ctx context.Context, w *worker, pool *pgxpool.Pool) error {
 			Handled: counters.handled.Load(), HandlerFailed: counters.failed.Load(),
 			Completed: counters.completed.Load(), Rescheduled: counters.rescheduled.Load(), Buried: counters.buried.Load(),
 		}
-		recordCounters(rw, c)
+		workerkit.RecordCounters(rw, c)
 		return c
 	}
 	// River's client runs on its own context: the worker's ctx ends the
@@ -219,14 +220,14 @@ func dispatch(ctx context.Context, w *worker, pool *pgxpool.Pool) error {
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("river: start: %w", err)
 	}
-	w.log.Info("river client started",
+	w.Log.Info("river client started",
 		"max_workers", cfg.Queues[riverQueue].MaxWorkers,
 		"fetch_poll_interval", cmpOr(cfg.FetchPollInterval, river.FetchPollIntervalDefault),
 		"fetch_cooldown", cmpOr(cfg.FetchCooldown, river.FetchCooldownDefault),
 		"rescue_stuck_jobs_after", cfg.RescueStuckJobsAfter, "poll_only", cfg.PollOnly)
-	w.ready()
+	w.Ready()
 	tickStop := make(chan struct{})
-	go w.tick(tickStop, func() { w.out.emit(&protocol.Message{Type: protocol.TypeCounters, Counters: snapshot()}) })
+	go w.Tick(tickStop, func() { w.Out.Emit(&protocol.Message{Type: protocol.TypeCounters, Counters: snapshot()}) })
 
 	select {
 	case <-ctx.Done():
@@ -251,7 +252,7 @@ func dispatch(ctx context.Context, w *worker, pool *pgxpool.Pool) error {
 	case ctx.Err() == nil:
 		return errors.New("river: the client stopped by itself (see the log)")
 	}
-	w.out.emit(&protocol.Message{Type: protocol.TypeDone, Counters: snapshot()})
+	w.Out.Emit(&protocol.Message{Type: protocol.TypeDone, Counters: snapshot()})
 	return nil
 }
 
@@ -267,7 +268,7 @@ func stopClient(client interface {
 	if err == nil {
 		return nil
 	}
-	w.log.Warn("graceful stop did not finish; cancelling running jobs", "after", softStopTimeout, "error", err)
+	w.Log.Warn("graceful stop did not finish; cancelling running jobs", "after", softStopTimeout, "error", err)
 	hard, cancelHard := context.WithTimeout(context.Background(), hardStopTimeout)
 	defer cancelHard()
 	if err := client.StopAndCancel(hard); err != nil {

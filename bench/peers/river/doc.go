@@ -24,10 +24,12 @@
 // the same windows; BENCHMARKS.md says which cells compare and why.
 //
 // It lives in its own module so that the library's module never depends
-// on River. It imports only bench/protocol and bench/record from the
-// main module (through a replace directive), so the workload (event ids,
-// keys, poison events) and the record files are byte for byte those of a
-// relaybus worker.
+// on River. From the main module (through a replace directive) it
+// imports bench/protocol, bench/record and bench/worker/workerkit, the
+// relaybus worker's own output, config reading, option sorting and
+// publish loop, and no relaybus store: the workload (event ids, keys,
+// poison events), the record files and the lines it writes are those of
+// a relaybus worker because they come from the same code.
 //
 // # Hello
 //

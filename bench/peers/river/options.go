@@ -1,16 +1,19 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"reflect"
-	"sort"
-	"strings"
 	"time"
 
-	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 )
+
+// optionRules sort the options of a config into applied and ignored:
+// every top-level field is plumbing or, when set, ignored.
+var optionRules = workerkit.OptionRules{
+	Ignored: ignoredFields,
+	Known:   knownOptions,
+}
 
 // ignoredFields are the config fields this worker knows but cannot apply,
 // with the reason; they are reported ignored whenever they are set.
@@ -39,86 +42,6 @@ const (
 	optFetchCooldownMs = "fetch_cooldown_ms"
 	optPollOnly        = "poll_only"
 )
-
-// classifyOptions walks the raw config the harness sent and sorts every
-// option it set into applied (a field this worker applies, set to a
-// non-zero value) and ignored (a field it cannot apply, a field it does
-// not know, or a free-form option it does not know). Protocol 1 promises
-// the harness both lists, so that a comparison never hides that one side
-// ran without a feature.
-func classifyOptions(raw []byte) (applied, ignored []string, err error) {
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, nil, err
-	}
-	walk("", m, reflect.TypeFor[protocol.Config](), &applied, &ignored)
-	sort.Strings(applied)
-	sort.Strings(ignored)
-	return applied, ignored, nil
-}
-
-func walk(prefix string, m map[string]any, t reflect.Type, applied, ignored *[]string) {
-	fields := map[string]reflect.StructField{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			fields[name] = f
-		}
-	}
-	for k, v := range m {
-		path := k
-		if prefix != "" {
-			path = prefix + "." + k
-		}
-		f, ok := fields[k]
-		if !ok {
-			*ignored = append(*ignored, path)
-			continue
-		}
-		switch {
-		case ignoredFields[path] != "" && !isZeroJSON(v):
-			*ignored = append(*ignored, path)
-		case k == "options" && prefix != "":
-			opts, _ := v.(map[string]any)
-			for name := range opts {
-				if knownOptions[prefix][name] {
-					*applied = append(*applied, path+"."+name)
-				} else {
-					*ignored = append(*ignored, path+"."+name)
-				}
-			}
-		case f.Type.Kind() == reflect.Struct:
-			if sub, ok := v.(map[string]any); ok {
-				walk(path, sub, f.Type, applied, ignored)
-			}
-		case prefix == "":
-			// Top-level plumbing (protocol, role, name, record path) is
-			// not an option.
-		case isZeroJSON(v):
-		default:
-			*applied = append(*applied, path)
-		}
-	}
-}
-
-func isZeroJSON(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return true
-	case bool:
-		return !x
-	case float64:
-		return x == 0
-	case string:
-		return x == ""
-	case []any:
-		return len(x) == 0
-	case map[string]any:
-		return len(x) == 0
-	}
-	return false
-}
 
 // dispatcherOptions are the free-form dispatcher options this worker
 // applies.

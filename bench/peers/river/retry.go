@@ -9,21 +9,13 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/relaybus"
 )
 
-// relaybus's retry defaults (relaybus.DefaultRetryBaseDelay,
-// DefaultRetryMaxDelay, DefaultRetryJitter, MaxRetryDelay), repeated here
-// because this module imports only bench/protocol and bench/record.
-const (
-	defaultRetryBaseDelay = time.Second
-	defaultRetryMaxDelay  = time.Hour
-	retryJitter           = 0.1
-	maxRetryDelay         = 30 * 24 * time.Hour
-)
-
-// backoffPolicy is relaybus's retry schedule as a River client retry
-// policy, so that a workload that sets retry delays fails and retries on
-// the same schedule on both sides.
+// backoffPolicy is relaybus's retry schedule (relaybus.RetryDelay, with
+// relaybus's defaults and bounds) as a River client retry policy, so
+// that a workload that sets retry delays fails and retries on the same
+// schedule on both sides.
 type backoffPolicy struct {
 	base, max time.Duration
 	jitter    float64
@@ -36,7 +28,7 @@ var _ river.ClientRetryPolicy = (*backoffPolicy)(nil)
 // NextRetry schedules the retry of the attempt that just failed
 // (job.Attempt, 1-based; River's rescuer calls it for a rescued job too).
 func (p *backoffPolicy) NextRetry(job *rivertype.JobRow) time.Time {
-	return p.now().Add(retryDelay(job.Attempt, p.base, p.max, p.jitter, p.rand()))
+	return p.now().Add(relaybus.RetryDelay(job.Attempt, p.base, p.max, p.jitter, p.rand()))
 }
 
 // retryPolicyFor returns the client retry policy the workload asks for:
@@ -51,34 +43,17 @@ func retryPolicyFor(wl *protocol.Workload) (river.ClientRetryPolicy, error) {
 	}
 	base := time.Duration(wl.RetryBaseDelayMs) * time.Millisecond
 	if base == 0 {
-		base = defaultRetryBaseDelay
+		base = relaybus.DefaultRetryBaseDelay
 	}
 	maxDelay := time.Duration(wl.RetryMaxDelayMs) * time.Millisecond
 	if maxDelay == 0 {
-		maxDelay = max(defaultRetryMaxDelay, base)
+		maxDelay = max(relaybus.DefaultRetryMaxDelay, base)
 	}
-	if base > maxRetryDelay || maxDelay < base || maxDelay > maxRetryDelay {
-		return nil, fmt.Errorf("river: workload retry delays out of range: base %v, max %v (want 0 < base <= max <= %v)", base, maxDelay, maxRetryDelay)
+	if base > relaybus.MaxRetryDelay || maxDelay < base || maxDelay > relaybus.MaxRetryDelay {
+		return nil, fmt.Errorf("river: workload retry delays out of range: base %v, max %v (want 0 < base <= max <= %v)", base, maxDelay, relaybus.MaxRetryDelay)
 	}
 	return &backoffPolicy{
-		base: base, max: maxDelay, jitter: retryJitter,
+		base: base, max: maxDelay, jitter: relaybus.DefaultRetryJitter,
 		now: func() time.Time { return time.Now().UTC() }, rand: rand.Float64,
 	}, nil
-}
-
-// retryDelay is relaybus's backoff (relaybus/backoff.go):
-// min(base*2^(attempt-1), maxDelay), spread by ±jitter, never above
-// maxDelay. r is a uniform random number in [0, 1).
-func retryDelay(attempt int, base, maxDelay time.Duration, jitter, r float64) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	d := maxDelay
-	if shift := attempt - 1; shift < 63 && base <= maxDelay>>shift {
-		d = base << shift
-	}
-	if jitter > 0 {
-		d = time.Duration(float64(d) * (1 + jitter*(2*r-1)))
-	}
-	return min(max(d, 0), maxDelay)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 )
 
 // ApplicationName tags this worker's PostgreSQL sessions, so that they
@@ -38,12 +39,12 @@ func (deliveryArgs) Kind() string { return jobKind }
 
 // run opens the pool and plays the role.
 func (w *worker) run(ctx context.Context) error {
-	pcfg, err := pgxpool.ParseConfig(w.cfg.Store.DSN)
+	pcfg, err := pgxpool.ParseConfig(w.Cfg.Store.DSN)
 	if err != nil {
 		return fmt.Errorf("river: postgres dsn: %w", err)
 	}
-	if w.cfg.Store.PoolSize > 0 {
-		pcfg.MaxConns = int32(w.cfg.Store.PoolSize)
+	if w.Cfg.Store.PoolSize > 0 {
+		pcfg.MaxConns = int32(w.Cfg.Store.PoolSize)
 	}
 	pcfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -51,41 +52,25 @@ func (w *worker) run(ctx context.Context) error {
 		return fmt.Errorf("river: postgres pool: %w", err)
 	}
 	defer pool.Close()
-	for _, path := range w.ignored {
+	for _, path := range w.Ignored {
 		if why := ignoredFields[path]; why != "" {
-			w.log.Info("option ignored", "option", path, "why", why)
+			w.Log.Info("option ignored", "option", path, "why", why)
 		}
 	}
 
-	switch w.cfg.Role {
-	case protocol.RoleSetup:
-		w.ready()
-		if err := setup(ctx, pool, w.log); err != nil {
-			return err
-		}
-		w.out.emit(&protocol.Message{Type: protocol.TypeDone, Counters: &protocol.Counters{}})
-		return nil
-	case protocol.RoleInspect:
-		w.ready()
-		in, err := inspect(ctx, pool, w.riverLogger())
-		if err != nil {
-			return err
-		}
-		w.out.emit(&protocol.Message{Type: protocol.TypeDone, Counters: &protocol.Counters{}, Inspect: in})
-		return nil
-	case protocol.RolePreload, protocol.RolePublisher:
-		return publish(ctx, w, pool)
-	case protocol.RoleDispatcher:
-		return dispatch(ctx, w, pool)
-	}
-	return fmt.Errorf("river: unknown role %q", w.cfg.Role)
+	return w.RunRole(ctx, workerkit.Roles{
+		Setup:    func(ctx context.Context) error { return setup(ctx, pool, w.Log) },
+		Inspect:  func(ctx context.Context) (*protocol.Inspect, error) { return inspect(ctx, pool, w.riverLogger()) },
+		Publish:  func(ctx context.Context) error { return publish(ctx, w, pool) },
+		Dispatch: func(ctx context.Context) error { return dispatch(ctx, w, pool) },
+	})
 }
 
 // riverLogger is the logger River's client gets: stderr like ours, at
 // warn level, since River logs every maintenance step at info.
 func (w *worker) riverLogger() *slog.Logger {
 	h := slog.NewTextHandler(w.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
-	return slog.New(h).With("worker", w.cfg.Name, "role", w.cfg.Role, "component", "river")
+	return slog.New(h).With("worker", w.Cfg.Name, "role", w.Cfg.Role, "component", "river")
 }
 
 // setup runs River's migrations up to the newest version this River

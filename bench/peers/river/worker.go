@@ -1,40 +1,26 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
-	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 )
 
-// Limits on a worker config, checked before the role starts. They are
-// those of the relaybus worker where the two share a meaning, so that a
-// config one side accepts the other accepts too.
+// Limits on a worker config that only this worker has, checked before
+// the role starts; where a field means the same as for the relaybus
+// worker, its limit is the relaybus worker's (workerkit.RelaybusLimits).
 const (
-	maxConfigBytes       = 1 << 20
-	maxPublishers        = 1024
-	maxPublishBatch      = 10_000 // events per publish call (relaybus.MaxEventsPerPublish)
-	maxPayloadBytes      = 1 << 20
-	maxHandlers          = 64
-	maxNameBytes         = 255
-	maxKeyCount          = 10_000_000
-	maxCostUs            = 10_000_000
-	maxPoolSize          = 1000
-	maxAttempts          = 1000
-	maxConcurrency       = 10_000 // river.QueueNumWorkersMax
-	maxPollMs            = 3_600_000
-	maxLeaseMs           = 24 * 3_600_000
-	maxFetchCooldownMs   = 60_000
-	defaultCountersEvery = time.Second
+	maxNameBytes       = 255
+	maxConcurrency     = 10_000 // river.QueueNumWorkersMax
+	maxPollMs          = 3_600_000
+	maxLeaseMs         = 24 * 3_600_000
+	maxFetchCooldownMs = 60_000
 )
 
 // capabilities lists what this worker can do; the harness records them.
@@ -50,77 +36,33 @@ func capabilities() []string {
 
 // workerMain runs one worker and returns the process exit code: 0 when
 // the role finished (or was stopped by ctx), 1 when it failed, 2 for a
-// bad config. Like the relaybus worker it writes hello before it reads
-// its config, so the harness's handshake works with an empty stdin.
+// bad config.
 func workerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
-	out := &emitter{w: bufio.NewWriter(stdout)}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-
-	out.emit(&protocol.Message{
-		Type:         protocol.TypeHello,
-		Protocol:     protocol.Version,
-		Version:      peerVersion(),
-		Capabilities: capabilities(),
-	})
-
-	raw, err := io.ReadAll(io.LimitReader(stdin, maxConfigBytes+1))
+	hello := workerkit.Hello{Pkg: "river", Version: peerVersion(), Capabilities: capabilities()}
+	s, code := workerkit.Start(stdin, stdout, stderr, hello, validateConfig, &optionRules)
+	if s == nil {
+		return code
+	}
+	extra, err := parseDispatcherOptions(s.Cfg.Dispatcher.Options)
 	if err != nil {
-		return out.fail(2, fmt.Errorf("river: reading config: %w", err))
+		return s.Out.Fail(2, err)
 	}
-	if len(raw) > maxConfigBytes {
-		return out.fail(2, fmt.Errorf("river: config is over %d bytes", maxConfigBytes))
-	}
-	var cfg protocol.Config
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return out.fail(2, fmt.Errorf("river: config is not valid JSON: %w", err))
-	}
-	if err := validateConfig(&cfg); err != nil {
-		return out.fail(2, err)
-	}
-	applied, ignored, err := classifyOptions(raw)
-	if err != nil {
-		return out.fail(2, fmt.Errorf("river: config: %w", err))
-	}
-	extra, err := parseDispatcherOptions(cfg.Dispatcher.Options)
-	if err != nil {
-		return out.fail(2, err)
-	}
-	log = log.With("worker", cfg.Name, "role", cfg.Role)
-
-	w := &worker{cfg: &cfg, extra: extra, out: out, log: log, stderr: stderr, applied: applied, ignored: ignored}
+	w := &worker{Session: s, extra: extra, stderr: stderr}
 	if err := w.run(ctx); err != nil {
-		log.Error("role failed", "error", err)
-		return out.fail(1, err)
+		w.Log.Error("role failed", "error", err)
+		return w.Out.Fail(1, err)
 	}
 	return 0
 }
 
+// checks are the config checks every worker shares, with the relaybus
+// worker's limits, so that a config one side accepts the other accepts
+// too.
+var checks = workerkit.Checks{Pkg: "river", Limits: workerkit.RelaybusLimits}
+
 func validateConfig(c *protocol.Config) error {
-	if c.Protocol != protocol.Version {
-		return fmt.Errorf("river: config speaks protocol %d, this worker speaks %d", c.Protocol, protocol.Version)
-	}
-	switch c.Role {
-	case protocol.RoleSetup, protocol.RoleInspect:
-	case protocol.RolePreload, protocol.RolePublisher, protocol.RoleDispatcher:
-		if c.RecordPath == "" {
-			return fmt.Errorf("river: role %s needs record_path", c.Role)
-		}
-	default:
-		return fmt.Errorf("river: unknown role %q", c.Role)
-	}
-	switch c.Store.Kind {
-	case "postgres":
-		if c.Store.DSN == "" {
-			return errors.New("river: store postgres needs dsn")
-		}
-	default:
-		return fmt.Errorf("river: store kind %q is not supported (River runs on postgres only)", c.Store.Kind)
-	}
-	if c.Store.PoolSize < 0 || c.Store.PoolSize > maxPoolSize {
-		return fmt.Errorf("river: store pool_size %d out of range [0, %d]", c.Store.PoolSize, maxPoolSize)
-	}
-	if c.CountersIntervalMs < 0 {
-		return fmt.Errorf("river: counters_interval_ms %d is negative", c.CountersIntervalMs)
+	if err := checks.Plumbing(c, validateStore); err != nil {
+		return err
 	}
 	if c.Role == protocol.RoleSetup || c.Role == protocol.RoleInspect {
 		return nil
@@ -129,8 +71,8 @@ func validateConfig(c *protocol.Config) error {
 	if err := validateName("workload event_type", wl.EventType); err != nil {
 		return err
 	}
-	if len(wl.Handlers) == 0 || len(wl.Handlers) > maxHandlers {
-		return fmt.Errorf("river: workload needs 1 to %d handlers, got %d", maxHandlers, len(wl.Handlers))
+	if len(wl.Handlers) == 0 || len(wl.Handlers) > checks.Limits.Handlers {
+		return fmt.Errorf("river: workload needs 1 to %d handlers, got %d", checks.Limits.Handlers, len(wl.Handlers))
 	}
 	seen := map[string]bool{}
 	for _, h := range wl.Handlers {
@@ -142,41 +84,16 @@ func validateConfig(c *protocol.Config) error {
 		}
 		seen[h] = true
 	}
-	switch wl.Keys {
-	case "", "none":
-	case "hot", "many":
-		if wl.KeyCount < 1 || wl.KeyCount > maxKeyCount {
-			return fmt.Errorf("river: workload keys %q needs key_count in [1, %d], got %d", wl.Keys, maxKeyCount, wl.KeyCount)
-		}
-	default:
-		return fmt.Errorf("river: workload keys %q unknown (want none, hot or many)", wl.Keys)
-	}
-	if wl.PayloadBytes < 1 || wl.PayloadBytes > maxPayloadBytes {
-		return fmt.Errorf("river: workload payload_bytes %d out of range [1, %d]", wl.PayloadBytes, maxPayloadBytes)
-	}
-	if wl.HandlerCostUs < 0 || wl.HandlerCostUs > maxCostUs {
-		return fmt.Errorf("river: workload handler_cost_us %d out of range [0, %d]", wl.HandlerCostUs, maxCostUs)
-	}
-	if wl.PoisonEvery < 0 || wl.FailFirst < 0 || wl.MaxAttempts < 0 || wl.MaxAttempts > maxAttempts {
-		return fmt.Errorf("river: workload poison_every, fail_first and max_attempts must be >= 0 (max_attempts <= %d)", maxAttempts)
+	if err := checks.Workload(wl); err != nil {
+		return err
 	}
 	if _, err := retryPolicyFor(wl); err != nil {
 		return err
 	}
 	switch c.Role {
 	case protocol.RolePreload, protocol.RolePublisher:
-		p := &c.Publisher
-		if p.Publishers < 1 || p.Publishers > maxPublishers {
-			return fmt.Errorf("river: publisher publishers %d out of range [1, %d]", p.Publishers, maxPublishers)
-		}
-		if p.Batch < 1 || p.Batch > maxPublishBatch {
-			return fmt.Errorf("river: publisher batch %d out of range [1, %d]", p.Batch, maxPublishBatch)
-		}
-		if p.Events < 0 || (c.Role == protocol.RolePreload && p.Events == 0) {
-			return fmt.Errorf("river: publisher events %d: preload needs a positive count, publisher >= 0", p.Events)
-		}
-		if p.RatePerSec < 0 || p.StartIndex < 0 || p.Stride < 0 {
-			return errors.New("river: publisher rate_per_sec, start_index and stride must be >= 0")
+		if err := checks.Publisher(c); err != nil {
+			return err
 		}
 	case protocol.RoleDispatcher:
 		d := &c.Dispatcher
@@ -189,11 +106,24 @@ func validateConfig(c *protocol.Config) error {
 		if d.LeaseMs < 0 || d.LeaseMs > maxLeaseMs {
 			return fmt.Errorf("river: dispatcher lease_ms %d out of range [0, %d]", d.LeaseMs, maxLeaseMs)
 		}
-		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > maxCostUs {
-			return fmt.Errorf("river: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, maxCostUs)
+		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > checks.Limits.CostUs {
+			return fmt.Errorf("river: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, checks.Limits.CostUs)
 		}
 		// Batch and the completion settings are ignored (see the
 		// package doc), so their values are not checked.
+	}
+	return nil
+}
+
+// validateStore checks the store's kind and address.
+func validateStore(st *protocol.Store) error {
+	switch st.Kind {
+	case "postgres":
+		if st.DSN == "" {
+			return errors.New("river: store postgres needs dsn")
+		}
+	default:
+		return fmt.Errorf("river: store kind %q is not supported (River runs on postgres only)", st.Kind)
 	}
 	return nil
 }
@@ -215,62 +145,9 @@ func validateName(what, name string) error {
 	return nil
 }
 
-// emitter writes protocol messages as JSON lines; safe for concurrent use.
-type emitter struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-}
-
-func (e *emitter) emit(m *protocol.Message) {
-	m.TimeNs = time.Now().UnixNano()
-	b, err := json.Marshal(m)
-	if err != nil {
-		b = []byte(`{"type":"error","error":"river: cannot encode message"}`)
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.w.Write(b)
-	e.w.WriteByte('\n')
-	e.w.Flush()
-}
-
-// fail writes an error line and a done line carrying the error.
-func (e *emitter) fail(code int, err error) int {
-	e.emit(&protocol.Message{Type: protocol.TypeError, Error: err.Error()})
-	e.emit(&protocol.Message{Type: protocol.TypeDone, Error: err.Error()})
-	return code
-}
-
+// worker is one River peer worker process.
 type worker struct {
-	cfg              *protocol.Config
-	extra            dispatcherOptions
-	out              *emitter
-	log              *slog.Logger
-	stderr           io.Writer
-	applied, ignored []string
-}
-
-func (w *worker) ready() {
-	w.out.emit(&protocol.Message{Type: protocol.TypeReady, Applied: w.applied, Ignored: w.ignored})
-}
-
-func (w *worker) countersEvery() time.Duration {
-	if w.cfg.CountersIntervalMs > 0 {
-		return time.Duration(w.cfg.CountersIntervalMs) * time.Millisecond
-	}
-	return defaultCountersEvery
-}
-
-// tick calls f every countersEvery until stop is closed.
-func (w *worker) tick(stop <-chan struct{}, f func()) {
-	t := time.NewTicker(w.countersEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			f()
-		}
-	}
+	*workerkit.Session
+	extra  dispatcherOptions
+	stderr io.Writer // River's own logger writes here too
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/relaybus"
 )
 
 func TestVersion(t *testing.T) {
@@ -135,7 +136,7 @@ func TestClassifyOptions(t *testing.T) {
 			"completion_batch_max":0,"completion_window_disabled":true,
 			"options":{"fetch_cooldown_ms":10,"poll_only":true,"lanes":4}},
 		"cpu_profile_path":"/p","future_field":1}`
-	applied, ignored, err := classifyOptions([]byte(raw))
+	applied, ignored, err := optionRules.Classify([]byte(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,27 +162,9 @@ func TestClassifyOptions(t *testing.T) {
 
 func TestRetryDelay(t *testing.T) {
 	t.Parallel()
+	// The schedule itself is relaybus.RetryDelay's, tested in relaybus;
+	// here: the policy applies it with relaybus's settings.
 	const base, maxDelay = 50 * time.Millisecond, 200 * time.Millisecond
-	for _, tc := range []struct {
-		attempt int
-		r       float64
-		want    time.Duration
-	}{
-		{0, 0.5, 50 * time.Millisecond},
-		{1, 0.5, 50 * time.Millisecond},
-		{2, 0.5, 100 * time.Millisecond},
-		{3, 0.5, 200 * time.Millisecond},
-		{4, 0.5, 200 * time.Millisecond},
-		{1000, 0.5, 200 * time.Millisecond},
-		{1, 0, 45 * time.Millisecond},  // -10%
-		{2, 1, 110 * time.Millisecond}, // +10% (r -> 1)
-		{3, 1, 200 * time.Millisecond}, // never above max
-	} {
-		if got := retryDelay(tc.attempt, base, maxDelay, retryJitter, tc.r); got != tc.want {
-			t.Errorf("retryDelay(attempt %d, r %v) = %v, want %v", tc.attempt, tc.r, got, tc.want)
-		}
-	}
-
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	p := &backoffPolicy{base: base, max: maxDelay, now: func() time.Time { return now }, rand: func() float64 { return 0.5 }}
 	if got := p.NextRetry(&rivertype.JobRow{Attempt: 2}); !got.Equal(now.Add(100 * time.Millisecond)) {
@@ -196,8 +179,8 @@ func TestRetryDelay(t *testing.T) {
 	}{
 		{baseMs: 0, maxMs: 0, wantDefault: true},
 		{baseMs: 50, maxMs: 200, wantBase: base, wantMax: maxDelay},
-		{baseMs: 50, maxMs: 0, wantBase: base, wantMax: defaultRetryMaxDelay},
-		{baseMs: 2000, maxMs: 0, wantBase: 2 * time.Second, wantMax: defaultRetryMaxDelay},
+		{baseMs: 50, maxMs: 0, wantBase: base, wantMax: relaybus.DefaultRetryMaxDelay},
+		{baseMs: 2000, maxMs: 0, wantBase: 2 * time.Second, wantMax: relaybus.DefaultRetryMaxDelay},
 		{baseMs: 0, maxMs: 500, wantErr: true}, // below the default base of 1s
 		{baseMs: 100, maxMs: 50, wantErr: true},
 	} {
@@ -213,7 +196,7 @@ func TestRetryDelay(t *testing.T) {
 			}
 		default:
 			b, ok := pol.(*backoffPolicy)
-			if err != nil || !ok || b.base != tc.wantBase || b.max != tc.wantMax || b.jitter != retryJitter {
+			if err != nil || !ok || b.base != tc.wantBase || b.max != tc.wantMax || b.jitter != relaybus.DefaultRetryJitter {
 				t.Errorf("retryPolicyFor(%d ms, %d ms) = %+v, %v; want base %v max %v", tc.baseMs, tc.maxMs, pol, err, tc.wantBase, tc.wantMax)
 			}
 		}

@@ -1,0 +1,104 @@
+package workerkit
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/berkcansavur/relaybus/bench/protocol"
+)
+
+// OptionRules say which options of a config a worker applies. Protocol 1
+// promises the harness the lists of applied and ignored options, so that
+// a comparison never hides that one side ran without a feature.
+type OptionRules struct {
+	// TopLevel are the top-level fields that are options (applied when
+	// set); every other top-level field is plumbing (protocol, role,
+	// name, record path) and listed nowhere.
+	TopLevel map[string]bool
+	// Ignored are the fields (dotted paths) the worker knows but cannot
+	// apply, with the reason; they are listed ignored whenever they are
+	// set.
+	Ignored map[string]string
+	// Known are the free-form Options keys the worker applies, per group
+	// ("store", "publisher", "dispatcher"); every other key is ignored.
+	Known map[string]map[string]bool
+}
+
+// Classify walks the raw config the harness sent and sorts every option
+// it set into applied (a field the worker applies, set to a non-zero
+// value) and ignored (a field it cannot apply, a field it does not know,
+// or a free-form option it does not know), each sorted.
+func (r *OptionRules) Classify(raw []byte) (applied, ignored []string, err error) {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, nil, err
+	}
+	r.walk("", m, reflect.TypeFor[protocol.Config](), &applied, &ignored)
+	sort.Strings(applied)
+	sort.Strings(ignored)
+	return applied, ignored, nil
+}
+
+func (r *OptionRules) walk(prefix string, m map[string]any, t reflect.Type, applied, ignored *[]string) {
+	fields := map[string]reflect.StructField{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			fields[name] = f
+		}
+	}
+	for k, v := range m {
+		path := k
+		if prefix != "" {
+			path = prefix + "." + k
+		}
+		f, ok := fields[k]
+		if !ok {
+			*ignored = append(*ignored, path)
+			continue
+		}
+		switch {
+		case r.Ignored[path] != "" && !isZeroJSON(v):
+			*ignored = append(*ignored, path)
+		case k == "options" && prefix != "":
+			opts, _ := v.(map[string]any)
+			for name := range opts {
+				if r.Known[prefix][name] {
+					*applied = append(*applied, path+"."+name)
+				} else {
+					*ignored = append(*ignored, path+"."+name)
+				}
+			}
+		case f.Type.Kind() == reflect.Struct:
+			if sub, ok := v.(map[string]any); ok {
+				r.walk(path, sub, f.Type, applied, ignored)
+			}
+		case prefix == "" && !r.TopLevel[k]:
+			// Top-level plumbing is not an option.
+		case isZeroJSON(v):
+		default:
+			*applied = append(*applied, path)
+		}
+	}
+}
+
+func isZeroJSON(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case bool:
+		return !x
+	case float64:
+		return x == 0
+	case string:
+		return x == ""
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
+}
