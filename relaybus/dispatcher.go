@@ -14,8 +14,8 @@ import (
 const (
 	// writeRetryDelay is the wait before the second try of a finishing
 	// write (complete, reschedule, bury, release), doubled after each
-	// failure up to writeRetryDelayMax. The tries go on until the lease
-	// would expire (see write): a write that fails for good is given up and
+	// failure up to writeRetryDelayMax. The tries go on as long as the
+	// lease is held (see write), which renewals extend: a write given up is
 	// logged, the lease expires and the delivery is claimed again
 	// (at-least-once), so nothing is lost.
 	writeRetryDelay = 20 * time.Millisecond
@@ -52,7 +52,8 @@ type dispatcher[TTx any] struct {
 	slotFreed  chan struct{}
 
 	// held are the leases this run still holds, by delivery ID: renewed
-	// until their final write is done.
+	// until their final write is done, including while that write waits in
+	// the completion queue or a batch, or is being retried.
 	mu   sync.Mutex
 	held map[string]*job
 
@@ -71,8 +72,11 @@ type job struct {
 	expiresAt time.Time
 	lost      bool // the lease is gone; write nothing more
 	// finishing: the final write is under way (or queued for the
-	// completer). It reports a lost lease itself, and the lease is no longer
-	// renewed: the final write has until expiresAt.
+	// completer). It reports a lost lease itself, so a renewal that finds
+	// the lease gone leaves the job to it. The lease is still renewed:
+	// a completion can wait in the queue longer than what is left of the
+	// lease, and if the lease then expired the delivery would be claimed
+	// again and handled twice although it succeeded.
 	finishing bool
 }
 
@@ -347,7 +351,7 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 	now := d.cfg.Now()
 	if IsPermanent(err) || j.d.Attempts >= budget {
 		var ok bool
-		werr := d.write(d.leaseEnd(j), func(c context.Context) (e error) {
+		werr := d.write([]*job{j}, func(c context.Context) (e error) {
 			ok, e = d.store.DeliveryBury(c, &DeliveryBuryParams{Lease: j.d.Lease(), Error: text, Now: now})
 			return e
 		})
@@ -359,7 +363,7 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 	}
 	delay := d.b.backoff(j.d.Attempts)
 	var ok bool
-	werr := d.write(d.leaseEnd(j), func(c context.Context) (e error) {
+	werr := d.write([]*job{j}, func(c context.Context) (e error) {
 		ok, e = d.store.DeliveryReschedule(c, &DeliveryRescheduleParams{Lease: j.d.Lease(), Error: text, AvailableAt: now.Add(delay), Now: now})
 		return e
 	})
@@ -373,7 +377,7 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 func (d *dispatcher[TTx]) release(j *job) {
 	now := d.cfg.Now()
 	var ok bool
-	werr := d.write(d.leaseEnd(j), func(c context.Context) (e error) {
+	werr := d.write([]*job{j}, func(c context.Context) (e error) {
 		ok, e = d.store.DeliveryRelease(c, &DeliveryReleaseParams{Lease: j.d.Lease(), Now: now})
 		return e
 	})
@@ -387,7 +391,7 @@ func (d *dispatcher[TTx]) completeOne(j *job) {
 	}
 	now := d.cfg.Now()
 	var ok bool
-	werr := d.write(d.leaseEnd(j), func(c context.Context) (e error) {
+	werr := d.write([]*job{j}, func(c context.Context) (e error) {
 		ok, e = d.store.DeliveryComplete(c, &DeliveryCompleteParams{Lease: j.d.Lease(), Now: now})
 		return e
 	})
@@ -475,7 +479,7 @@ func (d *dispatcher[TTx]) completeMany(js []*job) {
 	}
 	now := d.cfg.Now()
 	var oks []bool
-	werr := d.write(d.leaseEnd(js...), func(c context.Context) (e error) {
+	werr := d.write(js, func(c context.Context) (e error) {
 		oks, e = d.store.DeliveryCompleteMany(c, &DeliveryCompleteManyParams{Leases: leases, Now: now})
 		return e
 	})
@@ -562,16 +566,18 @@ func (d *dispatcher[TTx]) beforeCompleteTx(j *job, rollback func()) bool {
 	return false
 }
 
-// write runs a finishing store write for leases that expire at expiresAt
-// (by Config.Now). It tries at once, and retries a failure with backoff
-// (writeRetryDelay doubled up to writeRetryDelayMax) for as long as the
-// lease lasts: a completion that gave up sooner, within a database restart,
-// would let work that is done run again. No try starts once the lease has
-// expired: another worker may have taken the delivery over, and the write
-// is moot (it is fenced, so a late one would only be refused). The first
-// try is made even then, since nobody may have taken it over yet. Each try
-// is bounded by the lease duration, as every try was in 0.1.0.
-func (d *dispatcher[TTx]) write(expiresAt time.Time, fn func(context.Context) error) error {
+// write runs a finishing store write for the leases of js. It tries at
+// once, and retries a failure with backoff (writeRetryDelay doubled up to
+// writeRetryDelayMax) for as long as the leases last (their latest expiry,
+// by Config.Now): a completion that gave up sooner, within a database
+// restart, would let work that is done run again. The expiry is read again
+// before every wait and every try, since renewals go on extending it while
+// the write is retried. No wait runs past it and no try starts after it:
+// another worker may have taken the delivery over, and the write is moot
+// (it is fenced, so a late one would only be refused). The first try is
+// made even then, since nobody may have taken it over yet. Each try is
+// bounded by the lease duration, as every try was in 0.1.0.
+func (d *dispatcher[TTx]) write(js []*job, fn func(context.Context) error) error {
 	delay := writeRetryDelay
 	for {
 		c, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
@@ -580,13 +586,17 @@ func (d *dispatcher[TTx]) write(expiresAt time.Time, fn func(context.Context) er
 		if err == nil || errors.Is(err, ErrInvalid) {
 			return err
 		}
-		// The next try would start after the wait: give up if the lease
-		// will have expired by then.
-		if !d.cfg.Now().Add(delay).Before(expiresAt) {
+		// Wait no longer than what is left of the lease: a renewal during
+		// the wait extends it, and the try after the wait is made only
+		// if one did. (Giving up when the lease would expire during the
+		// wait would give up while renewals work once the backoff grows
+		// to the renewal's margin, writeRetryDelayMax being a second.)
+		left := d.leaseEnd(js...).Sub(d.cfg.Now())
+		if left <= 0 {
 			return err
 		}
-		time.Sleep(delay)
-		if !d.cfg.Now().Before(expiresAt) {
+		time.Sleep(min(delay, left))
+		if !d.cfg.Now().Before(d.leaseEnd(js...)) {
 			return err
 		}
 		delay = min(2*delay, writeRetryDelayMax)
@@ -630,10 +640,17 @@ func (d *dispatcher[TTx]) done(j *job, what string, ok bool, err error, counter 
 // renewLoop extends every held lease each LeaseRenewInterval with one
 // LeaseExtend call (per MaxLeasesPerCall leases) until stop is closed. A
 // lease the store reports lost, or that expired by our clock without being
-// renewed, cancels its handler. Leases whose final write is under way are
-// left alone: renewing them would rewrite rows that are about to be
-// completed and wait on the completion's row locks, and their final write
-// has until the lease expires.
+// renewed, cancels its handler.
+//
+// Leases whose final write is queued or under way are renewed too (0.1.1
+// left them alone, and a completion that waited in the queue or its batch
+// longer than what was left of its lease lost it: the delivery was claimed
+// again and handled twice). Renewal and completion update the same rows,
+// but every store statement that locks several deliveries locks them in
+// ascending id, so they cannot deadlock: at worst a renewal waits for a
+// completion holding the same rows, and then finds them completed. A
+// finishing job whose lease is gone is left to its final write, which
+// reports the loss.
 func (d *dispatcher[TTx]) renewLoop(stop <-chan struct{}) {
 	t := time.NewTicker(d.cfg.LeaseRenewInterval)
 	defer t.Stop()
@@ -652,13 +669,13 @@ func (d *dispatcher[TTx]) renew() {
 	var js []*job
 	d.mu.Lock()
 	for _, j := range d.held {
-		if j.finishing {
-			continue
-		}
 		if !j.expiresAt.After(now) {
 			// Renewals failed for a whole lease: another worker may run
-			// this delivery now, so stop ours.
-			d.loseLocked(j)
+			// this delivery now, so stop ours. A finishing job's write
+			// sees the expiry itself and tries no more (see write).
+			if !j.finishing {
+				d.loseLocked(j)
+			}
 			continue
 		}
 		js = append(js, j)

@@ -600,11 +600,10 @@ func TestCompletionErrors(t *testing.T) {
 	})
 }
 
-// TestFinishingLeasesAreNotRenewed: once a delivery's completion is under
-// way, renewals leave its lease alone (they would rewrite a row about to
-// be completed and contend for its lock), while the leases of handlers
-// still running go on being renewed.
-func TestFinishingLeasesAreNotRenewed(t *testing.T) {
+// TestFinishingLeasesAreRenewed: a delivery whose completion is under way
+// (or queued for the completer) keeps its lease renewed, like the leases of
+// handlers still running, until the completion is done.
+func TestFinishingLeasesAreRenewed(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	cfg.LeaseRenewInterval = time.Millisecond
@@ -650,7 +649,71 @@ func TestFinishingLeasesAreNotRenewed(t *testing.T) {
 		}
 	})
 	require.Positive(t, running, "the running handler's lease was renewed")
-	require.Zero(t, finishing, "renewals of a lease whose completion was under way")
+	require.Positive(t, finishing, "the lease whose completion was under way was renewed")
+}
+
+// TestCompletionSlowerThanTheLease: a completion that takes longer than the
+// lease (the store blocks or fails it for 2.5 lease durations) while
+// renewals work keeps its lease, and so does the completion queued behind
+// it: each delivery is handled once and completed once. 0.1.1 stopped
+// renewing a lease once its handler returned, so both leases expired, the
+// deliveries were claimed again and their handlers ran twice (the harness
+// found it on a loaded 2-core machine, completions waiting in the queue).
+func TestCompletionSlowerThanTheLease(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	for _, tc := range []struct {
+		name string
+		hook func(until time.Time) func(n int) error
+	}{
+		{"blocked", func(until time.Time) func(int) error {
+			return func(n int) error {
+				if n == 1 {
+					time.Sleep(time.Until(until))
+				}
+				return nil
+			}
+		}},
+		{"failing", func(until time.Time) func(int) error {
+			return func(int) error {
+				if time.Now().Before(until) {
+					return errors.New("relaybus test: database overloaded")
+				}
+				return nil
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.Concurrency = 2
+			cfg.LeaseDuration = lease
+			cfg.LeaseRenewInterval = 10 * time.Millisecond
+			// One completion per batch: the second waits in the queue
+			// while the first is stuck.
+			cfg.CompletionBatchMax = 1
+			tb := setup(t, cfg)
+			var s seen
+			require.NoError(t, tb.bus.Handle("t", "h", func(_ context.Context, d *Delivery) error { s.add(d); return nil }, nil))
+			ids := publishN(t, tb.bus, "t", 2, nil)
+			tb.spy.completeMHook = tc.hook(time.Now().Add(5 * lease / 2))
+			stop := tb.start(t)
+			deadline := time.Now().Add(5 * lease)
+			for tb.countStatus(StatusCompleted) < 2 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			stop() // counters are final once the dispatcher has stopped
+			want := map[string]int{ids[0] + "/h": 1, ids[1] + "/h": 1}
+			require.Equal(t, want, s.snapshot(), "handler runs")
+			require.Equal(t, 2, tb.countStatus(StatusCompleted))
+			for _, d := range tb.store.snapshot() {
+				require.Equal(t, 1, d.Attempts, d.EventID)
+			}
+			st := tb.bus.DispatcherStats()
+			require.Equal(t, int64(2), st.Completed)
+			require.Zero(t, st.LeasesLost)
+		})
+	}
 }
 
 func TestBeforeComplete(t *testing.T) {
