@@ -576,7 +576,10 @@ func (d *dispatcher[TTx]) beforeCompleteTx(j *job, rollback func()) bool {
 // another worker may have taken the delivery over, and the write is moot
 // (it is fenced, so a late one would only be refused). The first try is
 // made even then, since nobody may have taken it over yet. Each try is
-// bounded by the lease duration, as every try was in 0.1.0.
+// bounded by the lease duration, as every try was in 0.1.0. A write that
+// fails while renewals succeed is retried for as long as they do: the
+// database answers, so the failure is taken for a passing one, and giving
+// up would run a handled delivery again.
 func (d *dispatcher[TTx]) write(js []*job, fn func(context.Context) error) error {
 	delay := writeRetryDelay
 	for {
