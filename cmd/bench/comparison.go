@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -36,7 +37,8 @@ const maxPlantDelay = 10 * time.Second
 type options struct {
 	base, candidate string
 	matrix          scenarios.Matrix
-	storesAll       bool // --stores all: MongoDB is skipped with a warning
+	storesAll       bool     // --stores all: MongoDB is skipped with a warning
+	skipped         []string // cells left out by --skip-cells, named in the report
 	drain           time.Duration
 	provider        dbenv.Provider
 	dsn, image      string
@@ -56,7 +58,7 @@ type compareVars struct {
 	scenarioList, stores, provider string
 	rounds                         int
 	window, warmup                 time.Duration
-	gate                           string
+	gate, skipCells                string
 }
 
 // compareFlagSet is the comparison's flags, bound to o and v.
@@ -68,6 +70,7 @@ func compareFlagSet(o *options, v *compareVars) *flag.FlagSet {
 	fs.BoolVar(&v.full, "full", false, "the seed's full matrix (hours)")
 	fs.BoolVar(&v.smoke, "smoke", false, "one cell, short windows, and the upgrade (scenario 6, small backlog) when the refs differ (CI)")
 	fs.StringVar(&v.scenarioList, "scenarios", "", "scenario numbers to run, e.g. 1,2,6 (empty: all of the mode; 6 is the upgrade, one run)")
+	fs.StringVar(&v.skipCells, "skip-cells", "", "leave out the cells whose name matches this regular expression, e.g. '^8 inst' (the report says which were left out)")
 	fs.StringVar(&v.stores, "stores", "postgres", "stores: postgres, mongo or all")
 	fs.IntVar(&v.rounds, "rounds", 0, "ABBA rounds per cell, even (0: the mode's)")
 	fs.DurationVar(&v.window, "window", 0, "measured window per run (0: the mode's)")
@@ -168,6 +171,24 @@ func parseCompare(args []string, stdout io.Writer) (*options, error) {
 			return nil, err
 		}
 		o.matrix.Mode = result.ModeCustom
+	}
+	if v.skipCells != "" {
+		re, err := regexp.Compile(v.skipCells)
+		if err != nil {
+			return nil, fmt.Errorf("bench: --skip-cells: %v", err)
+		}
+		kept := o.matrix.Cells[:0]
+		for _, c := range o.matrix.Cells {
+			if re.MatchString(c.Name) {
+				o.skipped = append(o.skipped, fmt.Sprintf("cell %q of the %s matrix", c.Name, mode))
+				continue
+			}
+			kept = append(kept, c)
+		}
+		if len(o.skipped) == 0 {
+			return nil, fmt.Errorf("bench: --skip-cells %q matches no cell of the matrix", v.skipCells)
+		}
+		o.matrix.Cells, o.matrix.Mode = kept, result.ModeCustom
 	}
 	if rounds > 0 {
 		o.matrix.Rounds, o.matrix.Mode = rounds, result.ModeCustom
@@ -289,6 +310,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	run.Notes = notes
 	if o.plantDelay > 0 {
 		run.Warnings = append(run.Warnings, fmt.Sprintf("self-test: candidate dispatchers carry a planted delay of %s per delivery", o.plantDelay))
+	}
+	for _, name := range o.skipped {
+		run.Warnings = append(run.Warnings, "--skip-cells: "+name+" was not run")
 	}
 
 	if o.profile {
