@@ -323,7 +323,7 @@ func Smoke() Matrix {
 const smokeUpgradeEvents = 1000
 
 // Quick is a small matrix across scenarios 1, 2, 3, 5, one fault cell
-// and the two handler-work cells, within 11 minutes on a 2-core machine
+// and the two handler-work cells, about 18 minutes on a 2-core machine
 // (BENCHMARKS.md has the measured wall time).
 func Quick() Matrix {
 	// Four rounds: with 3+3 samples the smallest possible Mann-Whitney p
