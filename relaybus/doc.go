@@ -65,8 +65,10 @@
 // delivery per handler. Claim errors are logged and retried with a backoff
 // capped at 16 poll intervals; they never stop Run.
 //
-// Every LeaseRenewInterval one LeaseExtend call renews the leases of the
-// deliveries whose handlers run. A lease the store reports lost (or one our
+// Every LeaseRenewInterval one LeaseExtend call renews every lease the
+// dispatcher holds: of the deliveries whose handlers run, and of those
+// whose final write is queued or under way (a completion that waits must
+// not outlive its lease). A lease the store reports lost (or one our
 // clock sees expire because renewals kept failing) cancels its handler,
 // and nothing more is written for it: another worker owns the delivery
 // now.
@@ -77,9 +79,8 @@
 // Config.BeforeComplete, if set, sees each batch first (the benchmark
 // harness records handled deliveries there). A final write (complete,
 // reschedule, bury, release) that fails is retried with backoff for as
-// long as its lease holds, and never past it, so a database restart does
-// not make finished work run again; a lease whose final write has begun is
-// no longer renewed.
+// long as its (renewed) lease holds, and never past it, so a database
+// restart does not make finished work run again.
 //
 // A delivery the store marks Suspect (it was in flight when its lease was
 // taken over, so it may be what crashed its last process) runs alone:
