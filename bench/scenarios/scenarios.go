@@ -376,6 +376,34 @@ func (m *Matrix) FitPreloads() {
 	}
 }
 
+// Connections is the most connections one window of the matrix can open
+// at once: every publisher and dispatcher process's pool (pgx's default
+// of 4 where the cell names none), plus extra, the caller's own (the
+// runner's, the drain dispatchers'). The server must allow that many: a
+// 4-process cell with pools of 40 holds 160, above PostgreSQL's default
+// of 100, and a completion path that uses its whole pool then finds the
+// server full.
+func (m *Matrix) Connections(extra int) int {
+	most := 0
+	pool := func(n int) int {
+		if n <= 0 {
+			return 4
+		}
+		return n
+	}
+	for _, c := range m.Cells {
+		n := c.PublisherProcs*pool(c.PublisherPool) + c.DispatcherProcs*pool(c.DispatcherPool)
+		if c.Preload > 0 {
+			n = max(n, c.PreloadPublishers*4)
+		}
+		most = max(most, n)
+	}
+	if u := m.Upgrade; u != nil {
+		most = max(most, (u.BaseDispatchers+u.CandidateDispatchers)*pool(u.DispatcherPool)+u.PreloadPublishers*4)
+	}
+	return most + extra
+}
+
 func (m Matrix) fitted() Matrix {
 	m.FitPreloads()
 	return m

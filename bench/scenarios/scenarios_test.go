@@ -140,3 +140,16 @@ func TestUpgradeScenario(t *testing.T) {
 		t.Error("the full matrix has no cell of the unbatched completion path")
 	}
 }
+
+// The server must allow every pool of a window: the full matrix's 8
+// processes with pools of 64 hold 512 connections.
+func TestConnections(t *testing.T) {
+	f := Full()
+	if got := f.Connections(0); got != 8*64 {
+		t.Errorf("full matrix: %d connections, want %d (8 processes x pool 64)", got, 8*64)
+	}
+	q := Quick()
+	if got, want := q.Connections(10), 2*40+10; got != want {
+		t.Errorf("quick matrix: %d connections, want %d (2 processes x pool 40, plus 10)", got, want)
+	}
+}

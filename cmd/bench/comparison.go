@@ -61,6 +61,10 @@ type compareVars struct {
 	gate, skipCells                string
 }
 
+// harnessConnections is what a window opens beside the cell's own pools:
+// the drain dispatchers' pools, the runner's connections and margin.
+const harnessConnections = 60
+
 // compareFlagSet is the comparison's flags, bound to o and v.
 func compareFlagSet(o *options, v *compareVars) *flag.FlagSet {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
@@ -272,8 +276,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		logf("note: %s", n)
 	}
 
+	// Room for every pool a window opens, the drain dispatchers' and the
+	// runner's own connections, and PostgreSQL's reserved ones.
+	conns := max(100, o.matrix.Connections(harnessConnections))
 	pg, info, stop, err := startPostgres(ctx, dbenv.PostgresOptions{Provider: o.provider, DSN: o.dsn, Image: o.image,
-		Settings: map[string]string{"shared_preload_libraries": "pg_stat_statements"}, Logf: logf})
+		Settings: map[string]string{"shared_preload_libraries": "pg_stat_statements", "max_connections": strconv.Itoa(conns)}, Logf: logf})
 	if err != nil {
 		return err
 	}
