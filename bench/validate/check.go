@@ -49,8 +49,10 @@ type checker struct {
 	handles      []handle
 	okCounts     []int32 // okCounts[event.countsIdx+handler]
 	killedAt     map[string]int64
-	dead         map[[2]string]bool
-	keyIDs       map[string]int32
+	// lostPairs: the (event, handler) pairs a fault cost an attempt (lostAttempt)
+	lostPairs map[[2]int32]bool
+	dead      map[[2]string]bool
+	keyIDs    map[string]int32
 }
 
 func newChecker(in *Input) *checker {
@@ -89,6 +91,7 @@ func (c *checker) check() *Result {
 		}
 	}
 	c.killedAt = map[string]int64{}
+	c.lostPairs = map[[2]int32]bool{}
 	for _, f := range in.Expect.Faults {
 		if f.Kind == FaultKill {
 			c.killedAt[f.Process] = f.StartNs
@@ -213,6 +216,34 @@ func (c *checker) rec(h *handle) *recordRef {
 	return &recordRef{c.in.Files[h.file].Name, &c.in.Files[h.file].Handled[h.rec]}
 }
 
+// lostAttempt reports whether a fault cost the pair of these handles (in
+// handling order) an attempt: a fault cell, and either an attempt number
+// below the highest that has no handle, or a handle by a process the
+// fault plan killed, made before the kill.
+func (c *checker) lostAttempt(pair []int32) bool {
+	if !c.in.Expect.AllowRedelivery {
+		return false
+	}
+	seen := map[int]bool{}
+	most := 0
+	for _, k := range pair {
+		h := &c.handles[k]
+		f := &c.in.Files[h.file]
+		rec := &f.Handled[h.rec]
+		if at, ok := c.killedAt[f.Name]; ok && rec.HandleNs <= at {
+			return true
+		}
+		seen[rec.Attempt] = true
+		most = max(most, rec.Attempt)
+	}
+	for a := 1; a < most; a++ {
+		if !seen[a] {
+			return true
+		}
+	}
+	return false
+}
+
 // explains reports whether a fault explains running h's delivery again:
 // h was by a process the fault plan killed, before the kill, or started
 // within a lease of a database restart.
@@ -257,6 +288,19 @@ func (c *checker) pairs() {
 		for j < len(order) && c.handles[order[j]].event == first.event && c.handles[order[j]].handler == first.handler {
 			j++
 		}
+		// A fault can cost an attempt of this pair that left no handle
+		// (its process was killed before recording it) or a failed handle
+		// whose final write never committed. A lane-lease store charges
+		// that lost attempt at the takeover and, when the delivery was not
+		// yet a suspect, gives it one more attempt, alone, even at its
+		// budget (docs/lane-protocol.md, Claim step 3: a delivery merely in
+		// flight beside the crasher is not buried for it). So in a fault
+		// cell a pair whose attempt was lost may run budget + 1 times.
+		allow := budget
+		if budget > 0 && c.lostAttempt(order[i:j]) {
+			allow = budget + 1
+			c.lostPairs[[2]int32{first.event, first.handler}] = true
+		}
 		var lastOK *handle
 		failed := 0
 		for _, k := range order[i:j] {
@@ -274,7 +318,7 @@ func (c *checker) pairs() {
 						rec.h.EventID, rec.h.Handler, rec.proc, rec.h.Attempt, rec.h.OK, prev.proc)
 				}
 			}
-			if budget > 0 && rec.h.Attempt > budget {
+			if budget > 0 && rec.h.Attempt > allow {
 				r.OverBudget++
 				c.ex("over budget: event %s handler %s ran attempt %d, the budget is %d", rec.h.EventID, rec.h.Handler, rec.h.Attempt, budget)
 			}
@@ -285,7 +329,7 @@ func (c *checker) pairs() {
 				failed++
 			}
 		}
-		if budget > 0 && failed > budget {
+		if budget > 0 && failed > allow {
 			h := c.rec(first)
 			r.OverBudget++
 			c.ex("over budget: event %s handler %s failed %d times, the budget is %d attempts", h.h.EventID, h.h.Handler, failed, budget)
@@ -384,7 +428,8 @@ func (c *checker) deadLetters() {
 			r.DeadUnexpected++
 			c.ex("dead unexpected: event %s handler %s is dead-lettered but was not planted as poison", dl.EventID, dl.Handler)
 		}
-		if b := in.Expect.MaxAttempts; b > 0 && dl.Attempts != b {
+		lost := known && knownHandler && c.lostPairs[[2]int32{int32(ei), int32(c.handlerIdx[dl.Handler])}]
+		if b := in.Expect.MaxAttempts; b > 0 && dl.Attempts != b && !(lost && dl.Attempts == b+1) {
 			r.OverBudget++
 			c.ex("over budget: dead letter %s handler %s has %d attempts, the budget is %d", dl.EventID, dl.Handler, dl.Attempts, b)
 		}

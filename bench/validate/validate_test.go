@@ -424,6 +424,22 @@ func TestPoison(t *testing.T) {
 		}, false, map[string]int64{"overBudget": 3, "failures": 9}},
 		{"buried before the budget was spent", func(in *Input) { in.Final.DeadLetters[0].Attempts = 1 },
 			false, map[string]int64{"overBudget": 1}},
+		// A lane-lease takeover charges an attempt lost to a fault and
+		// gives a delivery that was not a suspect one more run, alone.
+		{"a fault cost an attempt: one more run is allowed", func(in *Input) {
+			lostThenRunAgain(in)
+			in.Expect.AllowRedelivery = true
+		}, true, map[string]int64{"failures": 8}},
+		{"no fault: the same extra run is over budget", func(in *Input) {
+			lostThenRunAgain(in)
+		}, false, map[string]int64{"overBudget": 2, "failures": 8}},
+		{"a fault cost an attempt: two more runs are over budget", func(in *Input) {
+			lostThenRunAgain(in)
+			in.Expect.AllowRedelivery = true
+			f := file(in, "disp-1")
+			f.Handled = append(f.Handled, record.Handled{EventID: "e3", Handler: "a", Attempt: 4, HandleNs: 9.5e9})
+			in.Final.DeadLetters[2].Attempts = 4
+		}, false, map[string]int64{"overBudget": 2, "failures": 9}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -495,4 +511,19 @@ func BenchmarkValidate1M(b *testing.B) {
 			b.Fatal(r)
 		}
 	}
+}
+
+// lostThenRunAgain rewrites e3/a of TestPoison's run as a lane-lease store
+// runs a poison delivery whose second (last) attempt was lost to a killed
+// process without a record: handled at attempts 1 and 3, dead with 3.
+func lostThenRunAgain(in *Input) {
+	for fi := range in.Files {
+		f := &in.Files[fi]
+		for i := range f.Handled {
+			if h := &f.Handled[i]; h.EventID == "e3" && h.Handler == "a" && h.Attempt == 2 {
+				h.Attempt = 3
+			}
+		}
+	}
+	in.Final.DeadLetters[2].Attempts = 3
 }
