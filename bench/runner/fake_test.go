@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +85,28 @@ func (c *fakeCluster) CreateDatabase(_ context.Context, name string) (string, er
 	}
 	c.dbs[name] = &fakeDB{attempts: map[string]int{}}
 	c.events = append(c.events, "create "+name)
+	return "fake://" + name, nil
+}
+
+func (c *fakeCluster) CloneDatabase(_ context.Context, name, template string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	src, ok := c.dbs[template]
+	if !ok {
+		return "", fmt.Errorf("fake: no template database %s", template)
+	}
+	if _, ok := c.dbs[name]; ok {
+		return "", fmt.Errorf("fake: database %s exists", name)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if src.inFlight > 0 {
+		return "", fmt.Errorf("fake: template %s is in use", template)
+	}
+	db := &fakeDB{pending: slices.Clone(src.pending), dead: slices.Clone(src.dead), attempts: maps.Clone(src.attempts),
+		walPos: src.walPos, handledOK: src.handledOK}
+	c.dbs[name] = db
+	c.events = append(c.events, "clone "+name+" from "+template)
 	return "fake://" + name, nil
 }
 

@@ -27,6 +27,10 @@ type Window struct {
 	// Dir is the window's folder under the run folder: its record files,
 	// worker logs and manifest.
 	Dir string
+	// Template names the database of the preload template of the
+	// window's cell and side (template.go): as long as the names of the
+	// first rounds, so the preload's ids are as long as before.
+	Template string
 }
 
 // runIDPattern: the run id goes into database names, which PostgreSQL
@@ -53,8 +57,9 @@ func Plan(m *scenarios.Matrix, runID string) ([]Window, error) {
 				order++
 				out = append(out, Window{
 					Cell: ci, Round: round, Side: side, Order: order,
-					Name: fmt.Sprintf("rb_%s_c%02d_r%d_%s", runID, ci+1, round, side[:1]),
-					Dir:  filepath.Join(fmt.Sprintf("cell%02d", ci+1), fmt.Sprintf("r%d-%s", round, side)),
+					Name:     fmt.Sprintf("rb_%s_c%02d_r%d_%s", runID, ci+1, round, side[:1]),
+					Dir:      filepath.Join(fmt.Sprintf("cell%02d", ci+1), fmt.Sprintf("r%d-%s", round, side)),
+					Template: fmt.Sprintf("rb_%s_c%02d_tp_%s", runID, ci+1, side[:1]),
 				})
 			}
 		}

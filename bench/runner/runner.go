@@ -137,6 +137,7 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 		// database and records nothing.
 		r.step.Measure(context.WithoutCancel(ctx), &Prepared{run: next.run, err: err}, nil)
 	}
+	r.step.Close(ctx)
 	if u := r.matrix.Upgrade; u != nil && err == nil {
 		err = ctx.Err()
 		if err == nil {

@@ -18,6 +18,9 @@ import (
 type Server interface {
 	// CreateDatabase creates an empty database and returns its DSN.
 	CreateDatabase(ctx context.Context, name string) (string, error)
+	// CloneDatabase creates a database as a copy of template, a database
+	// no session is connected to, and returns its DSN.
+	CloneDatabase(ctx context.Context, name, template string) (string, error)
 	DropDatabase(ctx context.Context, name string) error
 	// Restart stops the server and starts it again with the same data.
 	Restart(ctx context.Context) error
@@ -56,6 +59,11 @@ func NewPGServer(pg *dbenv.Postgres, statements bool) *PGServer {
 // CreateDatabase implements Server.
 func (s *PGServer) CreateDatabase(ctx context.Context, name string) (string, error) {
 	return s.pg.CreateDatabase(ctx, name)
+}
+
+// CloneDatabase implements Server.
+func (s *PGServer) CloneDatabase(ctx context.Context, name, template string) (string, error) {
+	return s.pg.CloneDatabase(ctx, name, template)
 }
 
 // DropDatabase implements Server.

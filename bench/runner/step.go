@@ -36,6 +36,8 @@ const (
 	drainDispatchers = 2
 	// drainPool is the connection pool of each drain dispatcher.
 	drainPool = 20
+	// drainRetryDelayMs is the retry delay of the drain dispatchers.
+	drainRetryDelayMs = 1
 	// dropTimeout bounds dropping a window's database.
 	dropTimeout = time.Minute
 	// topStatements bounds the statements a window keeps (--profile).
@@ -58,9 +60,13 @@ type Step struct {
 	// profile (protocol field cpu_profile_path) and keeps the window's top
 	// statements (the Server must read them: PGServer.StatementDetail).
 	Profile bool
+	// NoTemplates publishes every window's preload in the window's own
+	// database, as before preload templates (template.go).
+	NoTemplates bool
 
 	mu       sync.Mutex
 	warnings []string
+	tmpl     templates
 }
 
 func (s *Step) logf(format string, args ...any) {
@@ -118,6 +124,9 @@ func (s *Step) Prepare(ctx context.Context, w Window, c *scenarios.Cell, side *S
 	wr := &windowRun{step: s, c: c, side: side, sample: smp, name: w.Name, dir: dir, rel: w.Dir, phases: newPhases()}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return &Prepared{run: wr, err: fmt.Errorf("runner: %w", err)}
+	}
+	if c.Preload > 0 && !s.NoTemplates && w.Template != "" {
+		return &Prepared{run: wr, err: wr.prepareFromTemplate(ctx, templateKey{w.Cell, side.Name}, w.Template)}
 	}
 	return &Prepared{run: wr, err: wr.prepare(ctx)}
 }
@@ -277,7 +286,9 @@ func profiles(dir, rel string) []string {
 
 // startDrainDispatcher starts a dispatcher that only drains: fast
 // settings, and handlers without the workload's cost (planted failures
-// still fail, so poison is still dead-lettered). It keeps the cell's
+// still fail, so poison is still dead-lettered, but are retried after
+// a millisecond: a key whose events are all poison, as in the fault
+// cells, otherwise drains one backoff after another). It keeps the cell's
 // lease: a store whose recovery of a killed dispatcher's work is set by
 // the dispatchers running it (River's rescuer runs on the leader, with
 // the leader's rescue delay) must recover it during the drain as the
@@ -287,6 +298,7 @@ func (w *windowRun) startDrainDispatcher(name string) (Worker, error) {
 	cfg.Dispatcher = scenarios.DrainDispatcher
 	cfg.Dispatcher.LeaseMs = w.c.Dispatcher.LeaseMs
 	cfg.Workload.HandlerCostUs = 0
+	cfg.Workload.RetryBaseDelayMs, cfg.Workload.RetryMaxDelayMs = drainRetryDelayMs, drainRetryDelayMs
 	return w.start(cfg)
 }
 
@@ -318,9 +330,7 @@ func (w *windowRun) prepare(ctx context.Context) error {
 	}
 	phases.mark("setup")
 	if c.Preload > 0 {
-		cfg := w.config(protocol.RolePreload, "preload", c.PreloadPublishers+2)
-		cfg.Workload.IDPrefix = w.name + "-pre-"
-		cfg.Publisher = protocol.Publisher{Publishers: c.PreloadPublishers, Batch: c.PreloadBatch, Events: c.Preload}
+		cfg := w.preloadConfig(w.name + "-pre-")
 		w.prefixes = append(w.prefixes, cfg.Workload.IDPrefix)
 		if _, err := w.runOnce(ctx, cfg); err != nil {
 			return fmt.Errorf("preload: %w", err)
@@ -332,6 +342,16 @@ func (w *windowRun) prepare(ctx context.Context) error {
 	}
 	phases.mark("vacuum")
 	return nil
+}
+
+// preloadConfig is the cell's preload role, publishing ids that start
+// with prefix.
+func (w *windowRun) preloadConfig(prefix string) protocol.Config {
+	c := w.c
+	cfg := w.config(protocol.RolePreload, "preload", c.PreloadPublishers+2)
+	cfg.Workload.IDPrefix = prefix
+	cfg.Publisher = protocol.Publisher{Publishers: c.PreloadPublishers, Batch: c.PreloadBatch, Events: c.Preload}
+	return cfg
 }
 
 // measure runs the prepared window.

@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,24 +176,43 @@ func TestRunnerRunsThePlan(t *testing.T) {
 	// Each window after the first was prepared after the previous one's
 	// measured window had ended, and no database was created while a
 	// window was measured.
+	// The preload was published once per side, in a template database,
+	// and every window's database is a copy of its side's template.
 	measuring := ""
-	var created []string
+	var created, cloned []string
 	for _, e := range fc.events {
-		kind, db, _ := strings.Cut(e, " ")
+		kind, rest, _ := strings.Cut(e, " ")
+		db, from, _ := strings.Cut(rest, " from ")
 		switch kind {
-		case "create":
+		case "create", "clone":
 			if measuring != "" {
 				t.Fatalf("%s created while %s was measured: %q", db, measuring, fc.events)
 			}
-			created = append(created, db)
+			if kind == "create" {
+				created = append(created, db)
+			} else {
+				cloned = append(cloned, db[len(db)-1:]+"<"+from[len(from)-1:])
+			}
 		case "begin":
 			measuring = db
 		case "end":
 			measuring = ""
 		}
 	}
-	if len(created) != 4 {
-		t.Fatalf("created %v", created)
+	if len(created) != 2 || !strings.HasSuffix(created[0], "_tp_b") || !strings.HasSuffix(created[1], "_tp_c") {
+		t.Fatalf("created %v; want the two templates", created)
+	}
+	if strings.Join(cloned, " ") != "b<b c<c c<c b<b" {
+		t.Fatalf("cloned %v; want each window from its side's template", cloned)
+	}
+	if len(fc.dbs) != 0 {
+		t.Errorf("databases left after the run: %v", slices.Collect(maps.Keys(fc.dbs)))
+	}
+	// Every window handled the template's preload, under its ids.
+	for _, s := range run.Cells[0].Samples {
+		if s.Validation == nil || s.Validation.Published < 3000 {
+			t.Errorf("sample %s %d: validation %+v; want the 3000 preloaded events", s.Side, s.Order, s.Validation)
+		}
 	}
 }
 
@@ -337,5 +358,41 @@ func TestDrainDispatchersKeepTheCellsLease(t *testing.T) {
 	}
 	if n != drainDispatchers {
 		t.Fatalf("%d drain dispatchers, want %d", n, drainDispatchers)
+	}
+}
+
+// A template whose setup fails is built once per side and makes every
+// window of that side and cell INVALID with the reason; nothing is left
+// behind.
+func TestFailedTemplateInvalidatesItsWindows(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.misbehave["setup"] = "hang"
+	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*dispatchTestCell(100, 1)}}
+	step := &Step{Server: fc, Launch: fc.launch, Window: 100 * time.Millisecond, SetupTimeout: 100 * time.Millisecond}
+	r, err := New(m, &Side{Name: result.SideBase, Bin: "b"}, &Side{Name: result.SideCandidate, Bin: "c"}, step, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range run.Cells[0].Samples {
+		if !strings.Contains(s.Error, "preload template rb_") || !strings.Contains(s.Error, "did not finish within 100ms") {
+			t.Errorf("sample %s %d: error %q; want the template's setup timeout", s.Side, s.Order, s.Error)
+		}
+	}
+	setups := 0
+	for _, c := range fc.configs {
+		if c.Role == protocol.RoleSetup {
+			setups++
+		}
+	}
+	if setups != 2 {
+		t.Errorf("%d setups ran; want one per side", setups)
+	}
+	if len(fc.dbs) != 0 {
+		t.Errorf("databases left after the run: %v", slices.Collect(maps.Keys(fc.dbs)))
 	}
 }

@@ -263,6 +263,40 @@ func (p *Postgres) CreateDatabase(ctx context.Context, name string) (string, err
 	return dsn, nil
 }
 
+// CloneDatabase creates database name as a copy of database template
+// (CREATE DATABASE ... TEMPLATE) and returns its connection string. No
+// session may be connected to template. On PostgreSQL 15 and later the
+// copy is a file copy (STRATEGY FILE_COPY: two checkpoints and a copy of
+// the files, instead of writing the whole database to the WAL); earlier
+// servers copy files always.
+func (p *Postgres) CloneDatabase(ctx context.Context, name, template string) (string, error) {
+	for _, n := range []string{name, template} {
+		if err := ValidateDatabaseName(n); err != nil {
+			return "", err
+		}
+	}
+	dsn, err := dsnWithDatabase(p.adminDSN, name)
+	if err != nil {
+		return "", err
+	}
+	err = p.withAdmin(ctx, func(ctx context.Context, conn *pgx.Conn) error {
+		var num int
+		if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
+			return err
+		}
+		q := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+		if num >= 150000 {
+			q += " STRATEGY FILE_COPY"
+		}
+		_, err := conn.Exec(ctx, q)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("dbenv: create database %s from template %s: %w", name, template, err)
+	}
+	return dsn, nil
+}
+
 // DropDatabase drops a database, terminating its sessions (WITH (FORCE),
 // PostgreSQL 13 and later). Dropping a database that does not exist is not
 // an error.

@@ -109,6 +109,27 @@ func TestLocalProvider(t *testing.T) {
 		t.Errorf("after Restart, t.v = %d; want 42", v)
 	}
 
+	// A clone holds the template's rows and is independent of it.
+	clone, err := pg.CloneDatabase(ctx, "restart_clone", "restart_keeps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, clone, "UPDATE t SET v = 7")
+	mustQueryRow(t, dsn, "SELECT v FROM t", &v)
+	if v != 42 {
+		t.Errorf("after updating the clone, the template's t.v = %d; want 42", v)
+	}
+	mustQueryRow(t, clone, "SELECT v FROM t", &v)
+	if v != 7 {
+		t.Errorf("the clone's t.v = %d; want 7", v)
+	}
+	if _, err := pg.CloneDatabase(ctx, "restart_clone2", "no_such_db"); err == nil {
+		t.Error("cloning a database that does not exist succeeded")
+	}
+	if _, err := pg.CloneDatabase(ctx, "x", "Bad-Name"); err == nil || !strings.Contains(err.Error(), "invalid database name") {
+		t.Errorf("CloneDatabase from an invalid name: %v; want invalid database name", err)
+	}
+
 	if err := pg.DropDatabase(ctx, "restart_keeps"); err != nil {
 		t.Fatal(err)
 	}
