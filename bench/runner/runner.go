@@ -96,7 +96,9 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 	if len(r.windows) > 0 {
 		next = prepare(0)
 	}
-	for i, w := range r.windows {
+	raised := map[int]int{} // cell: times its preload was doubled
+	for i := 0; i < len(r.windows); i++ {
+		w := r.windows[i]
 		if err = ctx.Err(); err != nil {
 			break
 		}
@@ -122,6 +124,26 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 			// The window failed before its end: prepare the next now.
 			next = prepare(i + 1)
 		}
+		if cur.RanOut() && raised[w.Cell] < MaxPreloadRaises && c.Preload*2 <= scenarios.MaxPreload {
+			// The cell's preload is too small for this store: run the
+			// whole cell again with twice the preload, so that every
+			// window of both sides starts on the same backlog.
+			raised[w.Cell]++
+			r.step.warnf("cell %d (%s): the preload of %d ran out in window %d (%s, round %d): the cell was run again with a preload of %d; %d window(s) discarded",
+				w.Cell+1, c.Name, c.Preload, w.Order, w.Side, w.Round, c.Preload*2, len(run.Cells[w.Cell].Samples)+1)
+			c.Preload *= 2
+			run.Cells[w.Cell].Config = c.Config()
+			run.Cells[w.Cell].Samples = nil
+			r.step.Discard(ctx, next)
+			r.step.dropTemplates(ctx, func(cell int) bool { return cell == w.Cell })
+			first := i
+			for first > 0 && r.windows[first-1].Cell == w.Cell {
+				first--
+			}
+			next = prepare(first)
+			i = first - 1
+			continue
+		}
 		run.Cells[w.Cell].Samples = append(run.Cells[w.Cell].Samples, s)
 		switch {
 		case s.Error != "":
@@ -132,10 +154,9 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 			r.logf("  %s", headline(s))
 		}
 	}
-	if err != nil && next != nil && next.run.dbCreated {
-		// Cancelled with a window prepared: measuring it drops its
-		// database and records nothing.
-		r.step.Measure(context.WithoutCancel(ctx), &Prepared{run: next.run, err: err}, nil)
+	if err != nil {
+		// Cancelled with a window prepared: drop its database.
+		r.step.Discard(ctx, next)
 	}
 	r.step.Close(ctx)
 	if u := r.matrix.Upgrade; u != nil && err == nil {
@@ -151,6 +172,11 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 	run.Warnings = r.step.Warnings()
 	return run, err
 }
+
+// MaxPreloadRaises bounds how many times a run doubles the preload of a
+// cell whose preload ran out, running the cell again each time; after
+// that a window that runs out is INVALID.
+const MaxPreloadRaises = 2
 
 // describeUpgrade is the upgrade's verdict in one line.
 func describeUpgrade(u *result.Upgrade) string {

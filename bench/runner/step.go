@@ -122,6 +122,11 @@ type Prepared struct {
 func (s *Step) Prepare(ctx context.Context, w Window, c *scenarios.Cell, side *Side, dir string) *Prepared {
 	smp := &result.Sample{Side: side.Name, Round: w.Round, Order: w.Order, Metrics: map[string]float64{}}
 	wr := &windowRun{step: s, c: c, side: side, sample: smp, name: w.Name, dir: dir, rel: w.Dir, phases: newPhases()}
+	// A window run again (its cell's preload was raised) starts on an
+	// empty folder: records of the first run must not join its own.
+	if err := os.RemoveAll(dir); err != nil {
+		return &Prepared{run: wr, err: fmt.Errorf("runner: %w", err)}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return &Prepared{run: wr, err: fmt.Errorf("runner: %w", err)}
 	}
@@ -129,6 +134,23 @@ func (s *Step) Prepare(ctx context.Context, w Window, c *scenarios.Cell, side *S
 		return &Prepared{run: wr, err: wr.prepareFromTemplate(ctx, templateKey{w.Cell, side.Name}, w.Template)}
 	}
 	return &Prepared{run: wr, err: wr.prepare(ctx)}
+}
+
+// RanOut reports whether the measured window handled its whole preload
+// before it ended (it is INVALID: a store idle for part of the window).
+func (p *Prepared) RanOut() bool { return p.run.ranOut }
+
+// Discard drops a prepared window's database without measuring it.
+func (s *Step) Discard(ctx context.Context, p *Prepared) {
+	if p == nil || !p.run.dbCreated {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
+	defer cancel()
+	if err := s.Server.DropDatabase(dctx, p.run.name); err != nil {
+		s.warnf("dropping %s: %v", p.run.name, err)
+	}
+	p.run.dbCreated = false
 }
 
 // Measure runs a prepared window: its workers, warm-up, window and fault
@@ -181,6 +203,8 @@ type windowRun struct {
 	// publish errors count).
 	allPubs  []Worker
 	prefixes []string // event id prefixes (for poison lookup)
+	// ranOut: the window handled its whole preload before it ended.
+	ranOut bool
 	restarts int
 	// faults the window injected, with their times.
 	faults []validate.Fault
@@ -500,6 +524,7 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 		s.warnOnce("%s: publish latency is not measured: its publisher records carry no call start (a worker older than the field)", w.side.Name)
 	}
 	if wm.ranOut {
+		w.ranOut = true
 		// A window that ran dry measured an idle store for part of its
 		// length: its rate is not comparable, so it is not averaged in.
 		return fmt.Errorf("runner: the preload ran out before the window ended (every preloaded delivery was handled inside it): raise the cell's preload")

@@ -396,3 +396,45 @@ func TestFailedTemplateInvalidatesItsWindows(t *testing.T) {
 		t.Errorf("databases left after the run: %v", slices.Collect(maps.Keys(fc.dbs)))
 	}
 }
+
+// A cell whose preload runs out is run again from its first window with
+// twice the preload (up to MaxPreloadRaises times): every window of both
+// sides then starts on the same backlog, and the run says so.
+func TestRanOutPreloadIsRaised(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	// At most one delivery per 2 ms: a 200 ms window handles at most 100,
+	// so a preload of 30 runs out, 60 most likely does, 120 cannot.
+	fc.handleEvery = 2 * time.Millisecond
+	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*dispatchTestCell(30, 1)}}
+	step := &Step{Server: fc, Launch: fc.launch, Window: 200 * time.Millisecond, DrainTimeout: 10 * time.Second}
+	r, err := New(m, &Side{Name: result.SideBase, Bin: "b"}, &Side{Name: result.SideCandidate, Bin: "c"}, step, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := run.Cells[0]
+	if p := c.Config["preload"]; p != 60 && p != 120 {
+		t.Fatalf("preload %v; want 60 or 120", p)
+	}
+	if len(c.Samples) != 4 {
+		t.Fatalf("%d samples; want the 4 of the last run of the cell", len(c.Samples))
+	}
+	for i, s := range c.Samples {
+		if s.Order != i+1 || !s.IsValid() {
+			t.Errorf("sample %d: order %d, valid %v (%q)", i, s.Order, s.IsValid(), s.Error)
+		}
+		if s.Validation.Published < int64(c.Config["preload"].(int)) {
+			t.Errorf("sample %d published %d; want at least the preload", i, s.Validation.Published)
+		}
+	}
+	if len(run.Warnings) == 0 || !strings.Contains(run.Warnings[0], "the preload of 30 ran out") {
+		t.Errorf("warnings %q; want the raise named", run.Warnings)
+	}
+	if len(fc.dbs) != 0 {
+		t.Errorf("databases left after the run: %v", slices.Collect(maps.Keys(fc.dbs)))
+	}
+}

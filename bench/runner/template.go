@@ -56,7 +56,7 @@ type templates struct {
 // the side's first window of the cell.
 func (w *windowRun) prepareFromTemplate(ctx context.Context, key templateKey, name string) error {
 	s, phases := w.step, w.phases
-	s.dropTemplates(ctx, key.cell)
+	s.dropTemplates(ctx, func(cell int) bool { return cell != key.cell })
 	t, built := s.template(ctx, key, name, w)
 	if built {
 		phases.mark("template")
@@ -142,14 +142,14 @@ func (s *Step) buildTemplate(ctx context.Context, name, dir string, w *windowRun
 	return t
 }
 
-// dropTemplates drops every template not of cell keep (-1: all). A
+// dropTemplates drops the templates of the cells drop selects. A
 // window's copy does not depend on its template, so a template may go
 // while a window of its cell still drains.
-func (s *Step) dropTemplates(ctx context.Context, keep int) {
+func (s *Step) dropTemplates(ctx context.Context, drop func(cell int) bool) {
 	s.tmpl.mu.Lock()
 	defer s.tmpl.mu.Unlock()
 	for k, t := range s.tmpl.m {
-		if k.cell == keep {
+		if !drop(k.cell) {
 			continue
 		}
 		delete(s.tmpl.m, k)
@@ -166,7 +166,7 @@ func (s *Step) dropTemplates(ctx context.Context, keep int) {
 
 // Close drops the step's preload templates. The runner calls it when
 // its windows are done (or cancelled).
-func (s *Step) Close(ctx context.Context) { s.dropTemplates(ctx, -1) }
+func (s *Step) Close(ctx context.Context) { s.dropTemplates(ctx, func(int) bool { return true }) }
 
 // linkOrCopy makes dst a hard link to src, or a copy where links are
 // not possible.
