@@ -204,7 +204,7 @@ type windowRun struct {
 	allPubs  []Worker
 	prefixes []string // event id prefixes (for poison lookup)
 	// ranOut: the window handled its whole preload before it ended.
-	ranOut bool
+	ranOut   bool
 	restarts int
 	// faults the window injected, with their times.
 	faults []validate.Fault
