@@ -34,7 +34,17 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		// that can be in flight when the claim returns.
 		busy := d.inFlight(nil) > 0
 		p.Limit, p.Now, p.Busy, p.namesValidated = limit, now, busy, &p
-		ds, err := d.store.DeliveryClaim(ctx, &p)
+		// The claim runs to its end even when the shutdown begins
+		// meanwhile: a claim cancelled on the client may still commit on
+		// the server, after the final OwnerRelinquish has looked, and a
+		// lane-lease store would then keep the lanes it took until their
+		// lease expires and charge what they had in flight an attempt.
+		// What it returns once the shutdown has begun is released at
+		// once (runJob). Bounded by the lease: a lease that outlives it
+		// is worth nothing anyway.
+		cctx, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
+		ds, err := d.store.DeliveryClaim(cctx, &p)
+		cancel()
 		if err == nil {
 			claimErrors = 0
 			d.stats.claims.Add(1)
@@ -51,8 +61,9 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
-				// A claim cut short by the shutdown may still have leased
-				// rows; the final OwnerRelinquish gives them back.
+				// The shutdown began and the claim failed on its own:
+				// whatever it leased and committed, the final
+				// OwnerRelinquish sees it and gives it back.
 				return
 			}
 			claimErrors++

@@ -25,6 +25,9 @@ type spyStore[TTx any] struct {
 	relinquishes   int
 	claimHook      func(n int) error // n: 1-based claim call number
 	afterClaim     func(ds []*Delivery)
+	// claimCtxErrs: the claim context's Err when each claim reached the
+	// store (after claimHook).
+	claimCtxErrs []error
 	completeMHook  func(n int) error // n: 1-based DeliveryCompleteMany call number
 	completeTxHook func()
 }
@@ -48,6 +51,9 @@ func (s *spyStore[TTx]) DeliveryClaim(ctx context.Context, p *DeliveryClaimParam
 			return nil, err
 		}
 	}
+	s.mu.Lock()
+	s.claimCtxErrs = append(s.claimCtxErrs, ctx.Err())
+	s.mu.Unlock()
 	ds, err := s.Store.DeliveryClaim(ctx, p)
 	if err == nil && after != nil && len(ds) > 0 {
 		after(ds)

@@ -441,13 +441,10 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 			return fmt.Errorf("publisher: %w", err)
 		}
 	}
-	// Drain with extra fast dispatchers, and stop the window's own while
-	// they start: those may be slow by design (a 1 s poll, handlers that
-	// busy-wait 20 ms on the machine's cores), and waiting for them, or
-	// sharing the cores with them, made the drain take most of a window's
-	// wall time; on a few hot keys every extra claimer competes for the
-	// same heads. Publish-only cells have no other dispatcher. The drain
-	// is not measured; it only lets the run validate.
+	// Drain with extra fast dispatchers: the window's own may be slow by
+	// design (a 1 s poll), and waiting for them would make the run take
+	// minutes per window. Publish-only cells have no other dispatcher.
+	// The drain is not measured; it only lets the run validate.
 	own := slices.Clone(w.disps)
 	for i := 0; i < drainDispatchers; i++ {
 		p, err := w.startDrainDispatcher(fmt.Sprintf("drain-%d", i))
@@ -456,11 +453,20 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 		}
 		w.disps = append(w.disps, p)
 	}
-	var stopped sync.WaitGroup
-	for _, p := range own {
-		stopped.Go(func() { p.Stop(w.stopTimeout()) })
+	if c.Workload.HandlerCostUs > 0 {
+		// Handlers that busy-wait would share the cores with the drain
+		// (that doubled the drain of the work cells): the window's
+		// dispatchers stop while the drain's start. Only then: a
+		// dispatcher stopped in the middle of a claim may leave what the
+		// claim took leased until its lease expires (relaybus before
+		// 0.2.1, found so: 30 s stalls of the drain), and the cells with
+		// handler costs have a 2 s lease.
+		var stopped sync.WaitGroup
+		for _, p := range own {
+			stopped.Go(func() { p.Stop(w.stopTimeout()) })
+		}
+		stopped.Wait()
 	}
-	stopped.Wait()
 	// Wait for their ready lines: a drain that is over at its first look
 	// would otherwise stop a worker that has not yet set up its SIGTERM
 	// handler, and the default action kills it without a done line (an
