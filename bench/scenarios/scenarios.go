@@ -84,7 +84,7 @@ type Cell struct {
 // Its 10 ms poll matters where a store runs one delivery per key and
 // poll (v0.1.0 with hot keys): a 50 ms poll drained 700 deliveries of 4
 // keys in about 9 s.
-var DrainDispatcher = protocol.Dispatcher{Concurrency: 100, Batch: 200, PollMs: 10}
+var DrainDispatcher = protocol.Dispatcher{Concurrency: 200, Batch: 200, PollMs: 10}
 
 // Config is the cell's configuration as recorded in the results.
 func (c *Cell) Config() map[string]any {
