@@ -80,21 +80,25 @@ func (u *Upgrade) Config() map[string]any {
 // upgrade is scenario 6 with events of each kind: two handlers (so a
 // republished event could add a delivery per handler), 1,000 keys, base
 // dispatchers whose handlers take 1 ms (so many deliveries are in flight
-// when one is killed), 25% handled by the base. Their lease is 60 s, so
-// that the base's own dispatch, which takes about 20 s for v0.1.0 on 2
-// cores, renews no lease: with a 2 s lease, 2 of 7 runs had deliveries
-// that a live base dispatcher had handled run again (most likely v0.1.0's
-// renewal and completion deadlocking, fixed in v0.1.1): duplicates that
-// say nothing about the upgrade. The candidate's dispatchers of a
-// 0.1.x candidate wait for the killed dispatcher's leases to expire.
-func upgrade(events int) *Upgrade {
+// when one is killed), 25% handled by the base. Their lease outlasts the
+// base's own dispatch, so that it renews no lease: with a 2 s lease, 2 of
+// 7 runs had deliveries that a live base dispatcher had handled run again
+// (most likely v0.1.0's renewal and completion deadlocking, fixed in
+// v0.1.1): duplicates that say nothing about the upgrade. The base's
+// dispatch took about 20 s for v0.1.0 on 2 cores with 25,000 events per
+// kind (--full: a 60 s lease, renewed after 20 s) and at most 5 s with
+// 3,000 (--quick, --smoke: 20 s, renewed after 6.7 s). A candidate that
+// keeps the base's leases (0.2.x after 0.2.x: nothing to upgrade, the
+// killed dispatcher's lanes stay leased) waits for them to expire in its
+// drain, so the lease is not longer than that.
+func upgrade(events, leaseMs int) *Upgrade {
 	w := workload("none", 0)
 	w.Handlers = []string{"h1", "h2"}
 	w.HandlerCostUs = 1000
 	return &Upgrade{Workload: w, KeyedEvents: events, UnkeyedEvents: events, KeyCount: 1000,
 		PreloadPublishers: 4, PreloadBatch: 100,
 		BaseDispatchers: 2, DispatcherPool: 10,
-		BaseDispatcher: protocol.Dispatcher{Concurrency: 20, Batch: 20, PollMs: 50, LeaseMs: 60_000},
+		BaseDispatcher: protocol.Dispatcher{Concurrency: 20, Batch: 20, PollMs: 50, LeaseMs: leaseMs},
 		HandledShare:   0.25, Republish: 100,
 		CandidateDispatchers: 2, CandidateDispatcher: DrainDispatcher}
 }
