@@ -153,3 +153,29 @@ func TestConnections(t *testing.T) {
 		t.Errorf("quick matrix: %d connections, want %d (2 processes x pool 40, plus 10)", got, want)
 	}
 }
+
+func TestFitBaseLease(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		version string
+		want    int
+	}{
+		{"0.1.0", 20_000}, {"0.1.1", 20_000}, {"0.1.2", 5000}, {"0.2.0", 5000}, {"0.2.0-dev", 5000},
+		{"1.0.0", 5000}, {"0.10.0", 5000}, {"", 20_000}, {"river 0.14", 20_000}, {"0.2", 20_000},
+	} {
+		u := upgrade(100, 20_000)
+		note := u.FitBaseLease(tc.version)
+		if u.BaseDispatcher.LeaseMs != tc.want || (note == "") != (tc.want == 20_000) {
+			t.Errorf("FitBaseLease(%q): lease %d, note %q; want %d", tc.version, u.BaseDispatcher.LeaseMs, note, tc.want)
+		}
+	}
+	// --full's 60 s lease is shortened the same way; nil is nothing.
+	u := upgrade(100, 60_000)
+	if u.FitBaseLease("0.2.0"); u.BaseDispatcher.LeaseMs != 5000 {
+		t.Errorf("full: lease %d; want 5000", u.BaseDispatcher.LeaseMs)
+	}
+	var none *Upgrade
+	if n := none.FitBaseLease("0.2.0"); n != "" {
+		t.Errorf("nil upgrade: note %q", n)
+	}
+}

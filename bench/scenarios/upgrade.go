@@ -2,6 +2,8 @@ package scenarios
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 )
@@ -101,4 +103,51 @@ func upgrade(events, leaseMs int) *Upgrade {
 		BaseDispatcher: protocol.Dispatcher{Concurrency: 20, Batch: 20, PollMs: 50, LeaseMs: leaseMs},
 		HandledShare:   0.25, Republish: 100,
 		CandidateDispatchers: 2, CandidateDispatcher: DrainDispatcher}
+}
+
+// shortUpgradeLeaseMs is the base's lease in scenario 6 for a base
+// without a known renewal flaw (FitBaseLease).
+const shortUpgradeLeaseMs = 5000
+
+// FitBaseLease shortens the base's lease of the upgrade to 5 s when the
+// base's relaybus version (from its hello) is 0.1.2 or later, and returns
+// a note saying so (empty when it changes nothing). The long lease only
+// keeps a release with a known renewal flaw (v0.1.0's renewal/completion
+// deadlock, v0.1.1's unrenewed finishing lease) from renewing during its
+// part; a base with lane leases keeps the killed dispatcher's lanes
+// leased across the upgrade, and the candidate's drain waits them out
+// (about 18 s of a 20 s lease in --quick).
+func (u *Upgrade) FitBaseLease(version string) string {
+	if u == nil || u.BaseDispatcher.LeaseMs <= shortUpgradeLeaseMs || !atLeast(version, 0, 1, 2) {
+		return ""
+	}
+	old := u.BaseDispatcher.LeaseMs
+	u.BaseDispatcher.LeaseMs = shortUpgradeLeaseMs
+	return fmt.Sprintf("scenario 6: the base (relaybus %s) has no known renewal flaw: its lease is %d ms, not %d", version, shortUpgradeLeaseMs, old)
+}
+
+// atLeast reports whether version ("MAJOR.MINOR.PATCH", with an optional
+// "-suffix" such as "-dev") is at least major.minor.patch; a version it
+// cannot read is not.
+func atLeast(version string, major, minor, patch int) bool {
+	core, _, _ := strings.Cut(version, "-")
+	parts := strings.Split(core, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	var v [3]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return false
+		}
+		v[i] = n
+	}
+	want := [3]int{major, minor, patch}
+	for i := range v {
+		if v[i] != want[i] {
+			return v[i] > want[i]
+		}
+	}
+	return true
 }

@@ -272,6 +272,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if protocol.PeerName(sides[0].hello.Capabilities) == "" {
+		if n := o.matrix.Upgrade.FitBaseLease(sides[0].hello.Version); n != "" {
+			notes = append(notes, n)
+		}
+	}
 	for _, n := range notes {
 		logf("note: %s", n)
 	}
