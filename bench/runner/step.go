@@ -31,11 +31,14 @@ const (
 	DefaultSetupTimeout = 10 * time.Minute
 	// drainPoll is how often the drain asks the store (role inspect)
 	// whether anything is left; each ask starts a worker process.
-	drainPoll = 200 * time.Millisecond
+	drainPoll = 100 * time.Millisecond
 	// drainDispatchers are started after each window to drain it.
 	drainDispatchers = 2
 	// drainPool is the connection pool of each drain dispatcher.
 	drainPool = 20
+	// stopOwnLeaseMs: in cells whose lease is at most this, the window's
+	// dispatchers stop when the drain starts (see measure).
+	stopOwnLeaseMs = 5000
 	// drainRetryDelayMs is the retry delay of the drain dispatchers.
 	drainRetryDelayMs = 1
 	// dropTimeout bounds dropping a window's database.
@@ -453,14 +456,16 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 		}
 		w.disps = append(w.disps, p)
 	}
-	if c.Workload.HandlerCostUs > 0 {
-		// Handlers that busy-wait would share the cores with the drain
-		// (that doubled the drain of the work cells): the window's
-		// dispatchers stop while the drain's start. Only then: a
-		// dispatcher stopped in the middle of a claim may leave what the
-		// claim took leased until its lease expires (relaybus before
-		// 0.2.1, found so: 30 s stalls of the drain), and the cells with
-		// handler costs have a 2 s lease.
+	if lease := c.Dispatcher.LeaseMs; lease > 0 && lease <= stopOwnLeaseMs {
+		// The window's dispatchers stop while the drain's start: their
+		// handlers may busy-wait on the cores the drain needs (that
+		// doubled the drain of the work cells), and they hold the lanes
+		// of their keys, whose failures they retry after the cell's
+		// backoff (a fault cell's poison keys drained one backoff after
+		// another). Only with a short lease: a dispatcher stopped in the
+		// middle of a claim may leave what the claim took leased until
+		// the lease expires (relaybus before 0.2.1, found so: 30 s stalls
+		// of the drain with the default lease).
 		var stopped sync.WaitGroup
 		for _, p := range own {
 			stopped.Go(func() { p.Stop(w.stopTimeout()) })
