@@ -449,11 +449,7 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	// minutes per window. Publish-only cells have no other dispatcher.
 	// The drain is not measured; it only lets the run validate.
 	own := slices.Clone(w.disps)
-	helpers := drainDispatchers
-	if c.DrainsAlone() {
-		helpers = 0
-	}
-	for i := 0; i < helpers; i++ {
+	for i := 0; i < drainDispatchers; i++ {
 		p, err := w.startDrainDispatcher(fmt.Sprintf("drain-%d", i))
 		if err != nil {
 			return err
@@ -480,7 +476,7 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	// would otherwise stop a worker that has not yet set up its SIGTERM
 	// handler, and the default action kills it without a done line (an
 	// INVALID window on a loaded machine).
-	if err := w.waitReady(ctx, w.disps[len(w.disps)-helpers:]); err != nil {
+	if err := w.waitReady(ctx, w.disps[len(w.disps)-drainDispatchers:]); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
 	final, err := w.drain(ctx)

@@ -179,23 +179,3 @@ func TestFitBaseLease(t *testing.T) {
 		t.Errorf("nil upgrade: note %q", n)
 	}
 }
-
-func TestDrainsAlone(t *testing.T) {
-	t.Parallel()
-	alone := map[string]bool{}
-	for _, m := range []Matrix{Quick(), Full()} {
-		for _, c := range m.Cells {
-			if c.DrainsAlone() {
-				alone[c.Name] = true
-			}
-		}
-	}
-	for name := range alone {
-		if !strings.Contains(name, "inst, tuned") || strings.Contains(name, "keys") {
-			t.Errorf("%q drains alone; want only unkeyed tuned dispatch cells", name)
-		}
-	}
-	if !alone["2 inst, tuned (conc 200, batch 200, pool 40, poll 50ms)"] {
-		t.Errorf("the quick dispatch cell does not drain alone: %v", alone)
-	}
-}
