@@ -27,7 +27,7 @@ type spyStore[TTx any] struct {
 	afterClaim     func(ds []*Delivery)
 	// claimCtxErrs: the claim context's Err when each claim reached the
 	// store (after claimHook).
-	claimCtxErrs []error
+	claimCtxErrs   []error
 	completeMHook  func(n int) error // n: 1-based DeliveryCompleteMany call number
 	completeTxHook func()
 }
