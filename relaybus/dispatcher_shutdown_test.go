@@ -47,66 +47,58 @@ func TestGracefulShutdown(t *testing.T) {
 	tb.spy.with(func(s *spyStore[*fakeTx]) { require.Equal(t, 1, s.relinquishes) })
 }
 
-func TestShutdownReleasesClaimedButNotStarted(t *testing.T) {
+// A shutdown that arrives while a claim is in flight: what the claim
+// returns is released unstarted, no attempt spent. Arriving before the
+// claim reaches the store, it does not cut the claim short: a claim
+// cancelled on the client may still commit on the server after the final
+// OwnerRelinquish has looked (a lane-lease store then keeps the lanes it
+// took until their lease expires, and charges what they had in flight an
+// attempt, as found by the harness: a 30 s stall of the drain after a
+// dispatcher stopped mid-claim). The claim runs to its end.
+func TestShutdownDuringAClaim(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig()
-	cfg.BatchSize = 4
-	tb := setup(t, cfg)
-	var calls atomic.Int64
-	require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error {
-		calls.Add(1)
-		return nil
-	}, nil))
-	publishN(t, tb.bus, "t", 4, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// The shutdown arrives while the claim is in flight.
-	tb.spy.afterClaim = func([]*Delivery) { cancel() }
-	require.NoError(t, tb.bus.Run(ctx))
-	require.Zero(t, calls.Load())
-	require.Equal(t, 4, tb.countStatus(StatusPending))
-	for _, d := range tb.store.snapshot() {
-		require.Zero(t, d.Attempts)
+	for _, tc := range []struct {
+		name string
+		hook func(tb *bundle, cancel func())
+	}{
+		{"after the store claimed", func(tb *bundle, cancel func()) {
+			tb.spy.afterClaim = func([]*Delivery) { cancel() }
+		}},
+		{"before the claim reached the store", func(tb *bundle, cancel func()) {
+			tb.spy.claimHook = func(n int) error {
+				if n == 1 {
+					cancel()
+				}
+				return nil
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.BatchSize = 4
+			tb := setup(t, cfg)
+			var calls atomic.Int64
+			require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error {
+				calls.Add(1)
+				return nil
+			}, nil))
+			publishN(t, tb.bus, "t", 4, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tc.hook(tb, cancel)
+			require.NoError(t, tb.bus.Run(ctx))
+			tb.spy.with(func(s *spyStore[*fakeTx]) {
+				require.NotEmpty(t, s.claimCtxErrs)
+				require.NoError(t, s.claimCtxErrs[0], "the claim in flight was cancelled by the shutdown")
+				require.Equal(t, 1, s.relinquishes)
+			})
+			require.Zero(t, calls.Load())
+			require.Equal(t, 4, tb.countStatus(StatusPending))
+			for _, d := range tb.store.snapshot() {
+				require.Zero(t, d.Attempts)
+			}
+			require.Equal(t, int64(4), tb.bus.DispatcherStats().Released)
+		})
 	}
-	require.Equal(t, int64(4), tb.bus.DispatcherStats().Released)
-}
-
-// A shutdown that begins while a claim is on its way to the store does
-// not cut the claim short: a claim cancelled on the client may still
-// commit on the server after the final OwnerRelinquish has looked (a
-// lane-lease store then keeps the lanes it took until their lease
-// expires, and charges what they had in flight an attempt, as found by
-// the harness: a 30 s stall of the drain after a dispatcher stopped
-// mid-claim). The claim runs to its end and what it returns is released.
-func TestShutdownDoesNotCancelAClaimInFlight(t *testing.T) {
-	t.Parallel()
-	cfg := testConfig()
-	cfg.BatchSize = 4
-	tb := setup(t, cfg)
-	var calls atomic.Int64
-	require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error {
-		calls.Add(1)
-		return nil
-	}, nil))
-	publishN(t, tb.bus, "t", 4, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	tb.spy.claimHook = func(n int) error {
-		if n == 1 {
-			cancel() // the shutdown begins while the first claim is in flight
-		}
-		return nil
-	}
-	require.NoError(t, tb.bus.Run(ctx))
-	tb.spy.with(func(s *spyStore[*fakeTx]) {
-		require.NotEmpty(t, s.claimCtxErrs)
-		require.NoError(t, s.claimCtxErrs[0], "the claim in flight was cancelled by the shutdown")
-		require.Equal(t, 1, s.relinquishes)
-	})
-	require.Zero(t, calls.Load())
-	require.Equal(t, 4, tb.countStatus(StatusPending))
-	for _, d := range tb.store.snapshot() {
-		require.Zero(t, d.Attempts)
-	}
-	require.Equal(t, int64(4), tb.bus.DispatcherStats().Released)
 }

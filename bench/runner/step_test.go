@@ -150,16 +150,7 @@ func TestMeasureDuplicatesAreInvalid(t *testing.T) {
 func TestRunnerRunsThePlan(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCluster()
-	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*dispatchTestCell(3000, 1)}}
-	step := &Step{Server: fc, Launch: fc.launch, Warmup: 0, Window: 100 * time.Millisecond, DrainTimeout: 10 * time.Second}
-	r, err := New(m, &Side{Name: result.SideBase, Bin: "b"}, &Side{Name: result.SideCandidate, Bin: "c"}, step, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := r.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := runCell(t, fc, dispatchTestCell(3000, 1), &Step{Window: 100 * time.Millisecond, DrainTimeout: 10 * time.Second})
 	if len(run.Cells) != 1 || len(run.Cells[0].Samples) != 4 {
 		t.Fatalf("run %+v", run)
 	}
@@ -204,9 +195,6 @@ func TestRunnerRunsThePlan(t *testing.T) {
 	}
 	if strings.Join(cloned, " ") != "b<b c<c c<c b<b" {
 		t.Fatalf("cloned %v; want each window from its side's template", cloned)
-	}
-	if len(fc.dbs) != 0 {
-		t.Errorf("databases left after the run: %v", slices.Collect(maps.Keys(fc.dbs)))
 	}
 	// Every window handled the template's preload, under its ids.
 	for _, s := range run.Cells[0].Samples {
@@ -368,16 +356,7 @@ func TestFailedTemplateInvalidatesItsWindows(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCluster()
 	fc.misbehave["setup"] = "hang"
-	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*dispatchTestCell(100, 1)}}
-	step := &Step{Server: fc, Launch: fc.launch, Window: 100 * time.Millisecond, SetupTimeout: 100 * time.Millisecond}
-	r, err := New(m, &Side{Name: result.SideBase, Bin: "b"}, &Side{Name: result.SideCandidate, Bin: "c"}, step, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := r.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := runCell(t, fc, dispatchTestCell(100, 1), &Step{Window: 100 * time.Millisecond, SetupTimeout: 100 * time.Millisecond})
 	for _, s := range run.Cells[0].Samples {
 		if !strings.Contains(s.Error, "preload template rb_") || !strings.Contains(s.Error, "did not finish within 100ms") {
 			t.Errorf("sample %s %d: error %q; want the template's setup timeout", s.Side, s.Order, s.Error)
@@ -392,9 +371,6 @@ func TestFailedTemplateInvalidatesItsWindows(t *testing.T) {
 	if setups != 2 {
 		t.Errorf("%d setups ran; want one per side", setups)
 	}
-	if len(fc.dbs) != 0 {
-		t.Errorf("databases left after the run: %v", slices.Collect(maps.Keys(fc.dbs)))
-	}
 }
 
 // A cell whose preload runs out is run again from its first window with
@@ -406,16 +382,7 @@ func TestRanOutPreloadIsRaised(t *testing.T) {
 	// At most one delivery per 2 ms: a 200 ms window handles at most 100,
 	// so a preload of 30 runs out, 60 most likely does, 120 cannot.
 	fc.handleEvery = 2 * time.Millisecond
-	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*dispatchTestCell(30, 1)}}
-	step := &Step{Server: fc, Launch: fc.launch, Window: 200 * time.Millisecond, DrainTimeout: 10 * time.Second}
-	r, err := New(m, &Side{Name: result.SideBase, Bin: "b"}, &Side{Name: result.SideCandidate, Bin: "c"}, step, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := r.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := runCell(t, fc, dispatchTestCell(30, 1), &Step{Window: 200 * time.Millisecond, DrainTimeout: 10 * time.Second})
 	c := run.Cells[0]
 	if p := c.Config["preload"]; p != 60 && p != 120 {
 		t.Fatalf("preload %v; want 60 or 120", p)
@@ -434,7 +401,26 @@ func TestRanOutPreloadIsRaised(t *testing.T) {
 	if len(run.Warnings) == 0 || !strings.Contains(run.Warnings[0], "the preload of 30 ran out") {
 		t.Errorf("warnings %q; want the raise named", run.Warnings)
 	}
-	if len(fc.dbs) != 0 {
-		t.Errorf("databases left after the run: %v", slices.Collect(maps.Keys(fc.dbs)))
+}
+
+// runCell runs two rounds of cell c, base and candidate, through a
+// Runner on fc with step, and checks that the run left no database.
+func runCell(t *testing.T, fc *fakeCluster, c *scenarios.Cell, step *Step) *result.Run {
+	t.Helper()
+	step.Server, step.Launch = fc, fc.launch
+	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*c}}
+	r, err := New(m, &Side{Name: result.SideBase, Bin: "b"}, &Side{Name: result.SideCandidate, Bin: "c"}, step, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	run, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if len(fc.dbs) != 0 {
+			t.Errorf("databases left after the run: %v", slices.Collect(maps.Keys(fc.dbs)))
+		}
+	})
+	return run
 }
