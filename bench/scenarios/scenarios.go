@@ -330,8 +330,8 @@ const smokeUpgradeEvents = 1000
 
 // Quick is a small matrix across scenarios 1, 2, 3, 5, one fault cell
 // and the two handler-work cells, about 11 minutes on a 2-core machine
-// against v0.2.0, 5 more against v0.1.0, whose drain of 4 hot keys takes
-// about 70 s a window (BENCHMARKS.md has the measured wall times).
+// against v0.2.0, 18 against v0.1.0, whose drain of 4 hot keys takes 70
+// to 95 s a window (BENCHMARKS.md has the measured wall times).
 func Quick() Matrix {
 	// Four rounds: with 3+3 samples the smallest possible Mann-Whitney p
 	// is 0.1, so no verdict could ever be reached at alpha 0.05; 4+4 gives
