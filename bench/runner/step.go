@@ -171,13 +171,7 @@ func (s *Step) Measure(ctx context.Context, p *Prepared, windowDone func()) *res
 	}
 	wr.stopAll()
 	wr.sample.Profiles = profiles(wr.dir, wr.rel)
-	if wr.dbCreated {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropTimeout)
-		if derr := s.Server.DropDatabase(dctx, wr.name); derr != nil {
-			s.warnf("dropping %s: %v", wr.name, derr)
-		}
-		cancel()
-	}
+	s.Discard(ctx, p)
 	s.logf("  phases: %s", wr.phases)
 	smp := wr.sample
 	smp.PhaseSeconds = wr.phases.seconds()

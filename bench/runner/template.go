@@ -22,7 +22,8 @@ import (
 // same event ids; the window's record folder gets the template's preload
 // records under the usual name, so validation reads the window as it
 // always did. Publishing a 200,000-event preload took 30 to 40 s of
-// every dispatch window (BENCHMARKS.md); a copy takes about a second.
+// every dispatch window on a shared machine; a copy takes one to two
+// seconds (BENCHMARKS.md, "Wall time of --quick").
 type template struct {
 	name string // database name
 	dir  string // its roles' records and logs
