@@ -146,6 +146,10 @@ type backend interface {
 	// restart stops the server and starts it again on the same address with
 	// the same data.
 	restart(ctx context.Context) error
+	// crash ends the server the way a power cut would (an immediate
+	// shutdown: no checkpoint, WAL not yet flushed is lost) and starts it
+	// again on the same address; it comes back through crash recovery.
+	crash(ctx context.Context) error
 	// stop stops the server and removes what it left behind.
 	stop(ctx context.Context) error
 	// source describes where the server came from, for ServerInfo.Source.
@@ -324,6 +328,21 @@ func (p *Postgres) Restart(ctx context.Context) error {
 		return errors.New("dbenv: restart: server already stopped")
 	}
 	return p.backend.restart(ctx)
+}
+
+// Crash stops the server at once, as a crash would (PostgreSQL's immediate
+// shutdown, SIGQUIT: every server process exits without a checkpoint and
+// without flushing the WAL it still buffers, so commits made with
+// synchronous_commit off in the last moments can be lost), and starts it
+// again with the same data on the same address, through crash recovery.
+// It is an error for ProviderDSN, whose server is not ours to crash.
+func (p *Postgres) Crash(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return errors.New("dbenv: crash: server already stopped")
+	}
+	return p.backend.crash(ctx)
 }
 
 // Stop stops the server and removes its data directory or container. It is

@@ -113,6 +113,44 @@ func (s *containerServer) restart(ctx context.Context) error {
 	return nil
 }
 
+// crash sends SIGQUIT to the container's postgres (its PID 1): an
+// immediate shutdown, after which the container has exited; then it
+// starts the container again.
+func (s *containerServer) crash(ctx context.Context) error {
+	start := time.Now()
+	code, _, err := s.ctr.Exec(ctx, []string{"kill", "-QUIT", "1"})
+	if err != nil {
+		return fmt.Errorf("dbenv: crash: signal postgres: %w", err)
+	}
+	if code != 0 {
+		return fmt.Errorf("dbenv: crash: kill -QUIT 1 exited %d", code)
+	}
+	// Wait for the container to exit, then start it again (Start on a
+	// running container would do nothing).
+	deadline := time.Now().Add(containerStopTimeout)
+	for {
+		st, err := s.ctr.State(ctx)
+		if err != nil {
+			return fmt.Errorf("dbenv: crash: container state: %w", err)
+		}
+		if !st.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dbenv: crash: container still running %v after SIGQUIT", containerStopTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := s.ctr.Start(ctx); err != nil {
+		return fmt.Errorf("dbenv: crash: start container: %w", err)
+	}
+	if err := waitReady(ctx, s.dsn, nil, nil); err != nil {
+		return fmt.Errorf("dbenv: crash: %w", err)
+	}
+	s.logf("dbenv: container crashed and restarted in %v", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
 // stop removes the container and its anonymous volumes (the data).
 func (s *containerServer) stop(ctx context.Context) error {
 	if err := s.ctr.Terminate(ctx); err != nil {

@@ -19,6 +19,10 @@ func (dsnBackend) restart(context.Context) error {
 	return errors.New("dbenv: restart: not supported for provider dsn (the server is not ours to restart)")
 }
 
+func (dsnBackend) crash(context.Context) error {
+	return errors.New("dbenv: crash: not supported for provider dsn (the server is not ours to crash)")
+}
+
 func (dsnBackend) stop(context.Context) error { return nil }
 
 func (dsnBackend) source() string { return "given DSN" }

@@ -391,6 +391,34 @@ func (s *localServer) restart(ctx context.Context) error {
 	return nil
 }
 
+// crash ends the postmaster with SIGQUIT (immediate shutdown: its
+// children exit at once, nothing is checkpointed or flushed) and starts it
+// again on the same port; the start runs crash recovery.
+func (s *localServer) crash(ctx context.Context) error {
+	start := time.Now()
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return errors.New("dbenv: crash: server not running")
+	}
+	if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("dbenv: crash: signal postgres: %w", err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(killWait):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	if err := s.startProcess(ctx); err != nil {
+		return fmt.Errorf("dbenv: crash: %w", err)
+	}
+	s.logf("dbenv: local server crashed (immediate shutdown) and restarted in %v", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
 func (s *localServer) stop(context.Context) error {
 	err := s.stopProcess()
 	if rmErr := os.RemoveAll(s.dir); rmErr != nil {
