@@ -123,6 +123,9 @@ func (p *LeaseExtendParams) Validate() error {
 	if !p.ExpiresAt.After(p.Now) {
 		return invalidf("extend: expiry %v is not after now %v", p.ExpiresAt, p.Now)
 	}
+	if d := p.ExpiresAt.Sub(p.Now); d > MaxLeaseDuration {
+		return invalidf("extend: expiry %v is %v after now %v, more than MaxLeaseDuration (%v)", p.ExpiresAt, d, p.Now, MaxLeaseDuration)
+	}
 	return nil
 }
 

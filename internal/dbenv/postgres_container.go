@@ -118,12 +118,12 @@ func (s *containerServer) restart(ctx context.Context) error {
 // starts the container again.
 func (s *containerServer) crash(ctx context.Context) error {
 	start := time.Now()
-	code, _, err := s.ctr.Exec(ctx, []string{"kill", "-QUIT", "1"})
+	code, _, err := s.ctr.Exec(ctx, []string{"sh", "-c", "kill -QUIT 1"})
 	if err != nil {
 		return fmt.Errorf("dbenv: crash: signal postgres: %w", err)
 	}
 	if code != 0 {
-		return fmt.Errorf("dbenv: crash: kill -QUIT 1 exited %d", code)
+		return fmt.Errorf("dbenv: crash: sh -c 'kill -QUIT 1' exited %d", code)
 	}
 	// Wait for the container to exit, then start it again (Start on a
 	// running container would do nothing).

@@ -85,6 +85,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 				return nil
 			})
 		}
+		batch.Queue(s.q.claimAsync, len(claimed))
 		if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 			return sortClaimed(claimed), errorFrom("claim", err)
 		}

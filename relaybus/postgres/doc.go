@@ -98,10 +98,16 @@
 // never by a busy caller (DeliveryClaimParams.Busy): when a busy caller's
 // oldest candidate is a suspect, its claim returns nothing and takes no
 // lanes, so that it drains and claims the suspect with nothing in flight.
-// The claim's transactions commit without waiting for their WAL flush
-// (synchronous_commit off for them): a claim lost in a database crash only
-// makes its deliveries claimable again, which at-least-once allows, and
-// the completion that follows flushes it anyway.
+// A claim round trip that hands out deliveries commits synchronously (as
+// the server's synchronous_commit says, on by default; one that hands out
+// nothing commits without waiting for its flush): a lease token is handed
+// out only once the write that issued it is durable, so a database crash cannot
+// make the store issue one token twice. (0.2.0 and 0.2.1 committed claims
+// with synchronous_commit off; a crash within the WAL writer's delay lost
+// the claim, and the next take rebuilt the same token for another holder.
+// Fixed in 0.2.2.) A server configured with synchronous_commit off for
+// every transaction gives that guarantee up, for claims and completions
+// alike.
 //
 // The lease token is "lane:epoch:claims" (relaybus.LaneToken). A fenced
 // write holds when the lane still has the epoch and lists the delivery in

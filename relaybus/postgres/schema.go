@@ -47,6 +47,7 @@ type queries struct {
 	publishDeliveries string
 
 	claimPrelude string
+	claimAsync   string
 	claimCount   string
 	claimLock    string
 	claimOwn     string
@@ -257,18 +258,35 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::sm
 ORDER BY u.ord
 ON CONFLICT (event_id, handler) DO NOTHING`)
 
-	// The first statement of every claim round trip: the claim commits
-	// without waiting for its WAL flush (a claim lost in a database crash
-	// only makes its deliveries claimable again, which at-least-once
-	// allows, and the holder's completion flushes it), and the
+	// The first statement of every claim round trip: the
 	// transaction-local settings through which the round trip's later
 	// statements learn what the earlier ones did: relaybus.claimed, how
 	// many deliveries the claim has so far ($1; the claim's limit once it
-	// holds a suspect, which is claimed alone), and relaybus.taken, the
-	// lanes taken by claimTake.
-	q.claimPrelude = `SELECT set_config('synchronous_commit', 'off', true),
-	set_config('relaybus.claimed', ($1::int)::text, true), set_config('relaybus.taken', '{}', true),
+	// holds a suspect, which is claimed alone), relaybus.taken, the lanes
+	// taken by claimTake, and relaybus.own, the lanes claimLock locked.
+	//
+	// The claim commits synchronously (the server's synchronous_commit,
+	// on by default): a lease token is returned only once the write that
+	// issued it is durable. Until 0.2.1 claims committed with
+	// synchronous_commit off; a database crash within the WAL writer's
+	// delay lost the claim, the lane came back at its previous epoch, and
+	// the next take rebuilt the identical token lane:epoch:claims for
+	// another holder (or the same holder's next claim returned the same
+	// delivery under the same token): the stale holder's completion was
+	// accepted and the key's next delivery was handed out while the
+	// first still ran. A round trip that issued no token (it only locked
+	// its lanes, handed drained ones back or charged a takeover's lost
+	// deliveries) ends with claimAsync, which turns the flush wait off:
+	// losing such a commit loses no token.
+	q.claimPrelude = `SELECT set_config('relaybus.claimed', ($1::int)::text, true), set_config('relaybus.taken', '{}', true),
 	set_config('relaybus.own', '{}', true)`
+
+	// The last statement of a claim round trip: synchronous_commit off for
+	// this transaction when it claimed nothing ($1 is relaybus.claimed at
+	// its start; see claimPrelude). Otherwise the setting is left as the
+	// server or session has it.
+	q.claimAsync = `SELECT CASE WHEN coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int <= $1
+	THEN set_config('synchronous_commit', 'off', true) END`
 
 	// The claim's count so far (see claimPrelude), read back at the end of
 	// a busy caller's round trip.

@@ -48,7 +48,17 @@ func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		requireInvalid(t, err, "no leases")
 		_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Leases: []relaybus.Lease{d.Lease()}, ExpiresAt: At(time.Minute), Now: At(time.Second)})
 		requireInvalid(t, err, "no owner")
+		// An extension past MaxLeaseDuration (a century, found from
+		// outside on 0.2.1, which kept the lane leased until 2126).
+		_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", Leases: []relaybus.Lease{d.Lease()},
+			ExpiresAt: At(time.Second).AddDate(100, 0, 0), Now: At(time.Second)})
+		requireInvalid(t, err, "expiry 100 years ahead")
+		_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", Leases: []relaybus.Lease{d.Lease()},
+			ExpiresAt: At(time.Second).Add(relaybus.MaxLeaseDuration + time.Nanosecond), Now: At(time.Second)})
+		requireInvalid(t, err, "expiry just past MaxLeaseDuration")
 		requireTime(t, At(defaultLease), e.get(d).LeaseExpiresAt, "a rejected extend changed the lease")
+		// MaxLeaseDuration itself is allowed.
+		require.Equal(t, []bool{true}, e.extend("owner-a", At(time.Second).Add(relaybus.MaxLeaseDuration), At(time.Second), d.Lease()))
 	})
 
 	t.Run("TakeoverAfterExpiry", func(t *testing.T) {

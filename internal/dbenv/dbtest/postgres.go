@@ -195,3 +195,32 @@ func testDatabaseName(testName string) (string, error) {
 	name := "rbt_" + b.String() + "_" + hex.EncodeToString(suffix[:])
 	return name, dbenv.ValidateDatabaseName(name)
 }
+
+// PrivatePostgres starts a server of the test's own, from the provider
+// TestDatabase uses, with the given settings, and stops it when the test
+// ends: for tests that crash or restart the server and must not disturb
+// the tests sharing the shared one. A given DSN (ProviderDSN) cannot be
+// used for that: the test is skipped and says why.
+func PrivatePostgres(t testing.TB, settings map[string]string) *dbenv.Postgres {
+	t.Helper()
+	opts, err := sharedOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Provider == dbenv.ProviderDSN {
+		t.Skipf("dbtest: this test needs a server of its own to crash or restart; the tests run on a given DSN (%s), which is not ours to crash", dbenv.EnvDatabaseURL)
+	}
+	opts.Settings = settings
+	ctx, cancel := context.WithTimeout(context.Background(), sharedStartTimeout)
+	defer cancel()
+	pg, err := dbenv.StartPostgres(ctx, opts)
+	if err != nil {
+		t.Fatalf("dbtest: private server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := pg.Stop(context.Background()); err != nil {
+			t.Errorf("dbtest: stop private server: %v", err)
+		}
+	})
+	return pg
+}
