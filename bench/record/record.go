@@ -8,7 +8,7 @@
 // Text lines, tab-separated, the first field says the kind:
 //
 //	P <event_id> <event_type> <key> <commit_unix_ns> <uncertain 0|1> [<call_start_unix_ns>]
-//	H <event_id> <handler> <key> <sequence> <attempt> <handle_start_unix_ns> <ok 1|0>
+//	H <event_id> <handler> <key> <sequence> <attempt> <handle_start_unix_ns> <ok 1|0> [<end_unix_ns> <holder> <token>]
 //
 // An empty key means unkeyed. The last field of a P line is optional: a
 // v0.1.0 worker writes six fields, later workers add the start of the
@@ -16,7 +16,18 @@
 // sequences against commit order and measure publish latency from the
 // records. A line without it reads as CallStartNs 0 ("not recorded"),
 // and the writer omits it when it is 0, so every accepted line
-// re-encodes to the same bytes. No field may contain a tab, a newline or a
+// re-encodes to the same bytes.
+//
+// The last three fields of an H line are optional too, and come
+// together (all or none): when the handler returned, the dispatcher
+// instance that held the lease (the worker's process name: one process is
+// one store instance in the harness) and the delivery's lease token
+// (relaybus.Delivery.LeaseToken, opaque). They let the validator tell
+// which claim a handle ran under. A worker of v0.2.1 or earlier writes eight
+// fields; a line without them reads as EndNs 0, Holder and Token empty
+// ("not recorded"). The writer writes all three or none, so each of them
+// must be set when one is: a positive end time, a non-empty holder and
+// token. No field may contain a tab, a newline or a
 // carriage return; the writer rejects such values instead of escaping
 // them, so the file stays trivially parseable by cut and awk too.
 //
@@ -87,7 +98,20 @@ type Handled struct {
 	HandleNs int64
 	// OK: the handler returned success.
 	OK bool
+	// EndNs is the wall clock (UnixNano) when the handler returned; 0
+	// when the worker did not record it (a worker of v0.2.1 or earlier).
+	EndNs int64
+	// Holder is the dispatcher instance that held the lease (in the
+	// harness, the worker's process name); empty when not recorded.
+	Holder string
+	// Token is the delivery's lease token (relaybus.Delivery.LeaseToken),
+	// opaque; empty when not recorded.
+	Token string
 }
+
+// HasLease reports whether h carries the optional end, holder and token
+// fields (they come together).
+func (h *Handled) HasLease() bool { return h.EndNs != 0 || h.Holder != "" || h.Token != "" }
 
 // ErrBatchFull is returned by Add* when the batch would exceed
 // MaxBatchBytes; Flush and retry.
@@ -157,12 +181,24 @@ func (w *Writer) AddHandled(h Handled) error {
 	if err := checkField("key", h.Key, false); err != nil {
 		return err
 	}
+	if h.HasLease() {
+		// All or none: a line cannot say that one of them is missing.
+		if h.EndNs <= 0 {
+			return fmt.Errorf("record: end %d is not positive (holder %q, token %q set)", h.EndNs, h.Holder, h.Token)
+		}
+		if err := checkField("holder", h.Holder, true); err != nil {
+			return err
+		}
+		if err := checkField("token", h.Token, true); err != nil {
+			return err
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return errClosed
 	}
-	n := 4 + len(h.EventID) + len(h.Handler) + len(h.Key) + 3*20 + 6
+	n := 4 + len(h.EventID) + len(h.Handler) + len(h.Key) + 3*20 + 6 + 20 + len(h.Holder) + len(h.Token) + 3
 	if len(w.buf)+n > MaxBatchBytes {
 		return ErrBatchFull
 	}
@@ -285,6 +321,14 @@ func appendHandled(b []byte, h Handled) []byte {
 	b = strconv.AppendInt(b, h.HandleNs, 10)
 	b = append(b, '\t')
 	b = appendBool(b, h.OK)
+	if h.HasLease() {
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, h.EndNs, 10)
+		b = append(b, '\t')
+		b = append(b, h.Holder...)
+		b = append(b, '\t')
+		b = append(b, h.Token...)
+	}
 	return append(b, '\n')
 }
 
@@ -359,7 +403,7 @@ func parseLine(f *File, line string) error {
 	if strings.IndexByte(line, '\r') >= 0 {
 		return errors.New("carriage return in line")
 	}
-	var fields [9]string
+	var fields [11]string
 	n := 0
 	for {
 		i := strings.IndexByte(line, '\t')
@@ -406,8 +450,8 @@ func parseLine(f *File, line string) error {
 			EventID: fields[1], EventType: fields[2], Key: fields[3], CommitNs: commit, Uncertain: unc, CallStartNs: callStart,
 		})
 	case "H":
-		if n != 8 {
-			return fmt.Errorf("kind H line has %d fields, want 8", n)
+		if n != 8 && n != 11 {
+			return fmt.Errorf("kind H line has %d fields, want 8 or 11", n)
 		}
 		if fields[1] == "" {
 			return errors.New("empty event id")
@@ -434,10 +478,27 @@ func parseLine(f *File, line string) error {
 		if err != nil {
 			return err
 		}
-		f.Handled = append(f.Handled, Handled{
+		h := Handled{
 			EventID: fields[1], Handler: fields[2], Key: fields[3], Sequence: seq,
 			Attempt: int(attempt), HandleNs: handle, OK: ok,
-		})
+		}
+		if n == 11 {
+			if h.EndNs, err = parseInt("end_ns", fields[8]); err != nil {
+				return err
+			}
+			if h.EndNs <= 0 {
+				// Unset is written as three absent fields; a
+				// negative time is not one the writer produces.
+				return fmt.Errorf("non-canonical end_ns %q", fields[8])
+			}
+			if h.Holder = fields[9]; h.Holder == "" {
+				return errors.New("empty holder")
+			}
+			if h.Token = fields[10]; h.Token == "" {
+				return errors.New("empty token")
+			}
+		}
+		f.Handled = append(f.Handled, h)
 	default:
 		return fmt.Errorf("unknown kind %q", fields[0])
 	}

@@ -22,6 +22,8 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	hs := []Handled{
 		{EventID: "e1", Handler: "h1", Key: "k1", Sequence: 1, Attempt: 1, HandleNs: 42, OK: true},
 		{EventID: "e2", Handler: "h2", Attempt: 3, HandleNs: -7, OK: false},
+		{EventID: "e3", Handler: "h1", Key: "k1", Sequence: 2, Attempt: 1, HandleNs: 100, OK: true,
+			EndNs: 150, Holder: "disp-1", Token: "7.3.12"},
 	}
 	for _, p := range pubs {
 		if err := w.AddPublished(p); err != nil {
@@ -63,7 +65,8 @@ func TestWriteReadRoundTrip(t *testing.T) {
 		"P\te2\torder.created\t\t5\t1\n" +
 		"P\te3\torder.created\tk1\t90\t0\t80\n" +
 		"H\te1\th1\tk1\t1\t1\t42\t1\n" +
-		"H\te2\th2\t\t0\t3\t-7\t0\n"
+		"H\te2\th2\t\t0\t3\t-7\t0\n" +
+		"H\te3\th1\tk1\t2\t1\t100\t1\t150\tdisp-1\t7.3.12\n"
 	if string(data) != want {
 		t.Fatalf("file:\n%q\nwant\n%q", data, want)
 	}
@@ -77,7 +80,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	if len(f.Published) != 3 || f.Published[0] != pubs[0] || f.Published[1] != pubs[1] || f.Published[2] != pubs[2] {
 		t.Fatalf("published = %+v", f.Published)
 	}
-	if len(f.Handled) != 2 || f.Handled[0] != hs[0] || f.Handled[1] != hs[1] {
+	if len(f.Handled) != 3 || f.Handled[0] != hs[0] || f.Handled[1] != hs[1] || f.Handled[2] != hs[2] {
 		t.Fatalf("handled = %+v", f.Handled)
 	}
 }
@@ -127,6 +130,15 @@ func TestWriterRejects(t *testing.T) {
 		{EventID: "e", Handler: ""},
 		{EventID: "e", Handler: "h\t"},
 		{EventID: "e", Handler: "h", Key: "\n"},
+		// The lease fields come all or none.
+		{EventID: "e", Handler: "h", EndNs: 5},
+		{EventID: "e", Handler: "h", EndNs: 5, Holder: "d"},
+		{EventID: "e", Handler: "h", EndNs: 5, Token: "t"},
+		{EventID: "e", Handler: "h", Holder: "d", Token: "t"},
+		{EventID: "e", Handler: "h", EndNs: -5, Holder: "d", Token: "t"},
+		{EventID: "e", Handler: "h", EndNs: 5, Holder: "d\t", Token: "t"},
+		{EventID: "e", Handler: "h", EndNs: 5, Holder: "d", Token: "t\n"},
+		{EventID: "e", Handler: "h", EndNs: 5, Holder: "d", Token: "t\r"},
 	}
 	for _, h := range badH {
 		if err := w.AddHandled(h); err == nil {
@@ -160,7 +172,16 @@ var parseCases = []struct {
 	{name: "P negative call start", in: "P\te\tt\tk\t1\t0\t-4\n", wantErr: "non-canonical"},
 	{name: "P many fields", in: "P\te\tt\tk\t1\t0\t3\tx\n", wantErr: "6 or 7"},
 	{name: "H few fields", in: "H\te\th\tk\t1\t1\t5\n", wantErr: "8"},
-	{name: "too many fields", in: "H\te\th\tk\t1\t1\t5\t1\tx\ty\n", wantErr: "too many"},
+	{name: "H with lease (v0.2.1's eight fields before)", in: "H\te\th\tk\t1\t1\t5\t1\t9\tdisp-0\t3.1.4\n", nH: 1},
+	{name: "H lease part only", in: "H\te\th\tk\t1\t1\t5\t1\t9\tdisp-0\n", wantErr: "8 or 11"},
+	{name: "H lease end only", in: "H\te\th\tk\t1\t1\t5\t1\t9\n", wantErr: "8 or 11"},
+	{name: "H lease zero end", in: "H\te\th\tk\t1\t1\t5\t1\t0\tdisp-0\tt\n", wantErr: "non-canonical end_ns"},
+	{name: "H lease negative end", in: "H\te\th\tk\t1\t1\t5\t1\t-9\tdisp-0\tt\n", wantErr: "non-canonical end_ns"},
+	{name: "H lease bad end", in: "H\te\th\tk\t1\t1\t5\t1\t09\tdisp-0\tt\n", wantErr: "end_ns"},
+	{name: "H lease empty holder", in: "H\te\th\tk\t1\t1\t5\t1\t9\t\tt\n", wantErr: "empty holder"},
+	{name: "H lease empty token", in: "H\te\th\tk\t1\t1\t5\t1\t9\tdisp-0\t\n", wantErr: "empty token"},
+	{name: "H too many fields", in: "H\te\th\tk\t1\t1\t5\t1\t9\tdisp-0\tt\tx\n", wantErr: "too many"},
+	{name: "too many fields", in: "H\te\th\tk\t1\t1\t5\t1\tx\ty\n", wantErr: "8 or 11"},
 	{name: "bad bool", in: "P\te\tt\tk\t1\t2\n", wantErr: "uncertain"},
 	{name: "bad int", in: "P\te\tt\tk\tx\t0\n", wantErr: "commit_ns"},
 	{name: "plus sign", in: "P\te\tt\tk\t+1\t0\n", wantErr: "non-canonical"},
@@ -265,7 +286,8 @@ func BenchmarkAddHandledFlush100(b *testing.B) {
 	}
 	defer w.Close()
 	h := Handled{EventID: "run1-w3-0000000123456", Handler: "handler-0", Key: "key-0042",
-		Sequence: 123456, Attempt: 1, HandleNs: 1700000000123456789, OK: true}
+		Sequence: 123456, Attempt: 1, HandleNs: 1700000000123456789, OK: true,
+		EndNs: 1700000000123467890, Holder: "disp-1", Token: "117:3:2041"}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -280,4 +302,22 @@ func BenchmarkAddHandledFlush100(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/record")
+}
+
+// TestOldHandledLines: a line of a v0.1.0 to v0.2.1 worker (eight fields)
+// reads with the lease fields unset, and re-encodes to the same bytes.
+func TestOldHandledLines(t *testing.T) {
+	t.Parallel()
+	in := "H\te1\th1\tk1\t4\t2\t1700000000000000001\t1\n"
+	f, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.Handled[0]
+	if h.EndNs != 0 || h.Holder != "" || h.Token != "" || h.HasLease() {
+		t.Fatalf("old line read with lease fields: %+v", h)
+	}
+	if out := string(appendHandled(nil, h)); out != in {
+		t.Fatalf("re-encoded %q, want %q", out, in)
+	}
 }

@@ -43,10 +43,15 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 			}
 			poison := len(d.Payload) > 0 && d.Payload[0] == protocol.PayloadPoison
 			fail := poison || d.Attempts <= wl.FailFirst
+			// The handler's work ends here: the record is its last step.
+			// One worker process is one store instance, so its name is
+			// the lease's holder.
+			end := time.Now()
 			rec.mu.Lock()
 			err := rec.w.AddHandled(record.Handled{
 				EventID: d.EventID, Handler: d.Handler, Key: d.Key, Sequence: d.Sequence,
 				Attempt: d.Attempts, HandleNs: start.UnixNano(), OK: !fail,
+				EndNs: end.UnixNano(), Holder: w.Cfg.Name, Token: d.LeaseToken,
 			})
 			rec.mu.Unlock()
 			if err != nil {

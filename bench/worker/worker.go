@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
@@ -91,6 +92,10 @@ func validateConfig(c *protocol.Config) error {
 			return err
 		}
 	case protocol.RoleDispatcher:
+		// The name is the lease holder in every handle record.
+		if c.Name == "" || strings.ContainsAny(c.Name, "\t\n\r") {
+			return fmt.Errorf("worker: a dispatcher needs a name without tabs or newlines (its records' holder), got %q", c.Name)
+		}
 		d := &c.Dispatcher
 		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > checks.Limits.CostUs {
 			return fmt.Errorf("worker: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, checks.Limits.CostUs)

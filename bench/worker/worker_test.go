@@ -67,6 +67,8 @@ func TestHelloAndBadConfig(t *testing.T) {
 		{"no record path", `{"protocol":1,"role":"dispatcher","store":{"kind":"postgres","dsn":"x"}}`, "needs record_path"},
 		{"preload without count", `{"protocol":1,"role":"preload","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
 			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},"publisher":{"publishers":1,"batch":1}}`, "preload needs a positive count"},
+		{"dispatcher without name", `{"protocol":1,"role":"dispatcher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
+			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10}}`, "dispatcher needs a name"},
 		{"bad keys", `{"protocol":1,"role":"publisher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
 			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10,"keys":"hot"},"publisher":{"publishers":1,"batch":1}}`, "key_count"},
 	} {
@@ -238,6 +240,13 @@ func TestRolesOnPostgres(t *testing.T) {
 	if ok != 108 {
 		t.Errorf("%d ok handled records, want 108", ok)
 	}
+	for _, h := range han.Handled {
+		// Every handle says when it ended and under which lease.
+		if h.EndNs < h.HandleNs || h.Holder != "disp" || h.Token == "" {
+			t.Errorf("handle of %s/%s: end %d (start %d), holder %q, token %q", h.EventID, h.Handler, h.EndNs, h.HandleNs, h.Holder, h.Token)
+			break
+		}
+	}
 }
 
 func TestBusConfigCompletionWindow(t *testing.T) {
@@ -253,7 +262,7 @@ func TestBusConfigCompletionWindow(t *testing.T) {
 		t.Errorf("completion_window_disabled: window %v, want relaybus.Disabled", got)
 	}
 	var out bytes.Buffer
-	cfg := `{"protocol":1,"role":"dispatcher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
+	cfg := `{"protocol":1,"role":"dispatcher","name":"d","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
 		"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},
 		"dispatcher":{"completion_window_us":5,"completion_window_disabled":true}}`
 	if code := Main(context.Background(), strings.NewReader(cfg), &out, io.Discard); code != 2 || !strings.Contains(out.String(), "set one of them") {
