@@ -164,8 +164,8 @@ func (m *Manifest) check() error {
 	}
 	for _, f := range m.Faults {
 		switch {
-		case f.Kind != FaultKill && f.Kind != FaultRestart:
-			return fmt.Errorf("fault kind %q: want %s or %s", f.Kind, FaultKill, FaultRestart)
+		case f.Kind != FaultKill && f.Kind != FaultRestart && f.Kind != FaultCrash:
+			return fmt.Errorf("fault kind %q: want %s, %s or %s", f.Kind, FaultKill, FaultRestart, FaultCrash)
 		case f.Kind == FaultKill && f.Process == "":
 			return errors.New("a kill fault names no process")
 		case f.EndNs < f.StartNs:

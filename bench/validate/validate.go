@@ -88,6 +88,7 @@ type DeadLetter = protocol.DeadLetter
 const (
 	FaultKill    = "kill"    // a process SIGKILLed by the fault plan
 	FaultRestart = "restart" // the database server restarted
+	FaultCrash   = "crash"   // the database server crashed (immediate shutdown) and recovered
 )
 
 // Fault is one fault the window injected, with its times (wall clock,
@@ -96,8 +97,9 @@ type Fault struct {
 	Kind string `json:"kind"`
 	// Process is the killed process's name (FaultKill).
 	Process string `json:"process,omitempty"`
-	// StartNs and EndNs bound the fault: the kill (both equal), or the
-	// restart's call.
+	// StartNs and EndNs bound the fault: the kill (both equal), the
+	// restart's call, or the crash (before it, until the server accepts
+	// again).
 	StartNs int64 `json:"start_ns"`
 	EndNs   int64 `json:"end_ns"`
 }
