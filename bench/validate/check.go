@@ -244,9 +244,11 @@ func (c *checker) lostAttempt(pair []int32) bool {
 	return false
 }
 
-// explains reports whether a fault explains running h's delivery again:
-// h was by a process the fault plan killed, before the kill, or started
-// within a lease of a database restart.
+// explains reports whether a fault could make h's delivery run again:
+// h was by a process the fault plan killed, before the kill, or it
+// started within a lease of a database restart or crash. The order
+// check uses it (a handle no fault explains is firm: its owner was alive
+// and moved on); a repeat needs repeatOf too.
 func (c *checker) explains(h *handle) bool {
 	if !c.in.Expect.AllowRedelivery {
 		return false
@@ -256,13 +258,68 @@ func (c *checker) explains(h *handle) bool {
 	if at, ok := c.killedAt[f.Name]; ok && ns <= at {
 		return true
 	}
-	lease := c.in.Expect.Lease.Nanoseconds()
-	for _, ft := range c.in.Expect.Faults {
-		if ft.Kind == FaultRestart && ns >= ft.StartNs-lease && ns <= ft.EndNs+lease {
+	for i := range c.in.Expect.Faults {
+		if ft := &c.in.Expect.Faults[i]; isDBFault(ft.Kind) && c.inReach(ft, ns) {
 			return true
 		}
 	}
 	return false
+}
+
+// isDBFault: a fault of the database server (a restart or a crash),
+// which breaks every connection and can fail any call in flight.
+func isDBFault(kind string) bool { return kind == FaultRestart || kind == FaultCrash }
+
+// inReach: ns is within a lease of the database fault ft (from its start
+// minus the lease to its end plus the lease): a handle that started then
+// may have lost its claim, its completion or its lease to ft.
+func (c *checker) inReach(ft *Fault, ns int64) bool {
+	lease := c.in.Expect.Lease.Nanoseconds()
+	return ns >= ft.StartNs-lease && ns <= ft.EndNs+lease
+}
+
+// repeatOf says whether a fault explains rep, a later handle of the same
+// delivery, as a rerun of prev ("" when one does), or why none does:
+//   - a kill explains it when prev was by the killed process, before the
+//     kill, and rep starts after the kill with a higher attempt (a
+//     takeover charges the attempt the kill cost);
+//   - a database restart or crash explains it when prev started within
+//     the fault's reach (inReach) and rep starts after the fault began
+//     and after prev, with an attempt no lower than prev's (a restart
+//     can fail a completion whose delivery is then released uncharged,
+//     and a crash can lose the claim that charged an attempt).
+func (c *checker) repeatOf(prev, rep *handle) string {
+	if !c.in.Expect.AllowRedelivery {
+		return "no fault cell"
+	}
+	pf, rf := &c.in.Files[prev.file], &c.in.Files[rep.file]
+	p, r := &pf.Handled[prev.rec], &rf.Handled[rep.rec]
+	why := "no fault explains it"
+	if at, ok := c.killedAt[pf.Name]; ok && p.HandleNs <= at {
+		switch {
+		case r.HandleNs <= at:
+			why = "the repeat started before the kill of " + pf.Name
+		case r.Attempt <= p.Attempt:
+			why = "the repeat carries no higher attempt than the handle it repeats"
+		default:
+			return ""
+		}
+	}
+	for i := range c.in.Expect.Faults {
+		ft := &c.in.Expect.Faults[i]
+		if !isDBFault(ft.Kind) || !c.inReach(ft, p.HandleNs) {
+			continue
+		}
+		switch {
+		case r.HandleNs < ft.StartNs || r.HandleNs <= p.HandleNs:
+			why = "the repeat started before the database " + ft.Kind + " began"
+		case r.Attempt < p.Attempt:
+			why = "the repeat carries a lower attempt than the handle it repeats"
+		default:
+			return ""
+		}
+	}
+	return why
 }
 
 // pairs walks each (event, handler)'s handles in handling order: it
@@ -309,13 +366,13 @@ func (c *checker) pairs() {
 			h.explained = c.explains(h)
 			if lastOK != nil {
 				h.repeat = true
-				if lastOK.explained {
+				if why := c.repeatOf(lastOK, h); why == "" {
 					r.Redeliveries++
 				} else {
 					r.Duplicates++
 					prev := c.rec(lastOK)
-					c.ex("duplicate: event %s handler %s ran again (%s, attempt %d, ok %v) after an ok handle by %s that no fault explains",
-						rec.h.EventID, rec.h.Handler, rec.proc, rec.h.Attempt, rec.h.OK, prev.proc)
+					c.ex("duplicate: event %s handler %s ran again (%s, attempt %d, ok %v) after an ok handle by %s (attempt %d): %s",
+						rec.h.EventID, rec.h.Handler, rec.proc, rec.h.Attempt, rec.h.OK, prev.proc, prev.h.Attempt, why)
 				}
 			}
 			if budget > 0 && rec.h.Attempt > allow {

@@ -104,14 +104,14 @@ func TestManifestRoundTrip(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	m := &Manifest{Handlers: []string{"a"}, MaxAttempts: 3, LeaseMs: 2000, AllowRedelivery: true,
-		Faults: []Fault{{Kind: FaultRestart, StartNs: 1, EndNs: 2}}, Window: &Span{StartNs: 0, EndNs: 9},
+		Faults: []Fault{{Kind: FaultRestart, StartNs: 1, EndNs: 2}, {Kind: FaultCrash, StartNs: 3, EndNs: 4}}, Window: &Span{StartNs: 0, EndNs: 9},
 		Final: Final{Dead: 1, DeadLetters: []DeadLetter{{EventID: "e", Handler: "a", Attempts: 3}}}, NoKeyOrder: true}
 	if err := WriteManifest(dir, m); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, dir, "p.rec", "P\te\tt\t\t1\t0\n")
 	got, _, found, err := ReadDir(dir)
-	if err != nil || !found || got.Final.DeadLetters[0] != m.Final.DeadLetters[0] || got.Window.EndNs != 9 || got.Faults[0] != m.Faults[0] ||
+	if err != nil || !found || got.Final.DeadLetters[0] != m.Final.DeadLetters[0] || got.Window.EndNs != 9 || got.Faults[0] != m.Faults[0] || got.Faults[1] != m.Faults[1] ||
 		!got.NoKeyOrder || !got.Input(nil).Expect.NoKeyOrder {
 		t.Fatalf("%+v %v", got, err)
 	}

@@ -19,12 +19,17 @@
 //
 // A repeat is a handle of an (event, handler) after an ok handle of it.
 // Outside fault cells every repeat is a duplicate. In a fault cell
-// (Expect.AllowRedelivery) a repeat is a redelivery only when the handle
-// it repeats is explained by a fault: it was by a process the fault plan
-// killed, before the kill, or it started within a lease of a database
-// restart (from the restart's start minus the lease to its end plus the
-// lease). Anything else is a duplicate: a stale lease running a delivery
-// again looks exactly like that.
+// (Expect.AllowRedelivery) a repeat is a redelivery only when a fault
+// explains it, by the time of the handle it repeats and by its own:
+// a kill, when the repeated handle was by the killed process, before the
+// kill, and the repeat starts after the kill with a higher attempt (the
+// takeover charges one); a database restart or crash, when the repeated
+// handle started within a lease of it (from its start minus the lease to
+// its end plus the lease) and the repeat starts after it began, with an
+// attempt no lower (a restart can fail a completion whose delivery is
+// then released uncharged; a crash can lose the claim that charged the
+// attempt). Anything else is a duplicate: a stale lease running a
+// delivery again looks exactly like that.
 //
 // # Order
 //

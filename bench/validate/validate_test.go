@@ -90,6 +90,13 @@ func killAt(in *Input, proc string, ns int64) {
 	f.Handled = slices.DeleteFunc(f.Handled, late)
 }
 
+// crashAt makes in a fault cell whose database crashed at ns and
+// accepted again 200 ns later, with a lease of 2 µs.
+func crashAt(in *Input, ns int64) {
+	in.Expect.AllowRedelivery, in.Expect.Lease = true, 2*time.Microsecond
+	in.Expect.Faults = append(in.Expect.Faults, Fault{Kind: FaultCrash, StartNs: ns, EndNs: ns + 200})
+}
+
 // noKeyOrder makes in's handles those of a store that keeps no per-key
 // order: no sequences, and e2 handled before e0 (both of key k0).
 func noKeyOrder(in *Input) {
@@ -153,10 +160,11 @@ var mutations = []struct {
 		}
 		killAt(in, "disp-1", handleStart+3*step+step/2) // disp-1 dies after e3
 	},
-		// Explained: the repeats of disp-1's handles before its kill (e1,
-		// e3 x 2 handlers); every other repeat is a duplicate. (Each
-		// repeat follows its first handle at once, so order holds.)
-		want: map[string]int64{"redeliveries": 4, "duplicates": 12}, example: "that no fault explains"},
+		// None is explained: disp-0 was not killed, and disp-1's repeats
+		// of its handles before the kill (e1, e3 x 2 handlers) start
+		// before the kill, with the same attempt (issue 24, class 1).
+		// (Each repeat follows its first handle at once, so order holds.)
+		want: map[string]int64{"duplicates": 16}, example: "the repeat started before the kill of disp-1"},
 	{name: "stale lease: an old sequence again after later ones", edit: func(in *Input) {
 		// A fault cell, whose fault hit a process that is not this one.
 		in.Expect.AllowRedelivery = true
@@ -181,7 +189,7 @@ var mutations = []struct {
 		in.Expect.AllowRedelivery, in.Expect.Lease = true, 2*time.Microsecond
 		in.Expect.Faults = []Fault{{Kind: FaultRestart, StartNs: handleStart + 6*step, EndNs: handleStart + 6*step + 100}}
 		again := *handled(in, "e5", "a") // handled 1 µs before the restart
-		again.HandleNs += 50
+		again.HandleNs = handleStart + 6*step + 150
 		f := file(in, "disp-1")
 		f.Handled = append(f.Handled, again)
 	}, valid: true, want: map[string]int64{"redeliveries": 1}},
@@ -193,6 +201,53 @@ var mutations = []struct {
 		f := file(in, "disp-1")
 		f.Handled = append(f.Handled, again)
 	}, want: map[string]int64{"duplicates": 1}},
+	// Issue 24, class 1: a repeat is explained by its own time and
+	// attempt too, not only by the time of the handle it repeats.
+	{name: "class 1: a survivor repeats a delivery before the kill", edit: func(in *Input) {
+		killAt(in, "disp-1", handleStart+3*step+10)
+		again := *handled(in, "e3", "a")
+		again.HandleNs, again.Attempt = handleStart+3*step+5, 2 // 5 ns before the kill
+		f := file(in, "disp-0")
+		f.Handled = append(f.Handled, again)
+	}, want: map[string]int64{"duplicates": 1}, example: "the repeat started before the kill of disp-1"},
+	{name: "class 1: a takeover repeat without a higher attempt", edit: func(in *Input) {
+		killAt(in, "disp-1", handleStart+3*step+10)
+		again := *handled(in, "e3", "a")
+		again.HandleNs = handleStart + 4*step + 50 // attempt 1 again
+		f := file(in, "disp-0")
+		f.Handled = append(f.Handled, again)
+	}, want: map[string]int64{"duplicates": 1}, example: "the repeat carries no higher attempt than the handle it repeats"},
+	{name: "class 1: a repeat before the restart began", edit: func(in *Input) {
+		in.Expect.AllowRedelivery, in.Expect.Lease = true, 2*time.Microsecond
+		in.Expect.Faults = []Fault{{Kind: FaultRestart, StartNs: handleStart + 6*step, EndNs: handleStart + 6*step + 100}}
+		again := *handled(in, "e5", "a") // handled 1 µs before the restart
+		again.HandleNs, again.Attempt = again.HandleNs+50, 2
+		f := file(in, "disp-1")
+		f.Handled = append(f.Handled, again)
+	}, want: map[string]int64{"duplicates": 1}, example: "the repeat started before the database restart began"},
+	// Issue 23: a database crash can lose a claim (the attempt it
+	// charged too) and the work in flight, like a restart.
+	{name: "a redelivery after a database crash", edit: func(in *Input) {
+		crashAt(in, handleStart+6*step)
+		again := *handled(in, "e5", "a") // handled 1 µs before the crash
+		again.HandleNs = handleStart + 6*step + 300
+		f := file(in, "disp-0")
+		f.Handled = append(f.Handled, again)
+	}, valid: true, want: map[string]int64{"redeliveries": 1}},
+	{name: "crash: a repeat before the crash began", edit: func(in *Input) {
+		crashAt(in, handleStart+6*step)
+		again := *handled(in, "e5", "a")
+		again.HandleNs, again.Attempt = again.HandleNs+50, 2
+		f := file(in, "disp-0")
+		f.Handled = append(f.Handled, again)
+	}, want: map[string]int64{"duplicates": 1}, example: "the repeat started before the database crash began"},
+	{name: "crash: a repeat of a handle out of the crash's reach", edit: func(in *Input) {
+		crashAt(in, handleStart+6*step)
+		again := *handled(in, "e1", "a") // 5 µs before the crash, the lease is 2 µs
+		again.HandleNs, again.Attempt = handleStart+6*step+300, 2
+		f := file(in, "disp-0")
+		f.Handled = append(f.Handled, again)
+	}, want: map[string]int64{"duplicates": 1, "order": 1}, example: "no fault explains it"},
 	{name: "a replay out of order", edit: func(in *Input) {
 		killAt(in, "disp-1", handleStart+8*step)
 		// disp-1 ran e1, e3, e5, e7 (key k1) and died; disp-0 replays
@@ -200,7 +255,7 @@ var mutations = []struct {
 		f := file(in, "disp-0")
 		for i, id := range []string{"e1", "e5", "e3", "e7"} {
 			again := *handled(in, id, "a")
-			again.HandleNs = handleStart + 9*step + int64(i)
+			again.HandleNs, again.Attempt = handleStart+9*step+int64(i), 2
 			f.Handled = append(f.Handled, again)
 		}
 	}, want: map[string]int64{"redeliveries": 4, "order": 1}, example: "again after sequence 3, which a live owner had handled"},
