@@ -61,8 +61,9 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		}
 		var taken []int16
 		cursor := s.takeCursor.Load()
-		batch.Queue(s.q.claimTake, params.Owner, s.holder, params.Now, params.Handlers,
-			min(step, relaybus.LaneCount), expiresAt, expiredFinalAttempt, tried, params.Limit, cursor).
+		batch.Queue(s.q.claimTake, min(step, relaybus.LaneCount), tried, params.Now, params.Handlers,
+			params.Limit, cursor)
+		batch.Queue(s.q.claimWrite, params.Owner, s.holder, params.Now, expiresAt, expiredFinalAttempt).
 			QueryRow(func(row pgx.Row) error {
 				var charged int64
 				var setting string

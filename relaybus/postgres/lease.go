@@ -30,12 +30,18 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 	for i, l := range ls {
 		ids[i], lanes[i], epochs[i], claims[i] = l.ID, int16(l.Token.Lane), l.Token.Epoch, l.Token.Claims
 	}
-	rows, err := s.pool.Query(ctx, s.q.extend, params.Owner, s.holder, ids, lanes, epochs, claims, params.ExpiresAt)
-	if err != nil {
-		return nil, errorFrom("extend", err)
-	}
-	renewed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
+	// The lanes first, in a statement of their own (see lockLane in
+	// schema.go), then the renewal, in one round trip and transaction.
+	var renewed []int64
+	batch := &pgx.Batch{}
+	batch.Queue(s.q.lockHeld, params.Owner, s.holder, lanes)
+	batch.Queue(s.q.extend, params.Owner, s.holder, ids, lanes, epochs, claims, params.ExpiresAt).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			renewed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+			return err
+		})
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, errorFrom("extend", err)
 	}
 	// An id is renewed under the token that matched; another token of the
@@ -206,9 +212,14 @@ func (s *Store) endClaim(ctx context.Context, op string, l relaybus.Lease, sql s
 	if err != nil {
 		return false, err
 	}
+	// The lane first, in a statement of its own (see lockLane in
+	// schema.go), then the write, in one round trip and transaction.
 	var n int64
-	err = s.pool.QueryRow(ctx, sql, append([]any{pl.ID, int16(pl.Token.Lane), pl.Token.Claims, pl.Token.Epoch, now}, args...)...).Scan(&n)
-	if err != nil {
+	batch := &pgx.Batch{}
+	batch.Queue(s.q.lockLane, int16(pl.Token.Lane), pl.Token.Epoch)
+	batch.Queue(sql, append([]any{pl.ID, int16(pl.Token.Lane), pl.Token.Claims, pl.Token.Epoch, now}, args...)...).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return false, errorFrom(op, err)
 	}
 	return n == 1, nil
@@ -222,8 +233,14 @@ func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelin
 	if err := params.Validate(); err != nil {
 		return 0, err
 	}
+	// The lanes first, in a statement of their own (see lockLane in
+	// schema.go), then the release, in one round trip and transaction.
 	var n int64
-	if err := s.pool.QueryRow(ctx, s.q.relinquish, params.Owner, s.holder, params.Now).Scan(&n); err != nil {
+	batch := &pgx.Batch{}
+	batch.Queue(s.q.lockOwned, params.Owner, s.holder)
+	batch.Queue(s.q.relinquish, params.Owner, s.holder, params.Now).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return 0, errorFrom("relinquish", err)
 	}
 	return int(n), nil

@@ -52,7 +52,11 @@ type queries struct {
 	claimLock    string
 	claimOwn     string
 	claimTake    string
+	claimWrite   string
 	extend       string
+	lockLane     string
+	lockHeld     string
+	lockOwned    string
 
 	completeMany        string
 	completeManyHistory string
@@ -455,49 +459,50 @@ WHERE (SELECT set_config('relaybus.claimed', (CASE
 	WHEN (SELECT suspect FROM first) AND ($8 OR EXISTS (SELECT 1 FROM pick)) THEN $5
 	ELSE coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int + (SELECT count(*) FROM pick)::int END)::text, true)) IS NOT NULL`)
 
-	// Take up to $5 lanes, and no more than the claim still needs ($9,
-	// the claim's limit, less relaybus.claimed: none when the claim is
-	// full, holds a suspect, or is a busy caller's whose oldest candidate
-	// was a suspect), that are free or whose lease expired and
-	// that have due work of the handlers, walking the ring of lanes from
-	// $10 (a position each store instance moves past the lanes it took,
-	// so that successive takes go round every lane with work): with the
-	// per-hold quota (claimQuota), that serves every busy lane in turn, a
-	// bounded number of deliveries at a time. The walk stops as soon as it
-	// has found enough lanes: one probe of the lane row and, for a free
-	// lane, one of each index, per lane visited (cands is read through a
-	// LIMIT, so its conditions are evaluated lane by lane, in ring
-	// order). It skips lanes another transaction has locked (a claim
+	// Choose and lock up to $1 lanes, and no more than the claim still
+	// needs ($5, the claim's limit, less relaybus.claimed: none when the
+	// claim is full, holds a suspect, or is a busy caller's whose oldest
+	// candidate was a suspect), that are free or whose lease expired and
+	// that have due work of the handlers $4 at $3, walking the ring of
+	// lanes from $6 (a position each store instance moves past the lanes
+	// it took, so that successive takes go round every lane with work):
+	// with the per-hold quota (claimQuota), that serves every busy lane in
+	// turn, a bounded number of deliveries at a time. The walk stops as
+	// soon as it has found enough lanes: one probe of the lane row and,
+	// for a free lane, one of each index, per lane visited (cands is read
+	// through a LIMIT, so its conditions are evaluated lane by lane, in
+	// ring order). It skips lanes another transaction has locked (a claim
 	// taking them, or a transactional completion's FOR KEY SHARE: a
 	// takeover never waits for one and never overtakes it), and never one
-	// of $8 (lanes this claim already took and handed back). The lanes
-	// taken go to relaybus.taken for the claimOwn after it. Taking a lane
-	// raises its epoch, so every write under an older lease fails.
-	// Taking an abandoned lane (expired, whatever it has in flight)
-	// charges each delivery in its in_flight that still exists one
-	// attempt, marks it a suspect, and buries it when that spends its
-	// budget and it was a suspect already (one that was not may only have
-	// run beside the delivery that crashed the process: its next attempt,
-	// alone, decides; variant BURY_ANY). The charge
-	// raises claims, so a completion of the old holder that commits after
-	// this finds its fence broken, and one that commits first has deleted
-	// the row, which is then not charged. The charged rows are locked in
+	// of $2 (lanes this claim already took and handed back). The lanes
+	// locked go to relaybus.want for claimWrite, the statement after it,
+	// which takes them: it raises their epoch, so every write under an
+	// older lease fails, and the lanes taken go to relaybus.taken for the
+	// claimOwn after that. Taking an abandoned lane (expired, whatever it
+	// has in flight) charges each delivery in its in_flight that still
+	// exists one attempt, marks it a suspect, and buries it when that
+	// spends its budget and it was a suspect already (one that was not
+	// may only have run beside the delivery that crashed the process: its
+	// next attempt, alone, decides; variant BURY_ANY). The charge raises
+	// claims, so a completion of the old holder that commits after this
+	// finds its fence broken, and one that commits first has deleted the
+	// row, which is then not charged. The charged rows are locked in
 	// physical order (ctid), the order in which a completion's TID scan
 	// deletes them, so the two never wait on each other in a cycle.
 	q.claimTake = sql(`
 WITH RECURSIVE n AS MATERIALIZED (
-	SELECT least($5, greatest($9 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)) AS n
+	SELECT least($1, greatest($5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int, 0)) AS n
 ), walk AS MATERIALIZED (
-	-- The first claimWalk lanes of the ring from $10, lane by lane (read
+	-- The first claimWalk lanes of the ring from $6, lane by lane (read
 	-- through the LIMIT below, the conditions are evaluated in ring
 	-- order and only until enough lanes are found). Scalar subqueries
 	-- with LIMIT 1, not EXISTS: the planner may turn an EXISTS into a
 	-- hashed subplan that reads every pending delivery once.
 	SELECT r.lane FROM (
-		SELECT ((g.i + $10) % 256)::smallint AS lane FROM generate_series(0, {walk} - 1) AS g(i)
+		SELECT ((g.i + $6) % 256)::smallint AS lane FROM generate_series(0, {walk} - 1) AS g(i)
 		WHERE (SELECT n FROM n) > 0
 	) r
-	WHERE r.lane <> ALL ($8::smallint[])
+	WHERE r.lane <> ALL ($2::smallint[])
 		AND (SELECT true FROM {lanes} l WHERE l.lane = r.lane AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3))
 		AND {due}
 	LIMIT (SELECT n FROM n) + 4
@@ -524,25 +529,44 @@ WITH RECURSIVE n AS MATERIALIZED (
 	SELECT r.lane FROM (
 		SELECT b.lane FROM (SELECT lane FROM unkeyed UNION SELECT lane FROM keyed) b
 		WHERE (SELECT count(*) FROM walk) < (SELECT n FROM n) + 4
-			AND (b.lane - $10 + 256) % 256 >= {walk}
-		ORDER BY (b.lane - $10 + 256) % 256
+			AND (b.lane - $6 + 256) % 256 >= {walk}
+		ORDER BY (b.lane - $6 + 256) % 256
 	) r
-	WHERE r.lane <> ALL ($8::smallint[])
+	WHERE r.lane <> ALL ($2::smallint[])
 		AND (SELECT true FROM {lanes} l WHERE l.lane = r.lane AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3))
 		AND {due}
 	LIMIT (SELECT n FROM n) + 4 - (SELECT count(*) FROM walk)
 ), cands AS MATERIALIZED (
 	SELECT lane FROM walk UNION ALL SELECT lane FROM rest
 ), want AS MATERIALIZED (
-	SELECT l.lane, l.in_flight FROM {lanes} l
+	SELECT l.lane FROM {lanes} l
 	WHERE l.lane = ANY (ARRAY(SELECT lane FROM cands))
 		AND (l.lease_expires_at IS NULL OR l.lease_expires_at <= $3)
 	ORDER BY array_position(ARRAY(SELECT lane FROM cands), l.lane)
 	LIMIT (SELECT n FROM n)
 	FOR UPDATE OF l SKIP LOCKED
+)
+SELECT set_config('relaybus.want', coalesce((SELECT array_agg(lane ORDER BY lane) FROM want), '{}')::text, true)`)
+
+	// The take's writes, the statement after claimTake (same round trip,
+	// same transaction): raise the epoch of the lanes claimTake locked
+	// (relaybus.want), lease them, and charge what the abandoned ones had
+	// in flight. A statement of its own, so that it reads the lanes at the
+	// versions claimTake locked: when a lane changed after claimTake's
+	// snapshot, its lock followed the row to its newest version, while an
+	// UPDATE in the same statement would have read the snapshot's version
+	// again and queued for that version's tuple lock, which a claimLock
+	// waiting on the row holds while it waits for us: a deadlock on one
+	// row (found under mixed load on 0.2.1). $1 owner, $2 holder, $3 now,
+	// $4 the new lease expiry, $5 the last error of a delivery buried by
+	// the charge.
+	q.claimWrite = sql(`
+WITH want AS MATERIALIZED (
+	SELECT l.lane, l.in_flight FROM {lanes} l
+	WHERE l.lane = ANY (coalesce(nullif(current_setting('relaybus.want', true), ''), '{}')::smallint[])
 ), taken AS (
 	UPDATE {lanes} l SET epoch = l.epoch + 1, lease_owner = $1, lease_holder = $2,
-		lease_expires_at = $6, in_flight = '{}', picks = 0
+		lease_expires_at = $4, in_flight = '{}', picks = 0
 	FROM want w WHERE l.lane = w.lane
 	RETURNING l.lane
 ), lost AS MATERIALIZED (
@@ -558,13 +582,45 @@ WITH RECURSIVE n AS MATERIALIZED (
 		-- d.suspect is the value before this update: only a delivery
 		-- that was a suspect already is buried.
 		status = CASE WHEN d.suspect AND d.attempts + 1 >= d.max_attempts THEN 'dead' ELSE 'pending' END,
-		last_error = CASE WHEN d.suspect AND d.attempts + 1 >= d.max_attempts THEN $7 ELSE d.last_error END,
+		last_error = CASE WHEN d.suspect AND d.attempts + 1 >= d.max_attempts THEN $5 ELSE d.last_error END,
 		updated_at = $3
 	FROM lost WHERE d.id = lost.id
 	RETURNING d.id
 )
 SELECT ARRAY(SELECT lane FROM taken ORDER BY lane), (SELECT count(*) FROM charged),
 	set_config('relaybus.taken', ARRAY(SELECT lane FROM taken ORDER BY lane)::text, true)`)
+
+	// The lane locks taken in a statement of their own, before a
+	// statement that writes those lanes (same round trip, same implicit
+	// transaction). Under READ COMMITTED, a statement that locks a row in
+	// one part (FOR NO KEY UPDATE) and updates it in another reads it
+	// twice: when the row changed after the statement's snapshot, the
+	// lock follows it to its newest version (n+1), but the UPDATE finds
+	// the snapshot's version (n) and queues for the tuple lock of version
+	// n, which a claim waiting on the row holds while it waits for
+	// version n+1: a deadlock on one row, within one store instance
+	// (found under mixed load on 0.2.1: claimLock against reschedule,
+	// release and renewal). Locked first, the writing statement's
+	// snapshot is taken after every other writer of those rows committed,
+	// and it reads the rows at the versions it holds.
+	//
+	// lockLane: the lane of one lease, at the token's epoch ($1 lane, $2
+	// epoch): the lane of a stale lease is not locked.
+	q.lockLane = sql(`SELECT l.lane FROM {lanes} l WHERE l.lane = $1 AND l.epoch = $2 FOR NO KEY UPDATE`)
+	// lockHeld: the lanes of $3 that (owner $1, holder $2) hold, in lane
+	// order (the order of claimLock).
+	q.lockHeld = sql(`
+SELECT l.lane FROM {lanes} l
+WHERE l.lane = ANY ($3::smallint[]) AND l.lease_owner = $1 AND l.lease_holder = $2
+ORDER BY l.lane
+FOR NO KEY UPDATE`)
+	// lockOwned: every lane (owner $1, holder $2) holds, expired or not,
+	// in lane order.
+	q.lockOwned = sql(`
+SELECT l.lane FROM {lanes} l
+WHERE l.lease_owner = $1 AND l.lease_holder = $2
+ORDER BY l.lane
+FOR NO KEY UPDATE`)
 
 	// Renew: move the expiry of the lanes that hold current leases of
 	// (owner, holder): $1 owner, $2 holder, $3..$6 the leases (ids, lanes,
@@ -573,7 +629,8 @@ SELECT ARRAY(SELECT lane FROM taken ORDER BY lane), (SELECT count(*) FROM charge
 	// delivery, and the delivery's claims are the token's; a lane moves
 	// only for a current lease. The lanes are locked in lane order (a
 	// claim locks its lanes in the same order, so the two never wait on
-	// each other in a cycle), and the lock re-checks epoch and holder. The
+	// each other in a cycle; the lanes are locked already, by lockHeld in
+	// the same round trip), and the lock re-checks epoch and holder. The
 	// deliveries are read, never locked or written: a renewal cannot wait
 	// for a completion. It returns the ids of the leases renewed.
 	q.extend = sql(`
@@ -639,8 +696,9 @@ WITH l AS (
 )
 SELECT id FROM gone`)
 
-	// The writes that end a claim without deleting the delivery: lock the
-	// lane (lanes before deliveries), check the fence, update the
+	// The writes that end a claim without deleting the delivery (after
+	// lockLane, in the same round trip): lock the lane (lanes before
+	// deliveries; already held since lockLane), check the fence, update the
 	// delivery and raise its claims, and take it out of in_flight. $1 id,
 	// $2 lane, $3 claims, $4 epoch, $5 now; {set} adds the changes.
 	ending := func(set string) string {
@@ -667,7 +725,8 @@ SELECT count(*) FROM ended`)
 	// Relinquish: release what (owner, holder) has in flight, expired
 	// leases included (nobody took them over, so those attempts did not
 	// end in a crash), and hand every such lane back. Lanes in lane
-	// order, then the deliveries in physical order (as a completion).
+	// order (locked already, by lockOwned in the same round trip), then
+	// the deliveries in physical order (as a completion).
 	q.relinquish = sql(`
 WITH l AS MATERIALIZED (
 	SELECT l.lane, l.in_flight FROM {lanes} l
