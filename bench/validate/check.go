@@ -103,10 +103,12 @@ func (c *checker) check() *Result {
 	c.keysAndSequences()
 	c.deadLetters()
 	c.lost()
+	c.leaseTokens()
 	if in.Expect.NoKeyOrder {
 		c.skipOrder()
 	} else {
 		c.order()
+		c.overlaps()
 		c.commitOrder()
 	}
 	c.window()

@@ -35,11 +35,24 @@ type Result struct {
 	// (fault cells only).
 	Duplicates, Redeliveries int64
 	// OrderViolations: per (handler, key), first ok handles whose
-	// sequence does not increase in handling order, keyed ok handles with
-	// a sequence <= 0, repeats after a later sequence that no fault
-	// explains, replays out of order, and (outside fault cells) every
-	// keyed repeat.
+	// sequence does not increase in handling order (ties in one file by
+	// line position), keyed ok handles with a sequence <= 0, repeats
+	// after a later sequence that no fault explains, replays out of
+	// order, (outside fault cells) every keyed repeat, handles of two
+	// sequences that ran at once, and ok handles of a later sequence
+	// while an earlier one was still retrying.
 	OrderViolations int64
+	// TokenConflicts: handles whose lease token of one delivery was
+	// already recorded, by another holder or by the same one (a token
+	// issued twice).
+	TokenConflicts int64
+	// TokensUnchecked: handles left out of the lease-token check because
+	// their records carry no token or holder (a worker of v0.2.1 or
+	// earlier); OverlapUnchecked: keyed handles left out of the overlap
+	// check (part of OrderViolations) because their records carry no
+	// handler end. Not violations; the notes say so.
+	TokensUnchecked  int64 `json:",omitempty"`
+	OverlapUnchecked int64 `json:",omitempty"`
 	// KeyMismatches: handles whose key differs from the publisher's.
 	KeyMismatches int64
 	// SequenceConflicts: an event handled with two different sequences,
@@ -148,6 +161,7 @@ func (r *Result) violations() []namedCount {
 		{name: "unexpected", v: r.Unexpected},
 		{name: "duplicates", v: r.Duplicates},
 		{name: "order violations", v: r.OrderViolations},
+		{name: "lease token conflicts", v: r.TokenConflicts},
 		{name: "key mismatches", v: r.KeyMismatches},
 		{name: "sequence conflicts", v: r.SequenceConflicts},
 		{name: "commit-order violations", v: r.CommitOrderViolations},

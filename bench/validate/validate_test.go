@@ -19,6 +19,7 @@ const (
 	handleStart = int64(5_000_000)
 	step        = int64(1000)
 	callLen     = int64(400)
+	handlerLen  = int64(100)
 )
 
 // cleanRun builds an exact run: n events published by pub-0, keyed round
@@ -42,8 +43,9 @@ func cleanRun(n, keys int, handlers ...string) *Input {
 			record.Published{EventID: id, EventType: "t", Key: key, CallStartNs: start, CommitNs: start + callLen})
 		for _, h := range handlers {
 			d := &in.Files[1+i%2]
+			at := handleStart + int64(i)*step
 			d.Handled = append(d.Handled, record.Handled{EventID: id, Handler: h, Key: key, Sequence: s,
-				Attempt: 1, HandleNs: handleStart + int64(i)*step, OK: true})
+				Attempt: 1, HandleNs: at, OK: true, EndNs: at + handlerLen, Holder: d.Name, Token: "t" + strconv.Itoa(i)})
 		}
 	}
 	return in
@@ -84,10 +86,19 @@ func killAt(in *Input, proc string, ns int64) {
 	late := func(h record.Handled) bool { return h.HandleNs > ns }
 	for _, h := range f.Handled {
 		if late(h) {
+			h.Holder = s.Name
 			s.Handled = append(s.Handled, h)
 		}
 	}
 	f.Handled = slices.DeleteFunc(f.Handled, late)
+}
+
+// rerun appends a run of h's delivery to f: a handle by f's process
+// under a lease token of its own, ending handlerLen after it started.
+func rerun(f *File, h record.Handled) {
+	h.Holder, h.EndNs = f.Name, h.HandleNs+handlerLen
+	h.Token = fmt.Sprintf("t-%s-%s-%s-%d-%d", h.EventID, h.Handler, f.Name, h.Attempt, h.HandleNs)
+	f.Handled = append(f.Handled, h)
 }
 
 // crashAt makes in a fault cell whose database crashed at ns and
@@ -107,7 +118,7 @@ func noKeyOrder(in *Input) {
 	}
 	for _, h := range []string{"a", "b"} {
 		x, y := handled(in, "e0", h), handled(in, "e2", h)
-		x.HandleNs, y.HandleNs = y.HandleNs, x.HandleNs
+		x.HandleNs, y.HandleNs, x.EndNs, y.EndNs = y.HandleNs, x.HandleNs, y.EndNs, x.EndNs
 	}
 }
 
@@ -123,7 +134,8 @@ func counts(r *Result) map[string]int64 {
 		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
-		"keyOrderSkipped": r.KeyOrderSkipped,
+		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "tokensUnchecked": r.TokensUnchecked,
+		"overlapUnchecked": r.OverlapUnchecked,
 	}
 }
 
@@ -148,7 +160,8 @@ var mutations = []struct {
 	}, want: map[string]int64{"lost": 1, "handled": 15}, example: "lost: event e7 handler b"},
 	{name: "swapped handles of a key break order", edit: func(in *Input) {
 		// Key k0: e0 (seq 1), e2 (seq 2). Handler a runs e2 first.
-		handled(in, "e2", "a").HandleNs = 1
+		h := handled(in, "e2", "a")
+		h.HandleNs, h.EndNs = 1, 1+handlerLen
 	}, want: map[string]int64{"order": 1}, example: `handled sequence 1 (event e0) after sequence 2 (event e2)`},
 	{name: "every delivery handled twice in a fault cell", edit: func(in *Input) {
 		for fi := range in.Files {
@@ -164,7 +177,7 @@ var mutations = []struct {
 		// of its handles before the kill (e1, e3 x 2 handlers) start
 		// before the kill, with the same attempt (issue 24, class 1).
 		// (Each repeat follows its first handle at once, so order holds.)
-		want: map[string]int64{"duplicates": 16}, example: "the repeat started before the kill of disp-1"},
+		want: map[string]int64{"duplicates": 16, "tokenConflicts": 16}, example: "the repeat started before the kill of disp-1"},
 	{name: "stale lease: an old sequence again after later ones", edit: func(in *Input) {
 		// A fault cell, whose fault hit a process that is not this one.
 		in.Expect.AllowRedelivery = true
@@ -172,7 +185,7 @@ var mutations = []struct {
 		again := *handled(in, "e0", "a")
 		again.HandleNs = handleStart + 10*step
 		f := file(in, "disp-1")
-		f.Handled = append(f.Handled, again)
+		rerun(f, again)
 	}, want: map[string]int64{"duplicates": 1, "order": 1}, example: "which a live owner had handled"},
 	{name: "the killed dispatcher's delivery runs again on the survivor", edit: func(in *Input) {
 		// disp-1 handled e3 and was killed before completing it; disp-0
@@ -182,7 +195,7 @@ var mutations = []struct {
 			again := *handled(in, "e3", h)
 			again.HandleNs, again.Attempt = handleStart+4*step+50, 2
 			f := file(in, "disp-0")
-			f.Handled = append(f.Handled, again)
+			rerun(f, again)
 		}
 	}, valid: true, want: map[string]int64{"redeliveries": 2}},
 	{name: "a redelivery within a lease of a database restart", edit: func(in *Input) {
@@ -191,7 +204,7 @@ var mutations = []struct {
 		again := *handled(in, "e5", "a") // handled 1 µs before the restart
 		again.HandleNs = handleStart + 6*step + 150
 		f := file(in, "disp-1")
-		f.Handled = append(f.Handled, again)
+		rerun(f, again)
 	}, valid: true, want: map[string]int64{"redeliveries": 1}},
 	{name: "a repeat long before a database restart", edit: func(in *Input) {
 		in.Expect.AllowRedelivery, in.Expect.Lease = true, 2*time.Microsecond
@@ -199,7 +212,7 @@ var mutations = []struct {
 		again := *handled(in, "e1", "a") // 5 µs before the restart: not in flight
 		again.HandleNs += 50
 		f := file(in, "disp-1")
-		f.Handled = append(f.Handled, again)
+		rerun(f, again)
 	}, want: map[string]int64{"duplicates": 1}},
 	// Issue 24, class 1: a repeat is explained by its own time and
 	// attempt too, not only by the time of the handle it repeats.
@@ -208,14 +221,14 @@ var mutations = []struct {
 		again := *handled(in, "e3", "a")
 		again.HandleNs, again.Attempt = handleStart+3*step+5, 2 // 5 ns before the kill
 		f := file(in, "disp-0")
-		f.Handled = append(f.Handled, again)
+		rerun(f, again)
 	}, want: map[string]int64{"duplicates": 1}, example: "the repeat started before the kill of disp-1"},
 	{name: "class 1: a takeover repeat without a higher attempt", edit: func(in *Input) {
 		killAt(in, "disp-1", handleStart+3*step+10)
 		again := *handled(in, "e3", "a")
 		again.HandleNs = handleStart + 4*step + 50 // attempt 1 again
 		f := file(in, "disp-0")
-		f.Handled = append(f.Handled, again)
+		rerun(f, again)
 	}, want: map[string]int64{"duplicates": 1}, example: "the repeat carries no higher attempt than the handle it repeats"},
 	{name: "class 1: a repeat before the restart began", edit: func(in *Input) {
 		in.Expect.AllowRedelivery, in.Expect.Lease = true, 2*time.Microsecond
@@ -223,7 +236,7 @@ var mutations = []struct {
 		again := *handled(in, "e5", "a") // handled 1 µs before the restart
 		again.HandleNs, again.Attempt = again.HandleNs+50, 2
 		f := file(in, "disp-1")
-		f.Handled = append(f.Handled, again)
+		rerun(f, again)
 	}, want: map[string]int64{"duplicates": 1}, example: "the repeat started before the database restart began"},
 	// Issue 23: a database crash can lose a claim (the attempt it
 	// charged too) and the work in flight, like a restart.
@@ -232,22 +245,74 @@ var mutations = []struct {
 		again := *handled(in, "e5", "a") // handled 1 µs before the crash
 		again.HandleNs = handleStart + 6*step + 300
 		f := file(in, "disp-0")
-		f.Handled = append(f.Handled, again)
+		rerun(f, again)
 	}, valid: true, want: map[string]int64{"redeliveries": 1}},
 	{name: "crash: a repeat before the crash began", edit: func(in *Input) {
 		crashAt(in, handleStart+6*step)
 		again := *handled(in, "e5", "a")
 		again.HandleNs, again.Attempt = again.HandleNs+50, 2
 		f := file(in, "disp-0")
-		f.Handled = append(f.Handled, again)
+		rerun(f, again)
 	}, want: map[string]int64{"duplicates": 1}, example: "the repeat started before the database crash began"},
 	{name: "crash: a repeat of a handle out of the crash's reach", edit: func(in *Input) {
 		crashAt(in, handleStart+6*step)
 		again := *handled(in, "e1", "a") // 5 µs before the crash, the lease is 2 µs
 		again.HandleNs, again.Attempt = handleStart+6*step+300, 2
 		f := file(in, "disp-0")
-		f.Handled = append(f.Handled, again)
+		rerun(f, again)
 	}, want: map[string]int64{"duplicates": 1, "order": 1}, example: "no fault explains it"},
+	// Issue 23: one lease token of a delivery is one claim: one holder
+	// runs it once, in every cell.
+	{name: "lease token: the survivor runs the killed holder's token", edit: func(in *Input) {
+		killAt(in, "disp-1", handleStart+3*step+10)
+		again := *handled(in, "e3", "a")
+		again.HandleNs, again.EndNs, again.Attempt, again.Holder = handleStart+4*step+50, handleStart+4*step+60, 2, "disp-0"
+		f := file(in, "disp-0")
+		f.Handled = append(f.Handled, again) // a valid redelivery but for its token
+	}, want: map[string]int64{"redeliveries": 1, "tokenConflicts": 1}, example: `token "t3" of event e3 handler a held by two holders`},
+	{name: "lease token: one token run twice by one holder after a crash", edit: func(in *Input) {
+		crashAt(in, handleStart+6*step)
+		again := *handled(in, "e5", "a") // handled 1 µs before the crash
+		again.HandleNs, again.EndNs = handleStart+6*step+300, handleStart+6*step+350
+		f := file(in, "disp-1")
+		f.Handled = append(f.Handled, again)
+	}, want: map[string]int64{"redeliveries": 1, "tokenConflicts": 1}, example: `token "t5" of event e5 handler a run twice by holder disp-1`},
+	{name: "lease token: a failed run and an ok run of one token by two holders", edit: func(in *Input) {
+		h := handled(in, "e6", "b")
+		h.OK = false
+		again := *h
+		again.HandleNs, again.EndNs, again.OK, again.Holder = h.HandleNs+300, h.HandleNs+350, true, "disp-1"
+		f := file(in, "disp-1")
+		f.Handled = append(f.Handled, again)
+	}, want: map[string]int64{"tokenConflicts": 1, "failures": 1}, example: "held by two holders"},
+	{name: "records without tokens or holders are not checked for them", edit: func(in *Input) {
+		for fi := range in.Files {
+			for ri := range in.Files[fi].Handled {
+				in.Files[fi].Handled[ri].Token, in.Files[fi].Handled[ri].Holder = "", ""
+			}
+		}
+	}, valid: true, want: map[string]int64{"tokensUnchecked": 16}, example: "lease tokens not checked for 16 handles"},
+	{name: "two sequences of a key at once", edit: func(in *Input) {
+		// e0 (k0, sequence 1) still runs when e2 (sequence 2) starts.
+		handled(in, "e0", "a").EndNs = handled(in, "e2", "a").HandleNs + 50
+	}, want: map[string]int64{"order": 1}, example: `handler a key "k0" ran sequences 1 (event e0, disp-0) and 2 (event e2, disp-0) at once`},
+	{name: "a failed handle overlapping the next sequence", edit: func(in *Input) {
+		// e5 (k1, sequence 3) fails on disp-1, and its failed run ends
+		// after e7 (sequence 4) started.
+		h := handled(in, "e5", "b")
+		h.OK, h.EndNs = false, handled(in, "e7", "b").HandleNs+1
+		again := *h
+		again.HandleNs, again.EndNs, again.Attempt, again.OK, again.Token = h.HandleNs+300, h.HandleNs+400, 2, true, "t5-2"
+		file(in, "disp-1").Handled = append(file(in, "disp-1").Handled, again)
+	}, want: map[string]int64{"order": 1, "failures": 1}, example: "at once"},
+	{name: "records without handler ends are not checked for overlap", edit: func(in *Input) {
+		for fi := range in.Files {
+			for ri := range in.Files[fi].Handled {
+				in.Files[fi].Handled[ri].EndNs = 0
+			}
+		}
+		handled(in, "e0", "a").HandleNs = handled(in, "e2", "a").HandleNs - 1 // would overlap, if it ended
+	}, valid: true, want: map[string]int64{"overlapUnchecked": 16}, example: "overlap not checked for 16 keyed handles"},
 	{name: "a replay out of order", edit: func(in *Input) {
 		killAt(in, "disp-1", handleStart+8*step)
 		// disp-1 ran e1, e3, e5, e7 (key k1) and died; disp-0 replays
@@ -255,8 +320,8 @@ var mutations = []struct {
 		f := file(in, "disp-0")
 		for i, id := range []string{"e1", "e5", "e3", "e7"} {
 			again := *handled(in, id, "a")
-			again.HandleNs, again.Attempt = handleStart+9*step+int64(i), 2
-			f.Handled = append(f.Handled, again)
+			again.HandleNs, again.Attempt = handleStart+9*step+int64(i)*step/4, 2
+			rerun(f, again)
 		}
 	}, want: map[string]int64{"redeliveries": 4, "order": 1}, example: "again after sequence 3, which a live owner had handled"},
 	{name: "a replay out of order within a restart's reach", edit: func(in *Input) {
@@ -267,19 +332,19 @@ var mutations = []struct {
 		f := file(in, "disp-0")
 		for i, id := range []string{"e5", "e3"} {
 			again := *handled(in, id, "a")
-			again.HandleNs = handleStart + 9*step + int64(i)
-			f.Handled = append(f.Handled, again)
+			again.HandleNs = handleStart + 9*step + int64(i)*step/4
+			rerun(f, again)
 		}
 	}, want: map[string]int64{"redeliveries": 2, "order": 1}, example: "replayed handler a key \"k1\" out of order: sequence 2 after 3"},
 	{name: "an unkeyed duplicate outside fault cells", build: func() *Input { return cleanRun(8, 0, "a", "b") }, edit: func(in *Input) {
 		f := file(in, "disp-0")
 		f.Handled = append(f.Handled, f.Handled[0])
-	}, want: map[string]int64{"duplicates": 1}},
+	}, want: map[string]int64{"duplicates": 1, "tokenConflicts": 1}, example: "run twice by holder disp-0"},
 	{name: "a keyed duplicate is also out of order", edit: func(in *Input) {
 		again := *handled(in, "e6", "b")
 		again.HandleNs += 10 * step
 		f := file(in, "disp-0")
-		f.Handled = append(f.Handled, again)
+		rerun(f, again)
 	}, want: map[string]int64{"duplicates": 1, "order": 1}},
 	{name: "a handle without its key", edit: func(in *Input) {
 		h := handled(in, "e4", "a")
@@ -300,7 +365,7 @@ var mutations = []struct {
 		for _, h := range []string{"a", "b"} {
 			x, y := handled(in, "e0", h), handled(in, "e2", h)
 			x.Sequence, y.Sequence = 2, 1
-			x.HandleNs, y.HandleNs = y.HandleNs, x.HandleNs
+			x.HandleNs, y.HandleNs, x.EndNs, y.EndNs = y.HandleNs, x.HandleNs, y.EndNs, x.EndNs
 		}
 	}, want: map[string]int64{"commitOrder": 1}, example: "commit order: key \"k0\": event e0 (sequence 2) committed before event e2 (sequence 1) started"},
 	{name: "overlapping calls may commit in either order", edit: func(in *Input) {
@@ -309,7 +374,7 @@ var mutations = []struct {
 		for _, h := range []string{"a", "b"} {
 			x, y := handled(in, "e0", h), handled(in, "e2", h)
 			x.Sequence, y.Sequence = 2, 1
-			x.HandleNs, y.HandleNs = y.HandleNs, x.HandleNs
+			x.HandleNs, y.HandleNs, x.EndNs, y.EndNs = y.HandleNs, x.HandleNs, y.EndNs, x.EndNs
 		}
 	}, valid: true},
 	{name: "a v0.1.0 publisher: no call starts", edit: func(in *Input) {
@@ -376,7 +441,7 @@ var mutations = []struct {
 		handled(in, "e2", "b").Key = "k9"                               // a key mismatch
 		in.Final.Pending = 1                                            // left over
 		file(in, "disp-0").Handled[0].HandleNs = handleStart + 100*step // out of order: not checked
-	}, want: map[string]int64{"lost": 1, "handled": 15, "duplicates": 1, "keyMismatches": 1, "pending": 1, "keyOrderSkipped": 16}},
+	}, want: map[string]int64{"lost": 1, "handled": 15, "duplicates": 1, "keyMismatches": 1, "pending": 1, "keyOrderSkipped": 16, "tokenConflicts": 1}},
 	{name: "an attempt past the budget", edit: func(in *Input) {
 		in.Expect.MaxAttempts = 3
 		handled(in, "e1", "a").Attempt = 4
@@ -438,7 +503,7 @@ func TestPoison(t *testing.T) {
 					h.OK = false
 					again := *h
 					again.Attempt, again.HandleNs = 2, h.HandleNs+1
-					f.Handled = append(f.Handled, again)
+					rerun(f, again)
 				}
 			}
 		}
@@ -455,7 +520,7 @@ func TestPoison(t *testing.T) {
 		{"planted and dead", func(*Input) {}, true, nil},
 		{"poison handled", func(in *Input) {
 			f := file(in, "disp-1")
-			f.Handled = append(f.Handled, record.Handled{EventID: "e1", Handler: "a", Attempt: 2, HandleNs: 9e9, OK: true})
+			rerun(f, record.Handled{EventID: "e1", Handler: "a", Attempt: 2, HandleNs: 9e9, OK: true})
 		}, false, map[string]int64{"poisonHandled": 1}},
 		{"poison vanished", func(in *Input) {
 			in.Final.DeadLetters = in.Final.DeadLetters[:3] // e3/b neither dead nor handled
@@ -474,7 +539,7 @@ func TestPoison(t *testing.T) {
 		{"a side that ignores the budget", func(in *Input) {
 			// e3/a failed a third time and was buried with 3 attempts.
 			f := file(in, "disp-1")
-			f.Handled = append(f.Handled, record.Handled{EventID: "e3", Handler: "a", Attempt: 3, HandleNs: 9e9})
+			rerun(f, record.Handled{EventID: "e3", Handler: "a", Attempt: 3, HandleNs: 9e9})
 			in.Final.DeadLetters[2].Attempts = 3
 		}, false, map[string]int64{"overBudget": 3, "failures": 9}},
 		{"buried before the budget was spent", func(in *Input) { in.Final.DeadLetters[0].Attempts = 1 },
@@ -492,7 +557,7 @@ func TestPoison(t *testing.T) {
 			lostThenRunAgain(in)
 			in.Expect.AllowRedelivery = true
 			f := file(in, "disp-1")
-			f.Handled = append(f.Handled, record.Handled{EventID: "e3", Handler: "a", Attempt: 4, HandleNs: 9.5e9})
+			rerun(f, record.Handled{EventID: "e3", Handler: "a", Attempt: 4, HandleNs: 9.5e9})
 			in.Final.DeadLetters[2].Attempts = 4
 		}, false, map[string]int64{"overBudget": 2, "failures": 9}},
 	} {
