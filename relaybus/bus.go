@@ -181,10 +181,21 @@ func (b *Bus[TTx]) Statistics(ctx context.Context) (*Statistics, error) {
 
 // Retention says how long finished deliveries are kept. 0 keeps that kind
 // forever.
+//
+// Events follow Completed, never Dead: a store that deletes a delivery
+// when it completes keeps its event as the record that the handler ran,
+// and that record is what makes Event.ID an idempotency key (a republish
+// of the ID gets no delivery for a handler the event already had). So an
+// event is purged only when it is older than Completed and has no
+// delivery left; with Completed 0 no event is ever purged, whatever Dead
+// says. Once an event is purged, publishing its ID again is a new event
+// and runs every handler.
 type Retention struct{ Completed, Dead time.Duration }
 
 // PurgeExpired deletes completed and dead deliveries older than their
-// retention, then events that have no delivery left.
+// retention, then the events older than the completed retention that
+// have no delivery left (none when completed ones are kept forever; see
+// Retention).
 func (b *Bus[TTx]) PurgeExpired(ctx context.Context, r Retention) (*PurgeResult, error) {
 	if r.Completed < 0 || r.Dead < 0 {
 		return nil, invalidf("purge: negative retention (Completed %v, Dead %v)", r.Completed, r.Dead)

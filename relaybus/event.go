@@ -10,7 +10,10 @@ import (
 // Type gets one Delivery of it.
 type Event struct {
 	// ID is the idempotency key: publishing an event whose ID exists adds
-	// no delivery for a handler that already has one. Empty means the bus
+	// no delivery for a handler that already has one, or had one that
+	// completed. The guard lasts as long as the event is kept: PurgeExpired
+	// purges events by Retention.Completed only (never with Completed 0),
+	// and a republish after that is a new event. Empty means the bus
 	// generates one (a UUIDv7) and writes it back into the event.
 	ID string
 	// Type selects the handlers. Required.

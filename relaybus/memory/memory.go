@@ -706,12 +706,12 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 		s.remove(d)
 		res.Deliveries++
 	}
+	// Events follow the completed retention, never the dead one (an event
+	// is the trace that its completed handlers ran): none goes while
+	// completed ones are kept forever.
 	cutoff := params.CompletedBefore
-	if params.DeadBefore.After(cutoff) {
-		cutoff = params.DeadBefore
-	}
 	for id, e := range s.events {
-		if e.deliveries == 0 && e.insertedAt.Before(cutoff) {
+		if !cutoff.IsZero() && e.deliveries == 0 && e.insertedAt.Before(cutoff) {
 			delete(s.events, id)
 			res.Events++
 		}

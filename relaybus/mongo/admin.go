@@ -411,10 +411,12 @@ const (
 // deliveries a 0.1.0 store completed before it, and dead deliveries last
 // updated before params.DeadBefore. Each batch reads the IDs, then
 // deletes them with the same condition repeated, so a delivery requeued
-// in between is kept. Then it deletes events that have no delivery left:
-// the events of the deliveries it deleted, and events created before
-// params.CompletedBefore (a completed delivery is deleted at completion,
-// so the event it leaves behind is found by age: the orphan sweep).
+// in between is kept. Then, when params.CompletedBefore is set, it deletes
+// the events created before it that have no delivery left: those of the
+// deliveries it deleted, and the rest found by age (a completed delivery
+// is deleted at completion, so the event it leaves behind is found by
+// age: the orphan sweep). Without CompletedBefore (completed ones kept
+// forever) it deletes no event, whatever DeadBefore says.
 //
 // Events outlive their deliveries on purpose: their handlers list is what
 // stops a redelivered event from running a completed handler again. Once
@@ -459,24 +461,33 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 			}
 		}
 	}
+	// Events follow the completed retention, never the dead one: with
+	// delete on complete, an event is the only trace that its completed
+	// handlers ran (its handlers list keeps a republish from running them
+	// again), and an event whose dead delivery was just purged may have
+	// had a completed one too. So events go only when completed ones do,
+	// and only those created before that cutoff; with completed ones kept
+	// forever, every event is kept.
+	if params.CompletedBefore.IsZero() {
+		return res, nil
+	}
+	cutoff := bsonTime(params.CompletedBefore)
 	ids := make([]string, 0, len(eventIDs))
 	for id := range eventIDs {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	for start := 0; start < len(ids); start += PurgeBatch {
-		n, err := s.deleteOrphanEvents(ctx, ids[start:min(start+PurgeBatch, len(ids))])
+		n, err := s.deleteOrphanEvents(ctx, ids[start:min(start+PurgeBatch, len(ids))], cutoff)
 		res.Events += n
 		if err != nil {
 			return res, err
 		}
 	}
-	if !params.CompletedBefore.IsZero() {
-		n, err := s.sweepEvents(ctx, bsonTime(params.CompletedBefore))
-		res.Events += n
-		if err != nil {
-			return res, err
-		}
+	n, err := s.sweepEvents(ctx, cutoff)
+	res.Events += n
+	if err != nil {
+		return res, err
 	}
 	return res, nil
 }
@@ -512,14 +523,14 @@ func (s *Store) purgeBatch(ctx context.Context, coll *mongo.Collection, filter b
 	return res.DeletedCount, int64(len(docs)) == batch, nil
 }
 
-// deleteOrphanEvents deletes the events among ids that have no delivery
-// left, in one transaction: a distinct of the deliveries' eventIds, then
+// deleteOrphanEvents deletes the events among ids that were created before
+// cutoff and have no delivery left, in one transaction: a distinct of the deliveries' eventIds, then
 // a deleteMany of the rest. A publish that adds a delivery to one of
 // these events concurrently writes the event document (its handlers)
 // too, so one of the two transactions meets a write conflict and runs
 // again: the event is never deleted under a delivery committed beside
 // it.
-func (s *Store) deleteOrphanEvents(ctx context.Context, ids []string) (int64, error) {
+func (s *Store) deleteOrphanEvents(ctx context.Context, ids []string, cutoff time.Time) (int64, error) {
 	var deleted int64
 	err := s.runTx(ctx, "purge: delete events", func(sctx context.Context) error {
 		deleted = 0
@@ -541,7 +552,7 @@ func (s *Store) deleteOrphanEvents(ctx context.Context, ids []string) (int64, er
 		if len(orphans) == 0 {
 			return nil
 		}
-		res, err := s.events.DeleteMany(sctx, bson.D{{Key: fID, Value: in(orphans)}})
+		res, err := s.events.DeleteMany(sctx, bson.D{{Key: fID, Value: in(orphans)}, {Key: fCreatedAt, Value: bson.D{{Key: "$lt", Value: cutoff}}}})
 		if err != nil {
 			return err
 		}
@@ -593,7 +604,7 @@ func (s *Store) sweepEvents(ctx context.Context, cutoff time.Time) (int64, error
 		for i, e := range page {
 			ids[i] = e.ID
 		}
-		n, err := s.deleteOrphanEvents(ctx, ids)
+		n, err := s.deleteOrphanEvents(ctx, ids, cutoff)
 		deleted += n
 		if err != nil {
 			return deleted, err

@@ -183,20 +183,19 @@ func addCount(c *relaybus.Counts, status string, n int64) error {
 // Purge deletes dead deliveries and completed ones (history rows, and the
 // completed rows 0.1.0 left) past their cutoffs, at most params.Limit in
 // all: dead ones first, then history rows, then 0.1.0 rows, each kind
-// oldest ID first; then the events left without any
-// delivery or history row that are older than the later cutoff. All in
-// one transaction.
+// oldest ID first; then, when params.CompletedBefore is set, the events
+// created before it that have no delivery or history row left. Events
+// follow the completed retention, never the dead one: with delete on
+// complete an event is the only trace that its completed handlers ran
+// (events.handlers keeps a republish from running them again), so with
+// completed ones kept forever (CompletedBefore zero) no event is deleted.
+// All in one transaction.
 func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relaybus.PurgeResult, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
 	if params.CompletedBefore.IsZero() && params.DeadBefore.IsZero() {
 		return &relaybus.PurgeResult{}, nil
-	}
-	// Events go by the later cutoff, as in every store.
-	eventCutoff := params.CompletedBefore
-	if params.DeadBefore.After(eventCutoff) {
-		eventCutoff = params.DeadBefore
 	}
 	res := &relaybus.PurgeResult{}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -228,7 +227,10 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 			}
 			res.Deliveries += tag.RowsAffected()
 		}
-		tag, err := tx.Exec(ctx, s.q.purgeEvents, eventCutoff)
+		if params.CompletedBefore.IsZero() {
+			return nil
+		}
+		tag, err := tx.Exec(ctx, s.q.purgeEvents, params.CompletedBefore)
 		if err != nil {
 			return err
 		}

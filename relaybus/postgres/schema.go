@@ -802,8 +802,9 @@ WITH victims AS (
 DELETE FROM {history} h USING victims WHERE h.id = victims.id`)
 
 	// Events without any delivery or history row left, once they are
-	// older than the later cutoff (until then a republished event finds
-	// them and its handlers). There is no index on events.created_at: this
+	// older than the completed cutoff (until then a republished event
+	// finds them and its handlers; Purge runs it only when completed
+	// deliveries have a retention). There is no index on events.created_at: this
 	// scans the events, as befits a retention job rather than a hot path.
 	q.purgeEvents = sql(`
 DELETE FROM {events} AS e

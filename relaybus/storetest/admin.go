@@ -148,6 +148,42 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		}
 	})
 
+	t.Run("PurgeKeepsEventsWhileCompletedAreKept", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		// Completed ones kept forever (CompletedBefore zero), dead ones
+		// purged: the events must stay, since with delete on complete an
+		// event is what keeps a republish from running a completed
+		// handler again (0.2.1 deleted them by the dead cutoff, and the
+		// republished event ran its handler a second time).
+		done, _ := e.publish(&eventOpts{Handlers: []string{"done"}})
+		mixed, _ := e.publish(&eventOpts{Handlers: []string{"mixedDone", "mixedDead"}})
+		dead, _ := e.publish(&eventOpts{Handlers: []string{"dead"}})
+		finish := func(handler string, ok func(relaybus.Lease, time.Time) bool) {
+			d := e.claimOne(&claimOpts{Handlers: []string{handler}, Now: Ptr(At(10 * time.Second))})
+			require.True(t, ok(d.Lease(), At(10*time.Second)), handler)
+		}
+		bury := func(l relaybus.Lease, now time.Time) bool { return e.bury(l, now, "dead") }
+		finish("done", e.complete)
+		finish("mixedDone", e.complete)
+		finish("mixedDead", bury)
+		finish("dead", bury)
+
+		res, err := e.s.Purge(e.ctx, &relaybus.PurgeParams{DeadBefore: At(time.Hour), Now: At(time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, int64(2), res.Deliveries, "the two dead deliveries")
+		require.Zero(t, res.Events, "an event was purged while completed deliveries are kept forever")
+		for name, ev := range map[string]struct {
+			ev       *relaybus.Event
+			handlers []string
+		}{"done": {done, []string{"done"}}, "mixed": {mixed, []string{"mixedDone", "mixedDead"}}, "dead": {dead, []string{"dead"}}} {
+			_, r := e.publish(&eventOpts{ID: &ev.ev.ID, Handlers: ev.handlers, Now: Ptr(At(2 * time.Hour))})
+			require.Equal(t, []bool{false}, r.Inserted, "republish of %s after the purge", name)
+		}
+		e.claimNone(&claimOpts{Handlers: []string{"done", "mixedDone"}, Now: Ptr(At(2 * time.Hour))},
+			"a completed handler got a delivery again after a purge of dead ones")
+	})
+
 	t.Run("PurgeLimit", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
