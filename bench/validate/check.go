@@ -362,6 +362,7 @@ func (c *checker) pairs() {
 		}
 		var lastOK *handle
 		failed := 0
+		c.attempts(order[i:j])
 		for _, k := range order[i:j] {
 			h := &c.handles[k]
 			rec := c.rec(h)
@@ -418,6 +419,60 @@ func (c *checker) pairs() {
 			r.Expected += int64(len(c.handlerNames))
 		}
 	}
+}
+
+// attempts checks the attempt numbers of one (event, handler)'s handles,
+// in handling order: each attempt is run once, across every process
+// (unless a database restart or crash explains running it again: the
+// repeated run started within its reach and the rerun after it began,
+// since a crash can lose the claim that charged it and a restart can
+// release a delivery uncharged), attempts never go back, and outside
+// fault cells they have no gaps (1, 2, 3, ...: no fault can lose one).
+func (c *checker) attempts(pair []int32) {
+	r := c.r
+	byAttempt := make(map[int]int32, len(pair))
+	last, most := 0, 0
+	for n, k := range pair {
+		h := &c.handles[k]
+		rec := c.rec(h)
+		a := rec.h.Attempt
+		if first, ok := byAttempt[a]; ok {
+			if !c.dbRerun(&c.handles[first], h) {
+				prev := c.rec(&c.handles[first])
+				r.AttemptViolations++
+				c.ex("attempts: event %s handler %s ran attempt %d twice (%s, ok %v, and %s, ok %v) and no database fault explains it",
+					rec.h.EventID, rec.h.Handler, a, prev.proc, prev.h.OK, rec.proc, rec.h.OK)
+			}
+		} else {
+			byAttempt[a] = k
+		}
+		switch {
+		case a < most:
+			r.AttemptViolations++
+			c.ex("attempts: event %s handler %s ran attempt %d (%s) after attempt %d", rec.h.EventID, rec.h.Handler, a, rec.proc, most)
+		case !c.in.Expect.AllowRedelivery && a > last+1 && (n == 0 || a != last):
+			r.AttemptViolations++
+			c.ex("attempts: event %s handler %s ran attempt %d (%s) with no attempt %d recorded, outside a fault cell",
+				rec.h.EventID, rec.h.Handler, a, rec.proc, last+1)
+		}
+		last, most = a, max(most, a)
+	}
+}
+
+// dbRerun: a database restart or crash explains running first's attempt
+// again as h: first started within the fault's reach, h after the fault
+// began.
+func (c *checker) dbRerun(first, h *handle) bool {
+	if !c.in.Expect.AllowRedelivery {
+		return false
+	}
+	p, r := c.rec(first).h, c.rec(h).h
+	for i := range c.in.Expect.Faults {
+		if ft := &c.in.Expect.Faults[i]; isDBFault(ft.Kind) && c.inReach(ft, p.HandleNs) && r.HandleNs >= ft.StartNs && r.HandleNs > p.HandleNs {
+			return true
+		}
+	}
+	return false
 }
 
 // recordRef is a handle's record and the process that wrote it.

@@ -34,6 +34,10 @@ type Result struct {
 	// that no fault explains; Redeliveries: repeats a fault explains
 	// (fault cells only).
 	Duplicates, Redeliveries int64
+	// AttemptViolations: per (event, handler), an attempt run twice that
+	// no database fault explains, an attempt lower than one run before
+	// it, and (outside fault cells) a gap in the attempts.
+	AttemptViolations int64
 	// OrderViolations: per (handler, key), first ok handles whose
 	// sequence does not increase in handling order (ties in one file by
 	// line position), keyed ok handles with a sequence <= 0, repeats
@@ -160,6 +164,7 @@ func (r *Result) violations() []namedCount {
 		{name: "lost poison (neither handled nor dead)", v: r.LostPoison},
 		{name: "unexpected", v: r.Unexpected},
 		{name: "duplicates", v: r.Duplicates},
+		{name: "attempt violations", v: r.AttemptViolations},
 		{name: "order violations", v: r.OrderViolations},
 		{name: "lease token conflicts", v: r.TokenConflicts},
 		{name: "key mismatches", v: r.KeyMismatches},

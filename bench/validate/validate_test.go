@@ -134,7 +134,7 @@ func counts(r *Result) map[string]int64 {
 		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
-		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "tokensUnchecked": r.TokensUnchecked,
+		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "tokensUnchecked": r.TokensUnchecked,
 		"overlapUnchecked": r.OverlapUnchecked,
 	}
 }
@@ -177,7 +177,7 @@ var mutations = []struct {
 		// of its handles before the kill (e1, e3 x 2 handlers) start
 		// before the kill, with the same attempt (issue 24, class 1).
 		// (Each repeat follows its first handle at once, so order holds.)
-		want: map[string]int64{"duplicates": 16, "tokenConflicts": 16}, example: "the repeat started before the kill of disp-1"},
+		want: map[string]int64{"attempts": 16, "duplicates": 16, "tokenConflicts": 16}, example: "the repeat started before the kill of disp-1"},
 	{name: "stale lease: an old sequence again after later ones", edit: func(in *Input) {
 		// A fault cell, whose fault hit a process that is not this one.
 		in.Expect.AllowRedelivery = true
@@ -186,7 +186,7 @@ var mutations = []struct {
 		again.HandleNs = handleStart + 10*step
 		f := file(in, "disp-1")
 		rerun(f, again)
-	}, want: map[string]int64{"duplicates": 1, "order": 1}, example: "which a live owner had handled"},
+	}, want: map[string]int64{"attempts": 1, "duplicates": 1, "order": 1}, example: "which a live owner had handled"},
 	{name: "the killed dispatcher's delivery runs again on the survivor", edit: func(in *Input) {
 		// disp-1 handled e3 and was killed before completing it; disp-0
 		// takes the key over: e3 again, then e5 and e7 as before.
@@ -213,7 +213,7 @@ var mutations = []struct {
 		again.HandleNs += 50
 		f := file(in, "disp-1")
 		rerun(f, again)
-	}, want: map[string]int64{"duplicates": 1}},
+	}, want: map[string]int64{"attempts": 1, "duplicates": 1}},
 	// Issue 24, class 1: a repeat is explained by its own time and
 	// attempt too, not only by the time of the handle it repeats.
 	{name: "class 1: a survivor repeats a delivery before the kill", edit: func(in *Input) {
@@ -229,7 +229,7 @@ var mutations = []struct {
 		again.HandleNs = handleStart + 4*step + 50 // attempt 1 again
 		f := file(in, "disp-0")
 		rerun(f, again)
-	}, want: map[string]int64{"duplicates": 1}, example: "the repeat carries no higher attempt than the handle it repeats"},
+	}, want: map[string]int64{"attempts": 1, "duplicates": 1}, example: "the repeat carries no higher attempt than the handle it repeats"},
 	{name: "class 1: a repeat before the restart began", edit: func(in *Input) {
 		in.Expect.AllowRedelivery, in.Expect.Lease = true, 2*time.Microsecond
 		in.Expect.Faults = []Fault{{Kind: FaultRestart, StartNs: handleStart + 6*step, EndNs: handleStart + 6*step + 100}}
@@ -281,7 +281,7 @@ var mutations = []struct {
 		h := handled(in, "e6", "b")
 		h.OK = false
 		again := *h
-		again.HandleNs, again.EndNs, again.OK, again.Holder = h.HandleNs+300, h.HandleNs+350, true, "disp-1"
+		again.HandleNs, again.EndNs, again.OK, again.Holder, again.Attempt = h.HandleNs+300, h.HandleNs+350, true, "disp-1", 2
 		f := file(in, "disp-1")
 		f.Handled = append(f.Handled, again)
 	}, want: map[string]int64{"tokenConflicts": 1, "failures": 1}, example: "held by two holders"},
@@ -313,6 +313,42 @@ var mutations = []struct {
 		}
 		handled(in, "e0", "a").HandleNs = handled(in, "e2", "a").HandleNs - 1 // would overlap, if it ended
 	}, valid: true, want: map[string]int64{"overlapUnchecked": 16}, example: "overlap not checked for 16 keyed handles"},
+	// Issue 24, class 2: attempts are accounted.
+	{name: "class 2: one attempt failed by two owners", edit: func(in *Input) {
+		in.Expect.AllowRedelivery = true
+		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
+		h := handled(in, "e2", "a") // disp-0, attempt 1
+		h.OK = false
+		fail, ok := *h, *h
+		fail.HandleNs = h.HandleNs + 200
+		ok.HandleNs, ok.Attempt, ok.OK = h.HandleNs+400, 2, true
+		rerun(file(in, "disp-1"), fail)
+		rerun(file(in, "disp-1"), ok)
+	}, want: map[string]int64{"attempts": 1, "failures": 2}, example: "ran attempt 1 twice (disp-0, ok false, and disp-1, ok false)"},
+	{name: "class 2: an attempt gap outside fault cells", edit: func(in *Input) {
+		h := handled(in, "e3", "b")
+		h.OK = false
+		again := *h
+		again.HandleNs, again.Attempt, again.OK = h.HandleNs+300, 3, true
+		rerun(file(in, "disp-1"), again)
+	}, want: map[string]int64{"attempts": 1, "failures": 1}, example: "ran attempt 3 (disp-1) with no attempt 2 recorded, outside a fault cell"},
+	{name: "class 2: a gap in a fault cell is a lost attempt", edit: func(in *Input) {
+		killAt(in, "disp-1", handleStart+3*step+10)
+		h := handled(in, "e3", "b")
+		h.OK = false
+		again := *h
+		again.HandleNs, again.Attempt, again.OK = handleStart+4*step+300, 3, true
+		rerun(file(in, "disp-0"), again)
+	}, valid: true, want: map[string]int64{"failures": 1}},
+	{name: "class 2: an attempt lower than one before it", edit: func(in *Input) {
+		in.Expect.AllowRedelivery = true
+		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
+		h := handled(in, "e3", "b")
+		h.OK, h.Attempt = false, 2
+		again := *h
+		again.HandleNs, again.Attempt, again.OK = h.HandleNs+300, 1, true
+		rerun(file(in, "disp-1"), again)
+	}, want: map[string]int64{"attempts": 1, "failures": 1}, example: "ran attempt 1 (disp-1) after attempt 2"},
 	{name: "a replay out of order", edit: func(in *Input) {
 		killAt(in, "disp-1", handleStart+8*step)
 		// disp-1 ran e1, e3, e5, e7 (key k1) and died; disp-0 replays
@@ -339,13 +375,13 @@ var mutations = []struct {
 	{name: "an unkeyed duplicate outside fault cells", build: func() *Input { return cleanRun(8, 0, "a", "b") }, edit: func(in *Input) {
 		f := file(in, "disp-0")
 		f.Handled = append(f.Handled, f.Handled[0])
-	}, want: map[string]int64{"duplicates": 1, "tokenConflicts": 1}, example: "run twice by holder disp-0"},
+	}, want: map[string]int64{"attempts": 1, "duplicates": 1, "tokenConflicts": 1}, example: "run twice by holder disp-0"},
 	{name: "a keyed duplicate is also out of order", edit: func(in *Input) {
 		again := *handled(in, "e6", "b")
 		again.HandleNs += 10 * step
 		f := file(in, "disp-0")
 		rerun(f, again)
-	}, want: map[string]int64{"duplicates": 1, "order": 1}},
+	}, want: map[string]int64{"attempts": 1, "duplicates": 1, "order": 1}},
 	{name: "a handle without its key", edit: func(in *Input) {
 		h := handled(in, "e4", "a")
 		h.Key, h.Sequence = "", 0
@@ -441,11 +477,11 @@ var mutations = []struct {
 		handled(in, "e2", "b").Key = "k9"                               // a key mismatch
 		in.Final.Pending = 1                                            // left over
 		file(in, "disp-0").Handled[0].HandleNs = handleStart + 100*step // out of order: not checked
-	}, want: map[string]int64{"lost": 1, "handled": 15, "duplicates": 1, "keyMismatches": 1, "pending": 1, "keyOrderSkipped": 16, "tokenConflicts": 1}},
+	}, want: map[string]int64{"attempts": 1, "lost": 1, "handled": 15, "duplicates": 1, "keyMismatches": 1, "pending": 1, "keyOrderSkipped": 16, "tokenConflicts": 1}},
 	{name: "an attempt past the budget", edit: func(in *Input) {
 		in.Expect.MaxAttempts = 3
 		handled(in, "e1", "a").Attempt = 4
-	}, want: map[string]int64{"overBudget": 1}, example: "attempt 4, the budget is 3"},
+	}, want: map[string]int64{"attempts": 1, "overBudget": 1}, example: "attempt 4, the budget is 3"},
 }
 
 func TestMutations(t *testing.T) {
@@ -552,7 +588,7 @@ func TestPoison(t *testing.T) {
 		}, true, map[string]int64{"failures": 8}},
 		{"no fault: the same extra run is over budget", func(in *Input) {
 			lostThenRunAgain(in)
-		}, false, map[string]int64{"overBudget": 2, "failures": 8}},
+		}, false, map[string]int64{"overBudget": 2, "failures": 8, "attempts": 1}},
 		{"a fault cost an attempt: two more runs are over budget", func(in *Input) {
 			lostThenRunAgain(in)
 			in.Expect.AllowRedelivery = true
