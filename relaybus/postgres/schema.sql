@@ -20,6 +20,10 @@
 DO $relaybus$
 DECLARE
     found integer;
+    state text;
+    t record;
+    required text[];
+    missing text[];
 BEGIN
     IF to_regclass('"{{.Schema}}"."{{.Prefix}}schema_version"') IS NOT NULL THEN
         EXECUTE 'SELECT max(version) FROM "{{.Schema}}"."{{.Prefix}}schema_version"' INTO found;
@@ -27,16 +31,65 @@ BEGIN
             RAISE EXCEPTION 'relaybus: schema "{{.Schema}}" with prefix "{{.Prefix}}" has schema version %, which relaybus 0.2.0 does not know; refusing to change it', coalesce(found::text, 'none')
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
-    ELSIF to_regclass('"{{.Schema}}"."{{.Prefix}}deliveries"') IS NOT NULL
-        AND NOT EXISTS (
+        state := '0.2.0';
+    ELSIF to_regclass('"{{.Schema}}"."{{.Prefix}}deliveries"') IS NOT NULL THEN
+        IF NOT EXISTS (
             SELECT 1 FROM pg_catalog.pg_attribute
             WHERE attrelid = to_regclass('"{{.Schema}}"."{{.Prefix}}deliveries"')
                 AND attname = 'lease_token' AND NOT attisdropped) THEN
-        -- Tables without a version and without the 0.1.0 marker: not
-        -- something this version made. Do not guess.
-        RAISE EXCEPTION 'relaybus: table "{{.Schema}}"."{{.Prefix}}deliveries" is neither relaybus 0.1.0 nor 0.2.0 (no schema version, no lease_token column); refusing to change it'
-            USING ERRCODE = 'object_not_in_prerequisite_state';
+            -- Tables without a version and without the 0.1.0 marker: not
+            -- something this version made. Do not guess.
+            RAISE EXCEPTION 'relaybus: table "{{.Schema}}"."{{.Prefix}}deliveries" is neither relaybus 0.1.0 nor 0.2.0 (no schema version, no lease_token column); refusing to change it'
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        state := '0.1.0';
+    ELSE
+        state := 'none';
     END IF;
+
+    -- Every table with a relaybus name must be the one that version has:
+    -- its columns (by name) all there. A table of that name that relaybus
+    -- did not make (another application's, or one made by hand) is
+    -- refused by name, before anything is written: Setup used to create
+    -- the other tables beside it and record the version, and the first
+    -- publish then failed on a missing column. A version without a table
+    -- (NULL) means the table must not exist: a fresh schema has none, and
+    -- 0.1.0 had no lanes and no history.
+    FOR t IN SELECT * FROM (VALUES
+        ('events',
+            ARRAY['id', 'type', 'key', 'sequence', 'payload', 'headers', 'created_at'],
+            ARRAY['id', 'type', 'key', 'sequence', 'payload', 'headers', 'created_at', 'handlers']),
+        ('keys', ARRAY['key', 'last_sequence'], ARRAY['key', 'last_sequence']),
+        ('deliveries',
+            ARRAY['id', 'event_id', 'handler', 'event_type', 'key', 'sequence', 'status', 'attempts',
+                'max_attempts', 'available_at', 'lease_owner', 'lease_token', 'lease_expires_at',
+                'last_error', 'created_at', 'updated_at', 'completed_at'],
+            ARRAY['id', 'event_id', 'handler', 'event_type', 'key', 'sequence', 'status', 'attempts',
+                'max_attempts', 'available_at', 'last_error', 'created_at', 'updated_at', 'completed_at',
+                'lane', 'claims', 'suspect']),
+        ('lanes', NULL,
+            ARRAY['lane', 'epoch', 'lease_owner', 'lease_holder', 'lease_expires_at', 'in_flight']),
+        ('history', NULL,
+            ARRAY['id', 'event_id', 'handler', 'event_type', 'key', 'sequence', 'attempts', 'max_attempts',
+                'available_at', 'last_error', 'created_at', 'completed_at'])
+    ) AS x(name, v010, v020) LOOP
+        CONTINUE WHEN to_regclass('"{{.Schema}}"."{{.Prefix}}' || t.name || '"') IS NULL;
+        required := CASE state WHEN '0.1.0' THEN t.v010 WHEN '0.2.0' THEN t.v020 END;
+        IF required IS NULL THEN
+            RAISE EXCEPTION 'relaybus: table "{{.Schema}}"."{{.Prefix}}%" exists, but relaybus did not make it (%); refusing to change anything', t.name,
+                CASE state WHEN 'none' THEN 'no other relaybus table is there' ELSE 'relaybus ' || state || ' has no such table' END
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        SELECT array_agg(c ORDER BY c) INTO missing FROM unnest(required) AS c
+        WHERE NOT EXISTS (
+            SELECT 1 FROM pg_catalog.pg_attribute
+            WHERE attrelid = to_regclass('"{{.Schema}}"."{{.Prefix}}' || t.name || '"')
+                AND attname = c AND NOT attisdropped);
+        IF missing IS NOT NULL THEN
+            RAISE EXCEPTION 'relaybus: table "{{.Schema}}"."{{.Prefix}}%" is not the relaybus % table of that name (no column %); refusing to change anything', t.name, state, array_to_string(missing, ', ')
+                USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+    END LOOP;
 END
 $relaybus$;
 

@@ -18,8 +18,10 @@ import (
 )
 
 // ErrUnknownSchema is wrapped by the error of a Setup that found relaybus
-// tables it cannot place: a schema version newer than SchemaVersion, or
-// tables that are neither 0.1.0 nor 0.2.0. Setup writes nothing then.
+// tables it cannot place: a schema version newer than SchemaVersion,
+// tables that are neither 0.1.0 nor 0.2.0, or a table with a relaybus
+// name that relaybus did not make (its columns are not the ones that
+// version has; the error names the table). Setup writes nothing then.
 var ErrUnknownSchema = errors.New("relaybus/postgres: unknown schema version")
 
 // Defaults of Options.
@@ -172,8 +174,9 @@ const setupLockKey int64 = 0x726c796275733031
 // one transaction under an advisory lock (the statements of SchemaSQL). It
 // is idempotent and safe to run from several processes at once. It
 // refuses, and changes nothing, when the schema holds relaybus tables of
-// a version it does not know (a newer one) or of no version it can tell:
-// the error wraps ErrUnknownSchema.
+// a version it does not know (a newer one) or of no version it can tell,
+// or a table with a relaybus name that relaybus did not make: the error
+// wraps ErrUnknownSchema and names the table.
 //
 // Upgrading from 0.1.0 needs every 0.1.0 worker stopped first, and
 // rewrites every delivery row once; see the package documentation.

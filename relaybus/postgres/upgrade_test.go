@@ -387,6 +387,48 @@ func TestSetupRefusesUnknownSchemas(t *testing.T) {
 		require.Equal(t, before, catalog(t, pool, "public"), "a refused Setup changed the schema")
 	})
 
+	// A table with a relaybus name that relaybus did not make: refused by
+	// name, nothing written (0.2.1 created the other tables beside a
+	// foreign relaybus_events, recorded version 2, and the first publish
+	// failed with SQLSTATE 42703).
+	for _, tc := range []struct {
+		name, table string
+		before      func(*testing.T, *pgxpool.Pool)
+		ddl         string
+	}{
+		{"ForeignEventsAlone", "relaybus_events", nil,
+			`CREATE TABLE relaybus_events (id serial PRIMARY KEY, title text, body text)`},
+		{"ForeignKeysAlone", "relaybus_keys", nil, `CREATE TABLE relaybus_keys (k text, v text)`},
+		{"ForeignLanesBesideNothing", "relaybus_lanes", nil, `CREATE TABLE relaybus_lanes (lane int)`},
+		{"ForeignHistoryBeside010", "relaybus_history", install010,
+			`CREATE TABLE relaybus_history (id bigint PRIMARY KEY, note text)`},
+		{"ForeignEventsBeside020", "relaybus_events", func(t *testing.T, pool *pgxpool.Pool) {
+			s, err := postgres.New(pool, nil)
+			require.NoError(t, err)
+			require.NoError(t, s.Setup(ctx))
+			_, err = pool.Exec(ctx, `ALTER TABLE relaybus_deliveries DROP CONSTRAINT relaybus_deliveries_event_id_fkey;
+				DROP TABLE relaybus_events`)
+			require.NoError(t, err)
+		}, `CREATE TABLE relaybus_events (id text PRIMARY KEY, payload jsonb)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := newPool(t)
+			if tc.before != nil {
+				tc.before(t, pool)
+			}
+			_, err := pool.Exec(ctx, tc.ddl)
+			require.NoError(t, err)
+			before := catalog(t, pool, "public")
+			s, err := postgres.New(pool, nil)
+			require.NoError(t, err)
+			err = s.Setup(ctx)
+			require.ErrorIs(t, err, postgres.ErrUnknownSchema)
+			require.Contains(t, err.Error(), `"public"."`+tc.table+`"`, "the error names the table")
+			require.Equal(t, before, catalog(t, pool, "public"), "a refused Setup changed the schema")
+		})
+	}
+
 	t.Run("EmptyVersionTable", func(t *testing.T) {
 		t.Parallel()
 		s, pool := setup(t, nil)
