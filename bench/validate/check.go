@@ -51,6 +51,9 @@ type checker struct {
 	killedAt     map[string]int64
 	// lostPairs: the (event, handler) pairs a fault cost an attempt (lostAttempt)
 	lostPairs map[[2]int32]bool
+	// retrying: per keyed delivery, the times between a failed handle
+	// and the next handle of it (headOfLine)
+	retrying []retry
 	dead      map[[2]string]bool
 	keyIDs    map[string]int32
 }
@@ -108,6 +111,7 @@ func (c *checker) check() *Result {
 		c.skipOrder()
 	} else {
 		c.order()
+		c.headOfLine()
 		c.overlaps()
 		c.commitOrder()
 	}
@@ -363,6 +367,7 @@ func (c *checker) pairs() {
 		var lastOK *handle
 		failed := 0
 		c.attempts(order[i:j])
+		c.retries(order[i:j])
 		for _, k := range order[i:j] {
 			h := &c.handles[k]
 			rec := c.rec(h)

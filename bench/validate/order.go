@@ -30,7 +30,7 @@ func (c *checker) skipOrder() {
 }
 
 // order checks, per (handler, key), the ok handles in handling order
-// (ties by sequence); see the package documentation for the rules.
+// (ties by line position); see the package documentation for the rules.
 func (c *checker) order() {
 	keyed := make([]keyedHandle, 0, len(c.handles))
 	for i := range c.handles {
@@ -42,9 +42,12 @@ func (c *checker) order() {
 		}
 		keyed = append(keyed, keyedHandle{handler: h.handler, key: e.keyID, handleNs: rec.HandleNs, seq: rec.Sequence, h: int32(i)})
 	}
+	// Ties in time go by line position (the handle index follows the
+	// files and their lines), never by sequence: a frozen clock must not
+	// hide a reversed order.
 	slices.SortFunc(keyed, func(a, b keyedHandle) int {
 		return cmp.Or(cmp.Compare(a.handler, b.handler), cmp.Compare(a.key, b.key),
-			cmp.Compare(a.handleNs, b.handleNs), cmp.Compare(a.seq, b.seq))
+			cmp.Compare(a.handleNs, b.handleNs), cmp.Compare(a.h, b.h))
 	})
 	allow := c.in.Expect.AllowRedelivery
 	for i := 0; i < len(keyed); {
@@ -157,5 +160,71 @@ func (c *checker) commitOrder() {
 			}
 		}
 		i = j
+	}
+}
+
+// retry is the time a keyed delivery was retrying: from a failed handle
+// of it (at from) to its next handle (at to).
+type retry struct {
+	handler, key int32
+	seq          int64
+	from, to     int64
+	h            int32 // the failed handle
+}
+
+// retries collects the retry spans of one keyed (event, handler)'s
+// handles, in handling order.
+func (c *checker) retries(pair []int32) {
+	for n := 0; n+1 < len(pair); n++ {
+		h := &c.handles[pair[n]]
+		e := &c.events[h.event]
+		rec := c.rec(h).h
+		if e.key == "" || rec.OK {
+			continue
+		}
+		next := c.rec(&c.handles[pair[n+1]]).h
+		c.retrying = append(c.retrying, retry{handler: h.handler, key: e.keyID, seq: rec.Sequence, from: rec.HandleNs, to: next.HandleNs, h: pair[n]})
+	}
+}
+
+// headOfLine checks that no later sequence of a (handler, key) was
+// handled ok while an earlier one was retrying: a failed delivery stays
+// pending until its next attempt, and a pending delivery is the head of
+// its key (or a repeat of a later sequence's head that a live owner
+// already passed, which order flags).
+func (c *checker) headOfLine() {
+	if len(c.retrying) == 0 {
+		return
+	}
+	type okHandle struct {
+		handler, key int32
+		ns, seq      int64
+		h            int32
+	}
+	var oks []okHandle
+	for i := range c.handles {
+		h := &c.handles[i]
+		e := &c.events[h.event]
+		if rec := c.rec(h).h; rec.OK && e.key != "" {
+			oks = append(oks, okHandle{h.handler, e.keyID, rec.HandleNs, rec.Sequence, int32(i)})
+		}
+	}
+	slices.SortFunc(oks, func(a, b okHandle) int {
+		return cmp.Or(cmp.Compare(a.handler, b.handler), cmp.Compare(a.key, b.key), cmp.Compare(a.ns, b.ns), cmp.Compare(a.h, b.h))
+	})
+	flagged := map[int32]bool{}
+	for _, rt := range c.retrying {
+		lo, _ := slices.BinarySearchFunc(oks, rt, func(o okHandle, t retry) int {
+			return cmp.Or(cmp.Compare(o.handler, t.handler), cmp.Compare(o.key, t.key), cmp.Compare(o.ns, t.from+1))
+		})
+		for k := lo; k < len(oks) && oks[k].handler == rt.handler && oks[k].key == rt.key && oks[k].ns < rt.to; k++ {
+			if o := &oks[k]; o.seq > rt.seq && !flagged[o.h] {
+				flagged[o.h] = true
+				c.r.OrderViolations++
+				failed, ok := c.rec(&c.handles[rt.h]), c.rec(&c.handles[o.h])
+				c.ex("order: handler %s key %q handled sequence %d (event %s, %s) ok while sequence %d (event %s) was retrying: head of line skipped (it failed attempt %d on %s)",
+					c.handlerNames[rt.handler], c.events[c.handles[rt.h].event].key, o.seq, ok.h.EventID, ok.proc, rt.seq, failed.h.EventID, failed.h.Attempt, failed.proc)
+			}
+		}
 	}
 }

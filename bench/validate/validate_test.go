@@ -93,6 +93,22 @@ func killAt(in *Input, proc string, ns int64) {
 	f.Handled = slices.DeleteFunc(f.Handled, late)
 }
 
+// poisonFirstOfK1 makes e1 (key k1, sequence 1) poison with a budget of
+// 2: both handlers fail it at its time and again at second, and it is
+// dead.
+func poisonFirstOfK1(in *Input, second int64) {
+	in.Expect.PoisonEventIDs, in.Expect.MaxAttempts = map[string]bool{"e1": true}, 2
+	for _, name := range []string{"a", "b"} {
+		h := handled(in, "e1", name)
+		h.OK = false
+		again := *h
+		again.HandleNs, again.Attempt = second, 2
+		rerun(file(in, "disp-1"), again)
+		in.Final.DeadLetters = append(in.Final.DeadLetters, DeadLetter{EventID: "e1", Handler: name, Attempts: 2})
+	}
+	in.Final.Dead = 2
+}
+
 // rerun appends a run of h's delivery to f: a handle by f's process
 // under a lease token of its own, ending handlerLen after it started.
 func rerun(f *File, h record.Handled) {
@@ -349,6 +365,23 @@ var mutations = []struct {
 		again.HandleNs, again.Attempt, again.OK = h.HandleNs+300, 1, true
 		rerun(file(in, "disp-1"), again)
 	}, want: map[string]int64{"attempts": 1, "failures": 1}, example: "ran attempt 1 (disp-1) after attempt 2"},
+	// Issue 24, class 4: order counts failed handles and ties.
+	{name: "class 4: a later sequence handled while an earlier one is retrying", edit: func(in *Input) {
+		poisonFirstOfK1(in, handleStart+3*step+300) // e1's second attempt after e3 (sequence 2) was handled
+	}, want: map[string]int64{"expected": 14, "handled": 14, "deadExpected": 2, "failures": 4, "order": 2},
+		example: `handler a key "k1" handled sequence 2 (event e3, disp-1) ok while sequence 1 (event e1) was retrying: head of line skipped`},
+	{name: "class 4: a poison head retried before the next sequence", edit: func(in *Input) {
+		poisonFirstOfK1(in, handleStart+step+200)
+	}, valid: true, want: map[string]int64{"expected": 14, "handled": 14, "deadExpected": 2, "failures": 4}},
+	{name: "class 4: a frozen clock hides a reversed order", edit: func(in *Input) {
+		// disp-0 handles key k0 (e0, e2, e4, e6) with a clock that stands
+		// still, and its lines say it ran e2 before e0 for handler a.
+		d := file(in, "disp-0")
+		for i := range d.Handled {
+			d.Handled[i].HandleNs, d.Handled[i].EndNs = handleStart+100*step, handleStart+100*step
+		}
+		d.Handled[0], d.Handled[2] = d.Handled[2], d.Handled[0] // e0/a <-> e2/a
+	}, want: map[string]int64{"order": 1}, example: `handler a key "k0" handled sequence 1 (event e0) after sequence 2 (event e2)`},
 	{name: "a replay out of order", edit: func(in *Input) {
 		killAt(in, "disp-1", handleStart+8*step)
 		// disp-1 ran e1, e3, e5, e7 (key k1) and died; disp-0 replays
