@@ -54,8 +54,8 @@ type checker struct {
 	// retrying: per keyed delivery, the times between a failed handle
 	// and the next handle of it (headOfLine)
 	retrying []retry
-	dead      map[[2]string]bool
-	keyIDs    map[string]int32
+	dead     map[[2]string]bool
+	keyIDs   map[string]int32
 }
 
 func newChecker(in *Input) *checker {
