@@ -25,6 +25,7 @@ type fakeCluster struct {
 	mu       sync.Mutex
 	dbs      map[string]*fakeDB
 	restarts int
+	crashes  int
 	// misbehave names a worker ("disp-0") and what it does wrong:
 	// "exit" (fails mid-window), "stubborn" (ignores Stop), "idle"
 	// (never handles anything), "twice" (handles every delivery twice),
@@ -33,7 +34,8 @@ type fakeCluster struct {
 	// by a SIGTERM before it sets up its handler),
 	// "hang" (a setup that never ends), "errors" (a publisher whose calls
 	// fail now and then), "cut" (a dispatcher that leaves a partial
-	// record line behind).
+	// record line behind), "crash-exit" (a dispatcher that fails when
+	// the server crashes after it started).
 	misbehave map[string]string
 	// handleEvery is the pause of a fake dispatcher between deliveries.
 	handleEvery time.Duration
@@ -122,6 +124,22 @@ func (c *fakeCluster) Restart(context.Context) error {
 	defer c.mu.Unlock()
 	c.restarts++
 	return nil
+}
+
+// Crash counts the crash and logs it; a "crash-exit" dispatcher started
+// before it fails.
+func (c *fakeCluster) Crash(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.crashes++
+	c.events = append(c.events, "crash")
+	return nil
+}
+
+func (c *fakeCluster) crashCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.crashes
 }
 
 func (c *fakeCluster) Prepare(context.Context, string) error { return nil }
@@ -369,10 +387,14 @@ func (w *fakeWorker) dispatch(rec *record.Writer) error {
 		}()
 	}
 	start := time.Now()
+	crashes := w.cluster.crashCount()
 	maxAttempts := max(w.cfg.Workload.MaxAttempts, 1)
 	for !w.stopped() {
 		if w.behaviour == "exit" && time.Since(start) > 50*time.Millisecond {
 			return errors.New("fake: dispatcher lost its connection")
+		}
+		if w.behaviour == "crash-exit" && w.cluster.crashCount() > crashes {
+			return errors.New("fake: dispatcher lost its connection in a crash")
 		}
 		if w.behaviour == "idle" {
 			time.Sleep(time.Millisecond)
@@ -390,6 +412,10 @@ func (w *fakeWorker) dispatch(rec *record.Writer) error {
 		w.db.attempts[d.eventID+"/"+d.handler]++
 		attempt := w.db.attempts[d.eventID+"/"+d.handler]
 		w.db.mu.Unlock()
+		w.mu.Lock()
+		w.counters.Claims++
+		w.counters.Claimed++
+		w.mu.Unlock()
 
 		times := 1
 		if w.behaviour == "twice" {

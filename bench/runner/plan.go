@@ -38,7 +38,7 @@ type Window struct {
 var runIDPattern = regexp.MustCompile(`^[a-z0-9]{1,12}$`)
 
 // Plan orders every window of m: cell after cell, and in each cell
-// Rounds rounds in ABBA order (base, candidate; candidate, base; ...), so
+// its rounds (the matrix's, or fewer: scenarios.Cell.RoundsMax) in ABBA order (base, candidate; candidate, base; ...), so
 // that a drift of the machine over a cell's windows weighs on both sides
 // alike. m must be valid (scenarios.Matrix.Validate).
 func Plan(m *scenarios.Matrix, runID string) ([]Window, error) {
@@ -48,7 +48,7 @@ func Plan(m *scenarios.Matrix, runID string) ([]Window, error) {
 	var out []Window
 	for ci := range m.Cells {
 		order := 0
-		for round := 1; round <= m.Rounds; round++ {
+		for round := 1; round <= m.Cells[ci].Rounds(m.Rounds); round++ {
 			sides := []string{result.SideBase, result.SideCandidate}
 			if round%2 == 0 {
 				sides[0], sides[1] = sides[1], sides[0]

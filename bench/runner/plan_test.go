@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -54,6 +55,32 @@ func TestPlanABBA(t *testing.T) {
 	}
 	if ws[0].Name != "rb_abc12_c01_r1_b" || ws[0].Dir != "cell01/r1-base" {
 		t.Errorf("first window %+v", ws[0])
+	}
+}
+
+// TestPlanCellRounds: a cell with RoundsMax runs that many rounds, in
+// ABBA order, and the cells after it keep the matrix's.
+func TestPlanCellRounds(t *testing.T) {
+	t.Parallel()
+	m := scenarios.Quick()
+	m.Cells = m.Cells[:3]
+	m.Rounds = 4
+	m.Cells[1].RoundsMax = 2
+	ws, err := Plan(&m, "abc12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range ws {
+		got = append(got, fmt.Sprintf("%d%s%d", w.Cell, w.Side[:1], w.Round))
+	}
+	want := "0b1 0c1 0c2 0b2 0b3 0c3 0c4 0b4 1b1 1c1 1c2 1b2 2b1 2c1 2c2 2b2 2b3 2c3 2c4 2b4"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("plan %s, want %s", strings.Join(got, " "), want)
+	}
+	m.Cells[1].RoundsMax = 6 // more than the matrix's: the matrix's
+	if ws, _ := Plan(&m, "abc12"); len(ws) != 3*8 {
+		t.Fatalf("%d windows, want 24", len(ws))
 	}
 }
 

@@ -104,7 +104,7 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 		}
 		c := &r.matrix.Cells[w.Cell]
 		r.logf("cell %d/%d [%s] %s: round %d/%d, %s (%s left)", w.Cell+1, len(r.matrix.Cells), scenarios.Names[c.Scenario], c.Name,
-			w.Round, r.matrix.Rounds, w.Side, r.eta(i))
+			w.Round, c.Rounds(r.matrix.Rounds), w.Side, r.eta(i))
 		cur := next
 		var prepared chan struct{}
 		windowDone := func() {

@@ -12,7 +12,7 @@ import (
 )
 
 // Server is what the measurement step needs from the database server:
-// a fresh database per window, the fault of a restart, and the counters
+// a fresh database per window, the faults of a restart and a crash, and the counters
 // around the window. The PostgreSQL server of a run is one (NewPGServer);
 // the runner's tests use a fake.
 type Server interface {
@@ -24,6 +24,10 @@ type Server interface {
 	DropDatabase(ctx context.Context, name string) error
 	// Restart stops the server and starts it again with the same data.
 	Restart(ctx context.Context) error
+	// Crash stops the server at once, as a crash would (no checkpoint,
+	// WAL not yet flushed is lost), and starts it again through crash
+	// recovery; it returns once the server accepts connections again.
+	Crash(ctx context.Context) error
 	// Prepare readies a new window database before its setup role runs.
 	Prepare(ctx context.Context, dsn string) error
 	// Settle runs after the setup and preload roles, before the window's
@@ -73,6 +77,9 @@ func (s *PGServer) DropDatabase(ctx context.Context, name string) error {
 
 // Restart implements Server.
 func (s *PGServer) Restart(ctx context.Context) error { return s.pg.Restart(ctx) }
+
+// Crash implements Server (dbenv.Postgres.Crash: an immediate shutdown).
+func (s *PGServer) Crash(ctx context.Context) error { return s.pg.Crash(ctx) }
 
 // Prepare creates pg_stat_statements in the window database, so its view
 // can be read there.

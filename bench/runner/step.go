@@ -203,6 +203,9 @@ type windowRun struct {
 	// ranOut: the window handled its whole preload before it ended.
 	ranOut   bool
 	restarts int
+	// replaced: workers that exited after a database fault and were
+	// replaced (faults.go).
+	replaced map[Worker]bool
 	// faults the window injected, with their times.
 	faults []validate.Fault
 	phases *phases
@@ -270,6 +273,10 @@ func (w *windowRun) startDispatcher(name string, d protocol.Dispatcher, pool int
 	cfg := w.config(protocol.RoleDispatcher, name, pool)
 	cfg.Dispatcher = d
 	cfg.Dispatcher.ExtraCostPerDeliveryUs = w.side.ExtraCostPerDeliveryUs
+	if len(w.c.CrashDBAt) > 0 {
+		// A crash waits for a claim the counters show.
+		cfg.CountersIntervalMs = crashCountersMs
+	}
 	w.profile(&cfg)
 	return w.start(cfg)
 }
@@ -483,6 +490,10 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	w.stopAll()
 	for _, p := range w.disps {
 		if _, err := p.Wait(ctx); err != nil {
+			if w.replaced[p] {
+				s.warnf("%s, %s: dispatcher %s exited after a database fault and was replaced: %v", w.side.Name, w.name, p.Name(), err)
+				continue
+			}
 			return fmt.Errorf("dispatcher: %w", err)
 		}
 	}

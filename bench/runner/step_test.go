@@ -424,3 +424,101 @@ func runCell(t *testing.T, fc *fakeCluster, c *scenarios.Cell, step *Step) *resu
 	})
 	return run
 }
+
+func crashTestCell() *scenarios.Cell {
+	c := dispatchTestCell(3000, 2)
+	c.Scenario, c.CrashDBAt, c.AllowRedelivery = scenarios.Faults, []float64{0.2, 0.5, 0.8}, true
+	return c
+}
+
+// TestMeasureCrashFault: the window crashes the server at each point,
+// each time at a claim; the manifest records the crashes with their
+// spans inside the window, and the window's dispatchers report often
+// enough for a crash to follow a claim closely.
+func TestMeasureCrashFault(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	step := &Step{Server: fc, Launch: fc.launch, Warmup: 20 * time.Millisecond, Window: 300 * time.Millisecond,
+		DrainTimeout: 10 * time.Second, StopTimeout: time.Second}
+	dir := filepath.Join(t.TempDir(), "w")
+	w := Window{Round: 1, Side: result.SideBase, Order: 1, Name: "rb_t_c01_r1_b"}
+	s := step.Measure(context.Background(), step.Prepare(context.Background(), w, crashTestCell(), &Side{Name: result.SideBase}, dir), nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	if fc.crashes != 3 || fc.restarts != 0 {
+		t.Fatalf("%d crashes, %d restarts; want 3 crashes", fc.crashes, fc.restarts)
+	}
+	if warnings := step.Warnings(); len(warnings) != 0 {
+		t.Fatalf("warnings %q", warnings)
+	}
+	m, _, found, err := validate.ReadDir(dir)
+	if err != nil || !found || m.Window == nil {
+		t.Fatalf("ReadDir: %v (manifest found %v)", err, found)
+	}
+	if len(m.Faults) != 3 {
+		t.Fatalf("faults %+v, want 3 crashes", m.Faults)
+	}
+	for i, f := range m.Faults {
+		point := m.Window.StartNs + int64(crashTestCell().CrashDBAt[i]*float64(300*time.Millisecond))
+		if f.Kind != validate.FaultCrash || f.StartNs < point || f.EndNs < f.StartNs || f.StartNs > point+int64(crashAfterClaim) {
+			t.Errorf("fault %d %+v: want a crash after its point %d", i, f, point)
+		}
+	}
+	for _, cfg := range fc.configs {
+		if strings.HasPrefix(cfg.Name, "disp-") && cfg.CountersIntervalMs != crashCountersMs {
+			t.Errorf("%s reports every %d ms, want %d", cfg.Name, cfg.CountersIntervalMs, crashCountersMs)
+		}
+		if strings.HasPrefix(cfg.Name, "drain-") && cfg.CountersIntervalMs != 0 {
+			t.Errorf("drain dispatcher %s reports every %d ms, want the default", cfg.Name, cfg.CountersIntervalMs)
+		}
+	}
+}
+
+// TestCrashWithoutClaims: dispatchers that claim nothing do not hold the
+// crash back past crashAfterClaim, and the run says it crashed without a
+// claim.
+func TestCrashWithoutClaims(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.misbehave = map[string]string{"disp-0": "idle", "disp-1": "idle"}
+	start := time.Now()
+	_, step := measure(t, fc, crashTestCell(), nil)
+	if fc.crashes != 3 {
+		t.Fatalf("%d crashes, want 3", fc.crashes)
+	}
+	if w := step.Warnings(); len(w) != 1 || !strings.Contains(w[0], "saw no claim") {
+		t.Fatalf("warnings %q, want one about crashes without a claim", w)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("the window took %s", took)
+	}
+}
+
+// TestCrashReplacesExitedWorkers: a dispatcher that fails in a crash is
+// replaced while the window runs, and its exit is a warning, not the
+// window's error.
+func TestCrashReplacesExitedWorkers(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	fc.handleEvery = time.Millisecond
+	fc.misbehave = map[string]string{"disp-1": "crash-exit"}
+	s, step := measure(t, fc, crashTestCell(), nil)
+	if !s.IsValid() {
+		t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+	}
+	var names []string
+	for _, cfg := range fc.configs {
+		if cfg.Role == protocol.RoleDispatcher {
+			names = append(names, cfg.Name)
+		}
+	}
+	// Replaced once, although the loop looks at it at every tick after.
+	if !slices.Contains(names, "disp-1-re1") || slices.Contains(names, "disp-1-re2") {
+		t.Fatalf("dispatchers %v, want disp-1 replaced once", names)
+	}
+	if w := step.Warnings(); len(w) != 1 || !strings.Contains(w[0], "disp-1 exited after a database fault") {
+		t.Fatalf("warnings %q", w)
+	}
+}

@@ -179,3 +179,77 @@ func TestFitBaseLease(t *testing.T) {
 		t.Errorf("nil upgrade: note %q", n)
 	}
 }
+
+// The crash cell: the fault cells' workload and lease, three crashes
+// spread over the window and no kill; --quick runs it in 2 rounds, the
+// full matrix in all of its.
+func TestCrashCell(t *testing.T) {
+	for _, tc := range []struct {
+		m      Matrix
+		rounds int
+	}{{Quick(), 2}, {Full(), 6}} {
+		var crash []Cell
+		for _, c := range tc.m.Cells {
+			if len(c.CrashDBAt) > 0 {
+				crash = append(crash, c)
+			}
+		}
+		if len(crash) != 1 {
+			t.Fatalf("%s: %d crash cells, want 1", tc.m.Mode, len(crash))
+		}
+		c, f := crash[0], faultCell(false)
+		if c.Scenario != Faults || len(c.CrashDBAt) != 3 || c.KillDispatcherAt != 0 || c.RestartDBAt != 0 || !c.AllowRedelivery ||
+			c.Dispatcher.LeaseMs != f.Dispatcher.LeaseMs || c.DispatcherProcs != f.DispatcherProcs || c.Workload.PoisonEvery != f.Workload.PoisonEvery || c.Workload.MaxAttempts != f.Workload.MaxAttempts {
+			t.Errorf("%s: crash cell %+v", tc.m.Mode, c)
+		}
+		if got := c.Rounds(tc.m.Rounds); got != tc.rounds {
+			t.Errorf("%s: crash cell runs %d rounds, want %d", tc.m.Mode, got, tc.rounds)
+		}
+		if cfg := c.Config(); cfg["crash_db_at"] == nil {
+			t.Errorf("%s: config %v names no crashes", tc.m.Mode, cfg)
+		}
+	}
+	q := Quick()
+	if err := q.Filter([]int{Faults}); err != nil || len(q.Cells) != 2 {
+		t.Fatalf("--quick --scenarios 4: %v, %d cells, want the kill and the crash cells", err, len(q.Cells))
+	}
+	bad := map[string]func(*Cell){
+		"crash point 0":          func(c *Cell) { c.CrashDBAt = []float64{0, 0.5} },
+		"crash point 1":          func(c *Cell) { c.CrashDBAt = []float64{0.5, 1} },
+		"crash points unordered": func(c *Cell) { c.CrashDBAt = []float64{0.5, 0.2} },
+		"crash points repeated":  func(c *Cell) { c.CrashDBAt = []float64{0.5, 0.5} },
+		"too many crashes":       func(c *Cell) { c.CrashDBAt = make([]float64, MaxCrashes+1) },
+		"odd rounds":             func(c *Cell) { c.RoundsMax = 3 },
+		"negative rounds":        func(c *Cell) { c.RoundsMax = -2 },
+		"crashes, no dispatcher": func(c *Cell) { c.DispatcherProcs, c.KillDispatcherAt = 0, 0 },
+	}
+	for name, mutate := range bad {
+		c := crashCell(2)
+		mutate(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// A server the harness did not start takes neither a restart nor a
+// crash: the cells that need one are skipped with the reason.
+func TestSkipDatabaseFaults(t *testing.T) {
+	m := Full()
+	n := len(m.Cells)
+	notes := m.SkipDatabaseFaults("the server is not ours")
+	if len(notes) != 2 || len(m.Cells) != n-2 {
+		t.Fatalf("notes %q, %d of %d cells left; want the restart and crash cells skipped", notes, len(m.Cells), n)
+	}
+	for _, c := range m.Cells {
+		if c.DatabaseFaults() {
+			t.Errorf("kept %s", c.Name)
+		}
+	}
+	if !strings.Contains(notes[1], "faults / database crash") || !strings.HasSuffix(notes[1], ": the server is not ours") {
+		t.Errorf("note %q", notes[1])
+	}
+	if !hasScenario(m, Faults) {
+		t.Error("the kill cell was skipped too")
+	}
+}

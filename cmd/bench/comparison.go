@@ -73,10 +73,12 @@ func compareFlagSet(o *options, v *compareVars) *flag.FlagSet {
 	fs.BoolVar(&v.quick, "quick", false, "small matrix, about 11 minutes on 2 cores (the mode when none is given)")
 	fs.BoolVar(&v.full, "full", false, "the seed's full matrix (hours)")
 	fs.BoolVar(&v.smoke, "smoke", false, "one cell, short windows, and the upgrade (scenario 6, small backlog) when the refs differ (CI)")
-	fs.StringVar(&v.scenarioList, "scenarios", "", "scenario numbers to run, e.g. 1,2,6 (empty: all of the mode; 6 is the upgrade, one run)")
+	fs.StringVar(&v.scenarioList, "scenarios", "", "scenario numbers to run, e.g. 1,2,6 (empty: all of the mode): 1 publish, 2 dispatch, 3 keyed, "+
+		"4 faults (a dispatcher SIGKILLed, poison, a database restart in --full, database crashes; cells that restart or crash the database are skipped with --db-provider dsn), "+
+		"5 mixed, 6 the upgrade (one run), 7 handler work")
 	fs.StringVar(&v.skipCells, "skip-cells", "", "leave out the cells whose name matches this regular expression, e.g. '^8 inst' (the report says which were left out)")
 	fs.StringVar(&v.stores, "stores", "postgres", "stores: postgres, mongo or all")
-	fs.IntVar(&v.rounds, "rounds", 0, "ABBA rounds per cell, even (0: the mode's)")
+	fs.IntVar(&v.rounds, "rounds", 0, "ABBA rounds per cell, even (0: the mode's); a cell with fewer rounds of its own keeps them (--quick's crash cell: 2)")
 	fs.DurationVar(&v.window, "window", 0, "measured window per run (0: the mode's)")
 	fs.DurationVar(&v.warmup, "warmup", -1, "discarded warm-up before each window (-1: the mode's)")
 	fs.DurationVar(&o.drain, "drain-timeout", runner.DefaultDrainTimeout, "a run that does not drain within this is INVALID")
@@ -293,6 +295,14 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := pgmetrics.CheckFsync(info.Settings, o.allowFsyncOff); err != nil {
 		return err
 	}
+	skipNotes, err := skipDatabaseFaults(&o.matrix, pg.Provider())
+	for _, n := range skipNotes {
+		logf("note: %s", n)
+	}
+	if err != nil {
+		return err
+	}
+	notes = append(notes, skipNotes...)
 	dataFS := dataDirFS(ctx, pg)
 	logf("PostgreSQL %s (%s), fsync=%s, data directory on %s", info.Version, info.Provider, info.Settings["fsync"], dataFS)
 	if dataFS == "tmpfs" {
@@ -407,6 +417,21 @@ func verdict(a *compare.Analysis, rules []compare.GateRule, stdout io.Writer) er
 		return fmt.Errorf("bench: %s: %w", strings.Join(failed, "; "), exitError(1))
 	}
 	return nil
+}
+
+// skipDatabaseFaults skips the cells whose fault plan restarts or
+// crashes the database server when the server is not the harness's own
+// (provider dsn), and returns a note per skipped cell; it is an error
+// when nothing is left to run.
+func skipDatabaseFaults(m *scenarios.Matrix, provider dbenv.Provider) ([]string, error) {
+	if provider != dbenv.ProviderDSN {
+		return nil, nil
+	}
+	notes := m.SkipDatabaseFaults("the server comes from provider dsn, and a server the harness did not start is not its to restart or crash")
+	if len(m.Cells) == 0 && m.Upgrade == nil {
+		return notes, errors.New("bench: every cell chosen restarts or crashes the database, which provider dsn cannot take: nothing to run")
+	}
+	return notes, nil
 }
 
 // dataDirFS is the file system type of the server's data directory when

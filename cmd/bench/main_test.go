@@ -102,7 +102,7 @@ func TestValidateCommand(t *testing.T) {
 	if err == nil || !strings.Contains(out, "order violations 1") || !strings.Contains(out, "redeliveries 1") {
 		t.Fatalf("kill: %v\n%s", err, out)
 	}
-	for _, args := range [][]string{{"validate"}, {"validate", "--kill", "x", good}, {"validate", "--restart", "5-1", good},
+	for _, args := range [][]string{{"validate"}, {"validate", "--kill", "x", good}, {"validate", "--restart", "5-1", good}, {"validate", "--crash", "x-9", good},
 		{"validate", filepath.Join(root, "nothing-here")}} {
 		if _, err := runCLI(t, args...); err == nil || !strings.HasPrefix(err.Error(), "bench: ") {
 			t.Errorf("%q: %v", args, err)

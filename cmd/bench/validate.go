@@ -105,16 +105,24 @@ func validateFlagSet(vf *validateFlags) *flag.FlagSet {
 		return nil
 	})
 	fs.Func("restart", "a database restart: START_NS-END_NS (repeatable)", func(s string) error {
-		a, b, ok := strings.Cut(s, "-")
-		start, err1 := strconv.ParseInt(a, 10, 64)
-		end, err2 := strconv.ParseInt(b, 10, 64)
-		if !ok || err1 != nil || err2 != nil || start <= 0 || end < start {
-			return fmt.Errorf("want START_NS-END_NS, got %q", s)
-		}
-		vf.faults = append(vf.faults, validate.Fault{Kind: validate.FaultRestart, StartNs: start, EndNs: end})
-		return nil
+		return vf.addSpan(validate.FaultRestart, s)
+	})
+	fs.Func("crash", "a database crash (immediate shutdown) and its recovery: START_NS-END_NS (repeatable)", func(s string) error {
+		return vf.addSpan(validate.FaultCrash, s)
 	})
 	return fs
+}
+
+// addSpan adds a fault of kind over START_NS-END_NS.
+func (vf *validateFlags) addSpan(kind, s string) error {
+	a, b, ok := strings.Cut(s, "-")
+	start, err1 := strconv.ParseInt(a, 10, 64)
+	end, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || start <= 0 || end < start {
+		return fmt.Errorf("want START_NS-END_NS, got %q", s)
+	}
+	vf.faults = append(vf.faults, validate.Fault{Kind: kind, StartNs: start, EndNs: end})
+	return nil
 }
 
 // apply sets the flags that were given over the manifest's values.
