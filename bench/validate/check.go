@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/berkcansavur/relaybus/bench/record"
 )
@@ -25,6 +26,9 @@ type event struct {
 	// callStart and commit of the first certain record (0: no call start
 	// recorded).
 	callStart, commit int64
+	// firstCall: the earliest call start of any of its records (0: none
+	// recorded).
+	firstCall int64
 	countsIdx         int // first of len(handlers) entries in okCounts
 }
 
@@ -104,6 +108,7 @@ func (c *checker) check() *Result {
 	c.readHandles(nHandled)
 	c.pairs()
 	c.keysAndSequences()
+	c.causality()
 	c.deadLetters()
 	c.lost()
 	c.leaseTokens()
@@ -168,6 +173,14 @@ func (c *checker) readEvents(n int) {
 			if p.Key != e.key {
 				c.r.KeyMismatches++
 				c.ex("key mismatch: event %s published with keys %q and %q", e.id, e.key, p.Key)
+			}
+			if p.CallStartNs > 0 && (e.firstCall == 0 || p.CallStartNs < e.firstCall) {
+				e.firstCall = p.CallStartNs
+			}
+			if p.CallStartNs > 0 && p.CommitNs > 0 && p.CallStartNs > p.CommitNs {
+				c.r.CausalityViolations++
+				c.ex("causality: %s's publish call of event %s started at %d, %d ns after its commit returned",
+					c.in.Files[fi].Name, p.EventID, p.CallStartNs, p.CallStartNs-p.CommitNs)
 			}
 			if !p.Uncertain && !e.certain {
 				e.certain, e.callStart, e.commit = true, p.CallStartNs, p.CommitNs
@@ -484,6 +497,51 @@ func (c *checker) dbRerun(first, h *handle) bool {
 type recordRef struct {
 	proc string
 	h    *record.Handled
+}
+
+// causality checks every handle against its event's publish call and
+// its own end, per process: a handler cannot start before the call that
+// published its event started (a dispatcher whose clock is behind shows
+// so), nor end before it started. Records without call starts or ends
+// skip the part that needs them.
+func (c *checker) causality() {
+	type lag struct {
+		n     int64
+		worst int64
+		at    int32 // the handle that lags most
+	}
+	behind := map[int32]*lag{} // per file
+	for i := range c.handles {
+		h := &c.handles[i]
+		e := &c.events[h.event]
+		ref := c.rec(h)
+		if ref.h.EndNs != 0 && ref.h.EndNs < ref.h.HandleNs {
+			c.r.CausalityViolations++
+			c.ex("causality: %s's handle of event %s handler %s ended %d ns before it started", ref.proc, ref.h.EventID, ref.h.Handler, ref.h.HandleNs-ref.h.EndNs)
+		}
+		if e.firstCall == 0 || ref.h.HandleNs >= e.firstCall {
+			continue
+		}
+		c.r.CausalityViolations++
+		l := behind[h.file]
+		if l == nil {
+			l = &lag{}
+			behind[h.file] = l
+		}
+		l.n++
+		if d := e.firstCall - ref.h.HandleNs; d > l.worst {
+			l.worst, l.at = d, int32(i)
+		}
+	}
+	for fi := range c.in.Files {
+		l := behind[int32(fi)]
+		if l == nil {
+			continue
+		}
+		ref := c.rec(&c.handles[l.at])
+		c.ex("causality: %s started %d handles before their events' publish calls started, by up to %v (event %s handler %s): its clock is behind or the records are not its own",
+			c.in.Files[fi].Name, l.n, time.Duration(l.worst), ref.h.EventID, ref.h.Handler)
+	}
 }
 
 // keysAndSequences checks every handle's key against the publisher's

@@ -57,6 +57,10 @@ type Result struct {
 	// handler end. Not violations; the notes say so.
 	TokensUnchecked  int64 `json:",omitempty"`
 	OverlapUnchecked int64 `json:",omitempty"`
+	// CausalityViolations: handles that started before their event's
+	// publish call started, or ended before they started, and publish
+	// records whose call started after their commit returned.
+	CausalityViolations int64
 	// KeyMismatches: handles whose key differs from the publisher's.
 	KeyMismatches int64
 	// SequenceConflicts: an event handled with two different sequences,
@@ -167,6 +171,7 @@ func (r *Result) violations() []namedCount {
 		{name: "attempt violations", v: r.AttemptViolations},
 		{name: "order violations", v: r.OrderViolations},
 		{name: "lease token conflicts", v: r.TokenConflicts},
+		{name: "causality violations", v: r.CausalityViolations},
 		{name: "key mismatches", v: r.KeyMismatches},
 		{name: "sequence conflicts", v: r.SequenceConflicts},
 		{name: "commit-order violations", v: r.CommitOrderViolations},

@@ -150,7 +150,7 @@ func counts(r *Result) map[string]int64 {
 		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
-		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "tokensUnchecked": r.TokensUnchecked,
+		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "tokensUnchecked": r.TokensUnchecked,
 		"overlapUnchecked": r.OverlapUnchecked,
 	}
 }
@@ -177,13 +177,14 @@ var mutations = []struct {
 	{name: "swapped handles of a key break order", edit: func(in *Input) {
 		// Key k0: e0 (seq 1), e2 (seq 2). Handler a runs e2 first.
 		h := handled(in, "e2", "a")
-		h.HandleNs, h.EndNs = 1, 1+handlerLen
+		h.HandleNs, h.EndNs = handleStart-step/2, handleStart-step/2+handlerLen
 	}, want: map[string]int64{"order": 1}, example: `handled sequence 1 (event e0) after sequence 2 (event e2)`},
 	{name: "every delivery handled twice in a fault cell", edit: func(in *Input) {
 		for fi := range in.Files {
 			f := &in.Files[fi]
 			for _, h := range slices.Clone(f.Handled) {
 				h.HandleNs += step / 2
+				h.EndNs += step / 2
 				f.Handled = append(f.Handled, h)
 			}
 		}
@@ -382,6 +383,26 @@ var mutations = []struct {
 		}
 		d.Handled[0], d.Handled[2] = d.Handled[2], d.Handled[0] // e0/a <-> e2/a
 	}, want: map[string]int64{"order": 1}, example: `handler a key "k0" handled sequence 1 (event e0) after sequence 2 (event e2)`},
+	// Issue 24, class 3: causality, per event and per process.
+	{name: "class 3: a dispatcher whose clock is an hour behind", edit: func(in *Input) {
+		d := file(in, "disp-1")
+		for i := range d.Handled {
+			d.Handled[i].HandleNs -= int64(time.Hour)
+			d.Handled[i].EndNs -= int64(time.Hour)
+		}
+	}, want: map[string]int64{"causality": 8}, example: "disp-1 started 8 handles before their events' publish calls started, by up to 59m59.996s (event e1 handler a)"},
+	{name: "class 3: a handle before its publish call started", edit: func(in *Input) {
+		h := handled(in, "e0", "a")
+		h.HandleNs, h.EndNs = pubStart-1, pubStart+50
+	}, want: map[string]int64{"causality": 1}, example: "disp-0 started 1 handles before their events' publish calls started, by up to 1ns (event e0 handler a)"},
+	{name: "class 3: a publish call that started after its commit", edit: func(in *Input) {
+		p := &file(in, "pub-0").Published[3]
+		p.CallStartNs = p.CommitNs + 1
+	}, want: map[string]int64{"causality": 1, "commitOrder": 1}, example: "pub-0's publish call of event e3 started"},
+	{name: "class 3: a handler that ended before it started", edit: func(in *Input) {
+		h := handled(in, "e4", "a")
+		h.EndNs = h.HandleNs - 1
+	}, want: map[string]int64{"causality": 1}, example: "ended 1 ns before it started"},
 	{name: "a replay out of order", edit: func(in *Input) {
 		killAt(in, "disp-1", handleStart+8*step)
 		// disp-1 ran e1, e3, e5, e7 (key k1) and died; disp-0 replays
@@ -510,6 +531,7 @@ var mutations = []struct {
 		handled(in, "e2", "b").Key = "k9"                               // a key mismatch
 		in.Final.Pending = 1                                            // left over
 		file(in, "disp-0").Handled[0].HandleNs = handleStart + 100*step // out of order: not checked
+		file(in, "disp-0").Handled[0].EndNs = handleStart + 100*step
 	}, want: map[string]int64{"attempts": 1, "lost": 1, "handled": 15, "duplicates": 1, "keyMismatches": 1, "pending": 1, "keyOrderSkipped": 16, "tokenConflicts": 1}},
 	{name: "an attempt past the budget", edit: func(in *Input) {
 		in.Expect.MaxAttempts = 3
