@@ -29,7 +29,7 @@ type event struct {
 	// firstCall: the earliest call start of any of its records (0: none
 	// recorded).
 	firstCall int64
-	countsIdx         int // first of len(handlers) entries in okCounts
+	countsIdx int // first of len(handlers) entries in okCounts
 }
 
 // handle is one handled record with what the checker learns about it.
