@@ -28,7 +28,8 @@ type Result struct {
 	Lost, LostPoison int64
 	// Unexpected: handles, ok or failed, of an event never published or
 	// of a handler the workload does not have, or by a process after the
-	// fault plan killed it.
+	// fault plan killed it, and commits a killed publisher recorded after
+	// its kill.
 	Unexpected int64
 	// Duplicates: repeats (handles of a pair after an ok handle of it)
 	// that no fault explains; Redeliveries: repeats a fault explains
@@ -90,8 +91,12 @@ type Result struct {
 	// failed more often than the budget allows, and dead letters whose
 	// attempts differ from the budget.
 	OverBudget int64
-	// PublishErrors: failed publish calls outside fault cells.
-	PublishErrors int64
+	// PublishErrors: failed publish calls that no fault explains (only a
+	// database restart or crash can fail a publish);
+	// PublishErrorsAllowed: the failed calls a database fault explains,
+	// not a violation, reported beside the verdict.
+	PublishErrors        int64
+	PublishErrorsAllowed int64 `json:",omitempty"`
 	// TruncatedFiles: record files cut short by a process that was not
 	// killed by the fault plan (a record was lost).
 	TruncatedFiles int64
@@ -123,6 +128,7 @@ func (r *Result) String() string {
 		for _, c := range []namedCount{
 			{name: "uncertain", v: r.Uncertain}, {name: "uncertain handled", v: r.UncertainHandled},
 			{name: "redeliveries", v: r.Redeliveries}, {name: "dead expected", v: r.DeadExpected}, {name: "failures", v: r.Failures},
+			{name: "publish errors allowed (database fault)", v: r.PublishErrorsAllowed},
 			{name: "keyed handles not order-checked (no key order)", v: r.KeyOrderSkipped},
 		} {
 			if c.v != 0 {

@@ -150,7 +150,7 @@ func counts(r *Result) map[string]int64 {
 		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
-		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "tokensUnchecked": r.TokensUnchecked,
+		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "publishErrorsAllowed": r.PublishErrorsAllowed, "tokensUnchecked": r.TokensUnchecked,
 		"overlapUnchecked": r.OverlapUnchecked,
 	}
 }
@@ -479,9 +479,21 @@ var mutations = []struct {
 	}, want: map[string]int64{"idle": 1}, example: "idle"},
 	{name: "publish errors outside fault cells", edit: func(in *Input) { in.PublishErrors = 3 },
 		want: map[string]int64{"publishErrors": 3}},
-	{name: "publish errors in a fault cell", edit: func(in *Input) {
+	{name: "publish errors in a fault cell with a database restart", edit: func(in *Input) {
 		in.PublishErrors, in.Expect.AllowPublishErrors = 3, true
-	}, valid: true},
+		in.Expect.AllowRedelivery = true
+		in.Expect.Faults = []Fault{{Kind: FaultRestart, StartNs: handleStart + 100*step, EndNs: handleStart + 101*step}}
+	}, valid: true, want: map[string]int64{"publishErrorsAllowed": 3}, example: ""},
+	// Issue 24, class 8: a kill of a dispatcher fails no publish, and a
+	// killed publisher commits nothing after its kill.
+	{name: "class 8: publish errors in a kill-only fault cell", edit: func(in *Input) {
+		in.PublishErrors, in.Expect.AllowPublishErrors = 3, true
+		killAt(in, "disp-1", handleStart+100*step)
+	}, want: map[string]int64{"publishErrors": 3}, example: "publish errors: 3 publish calls failed in a cell whose faults (no database restart or crash) cannot fail a publish"},
+	{name: "class 8: a killed publisher's commits after its kill", edit: func(in *Input) {
+		in.Expect.AllowRedelivery = true
+		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "pub-0", StartNs: pubStart + 5*step, EndNs: pubStart + 5*step}}
+	}, want: map[string]int64{"unexpected": 9, "published": 5, "expected": 10, "handled": 10}, example: "unexpected: pub-0 recorded a commit of event e5 after the fault plan killed it"},
 	{name: "an uncertain event that one handler ran is certain", edit: func(in *Input) {
 		file(in, "pub-0").Published[5].Uncertain = true
 		d := file(in, "disp-1")
