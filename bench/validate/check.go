@@ -55,6 +55,9 @@ type checker struct {
 	killedAt     map[string]int64
 	// lostPairs: the (event, handler) pairs a fault cost an attempt (lostAttempt)
 	lostPairs map[[2]int32]bool
+	// failedAttempts: per (event, handler) with a failed handle, the
+	// distinct attempts that failed and the highest of them
+	failedAttempts map[[2]int32][2]int
 	// retrying: per keyed delivery, the times between a failed handle
 	// and the next handle of it (headOfLine)
 	retrying []retry
@@ -99,6 +102,7 @@ func (c *checker) check() *Result {
 	}
 	c.killedAt = map[string]int64{}
 	c.lostPairs = map[[2]int32]bool{}
+	c.failedAttempts = map[[2]int32][2]int{}
 	for _, f := range in.Expect.Faults {
 		if f.Kind == FaultKill {
 			c.killedAt[f.Process] = f.StartNs
@@ -430,6 +434,16 @@ func (c *checker) pairs() {
 				failed++
 			}
 		}
+		if failed > 0 {
+			distinct, most := map[int]bool{}, 0
+			for _, k := range order[i:j] {
+				if rec := c.rec(&c.handles[k]).h; !rec.OK {
+					distinct[rec.Attempt] = true
+					most = max(most, rec.Attempt)
+				}
+			}
+			c.failedAttempts[[2]int32{first.event, first.handler}] = [2]int{len(distinct), most}
+		}
 		if budget > 0 && failed > allow {
 			h := c.rec(first)
 			r.OverBudget++
@@ -628,7 +642,11 @@ func (c *checker) deadLetters() {
 			r.DeadUnexpected++
 			c.ex("dead unexpected: event %s handler %s is dead-lettered but was not planted as poison", dl.EventID, dl.Handler)
 		}
-		lost := known && knownHandler && c.lostPairs[[2]int32{int32(ei), int32(c.handlerIdx[dl.Handler])}]
+		pair := [2]int32{ei, c.handlerIdx[dl.Handler]}
+		lost := known && knownHandler && c.lostPairs[pair]
+		if known && knownHandler {
+			c.deadAgainstRecords(dl, c.failedAttempts[pair])
+		}
 		if b := in.Expect.MaxAttempts; b > 0 && dl.Attempts != b && !(lost && dl.Attempts == b+1) {
 			r.OverBudget++
 			c.ex("over budget: dead letter %s handler %s has %d attempts, the budget is %d", dl.EventID, dl.Handler, dl.Attempts, b)
@@ -638,11 +656,37 @@ func (c *checker) deadLetters() {
 		r.DeadUnexpected += in.Final.Dead - int64(len(dead))
 		c.ex("dead unexpected: the store counts %d dead deliveries but lists %d", in.Final.Dead, len(dead))
 	}
+	if in.Final.Dead < int64(len(dead)) {
+		r.DeadLetterMismatches++
+		c.ex("dead letters: the store counts %d dead deliveries but lists %d", in.Final.Dead, len(dead))
+	}
 	if in.Final.DeadLettersTruncated {
 		r.DeadLettersUnverified = true
 		c.ex("dead letters truncated: the store listed only part of its %d dead deliveries", in.Final.Dead)
 	}
 	c.dead = dead
+}
+
+// deadAgainstRecords checks a dead letter's attempts against the failed
+// handles recorded for its delivery (failed: distinct failed attempts and
+// the highest): every attempt it counts failed on record, except, in a
+// fault cell, up to one per fault (an attempt a killed process or a
+// database fault cost leaves no record but is charged), and none on
+// record beyond its count.
+func (c *checker) deadAgainstRecords(dl DeadLetter, failed [2]int) {
+	spare := 0
+	if c.in.Expect.AllowRedelivery {
+		spare = len(c.in.Expect.Faults)
+	}
+	switch n, most := failed[0], failed[1]; {
+	case most > dl.Attempts:
+		c.r.DeadLetterMismatches++
+		c.ex("dead letters: %s handler %s is dead with %d attempts, but attempt %d failed on record", dl.EventID, dl.Handler, dl.Attempts, most)
+	case dl.Attempts-n > spare:
+		c.r.DeadLetterMismatches++
+		c.ex("dead letters: %s handler %s is dead with %d attempts, but the records show %d failed attempts (%d faults could cost unrecorded ones)",
+			dl.EventID, dl.Handler, dl.Attempts, n, spare)
+	}
 }
 
 // lost counts, per (event, handler), what was handled, lost or dead as

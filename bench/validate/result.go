@@ -85,6 +85,11 @@ type Result struct {
 	// DeadExpected: dead poison pairs; DeadUnexpected: dead letters that
 	// are not poison pairs.
 	DeadExpected, DeadUnexpected int64
+	// DeadLetterMismatches: dead letters whose attempts the records do
+	// not bear out (more attempts than failed handles, beyond one per
+	// fault in a fault cell, or a failed attempt past the count), and a
+	// store that counts fewer dead deliveries than it lists.
+	DeadLetterMismatches int64
 	// PoisonHandled: ok handles of poison events.
 	PoisonHandled int64
 	// OverBudget: handles whose attempt number exceeds the budget, pairs
@@ -184,6 +189,7 @@ func (r *Result) violations() []namedCount {
 		{name: "pending", v: r.Pending},
 		{name: "processing", v: r.Processing},
 		{name: "dead unexpected", v: r.DeadUnexpected},
+		{name: "dead letters against records", v: r.DeadLetterMismatches},
 		{name: "poison handled", v: r.PoisonHandled},
 		{name: "over the attempt budget", v: r.OverBudget},
 		{name: "publish errors", v: r.PublishErrors},

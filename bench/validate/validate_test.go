@@ -150,7 +150,7 @@ func counts(r *Result) map[string]int64 {
 		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
-		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "publishErrorsAllowed": r.PublishErrorsAllowed, "tokensUnchecked": r.TokensUnchecked,
+		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "tokensUnchecked": r.TokensUnchecked,
 		"overlapUnchecked": r.OverlapUnchecked,
 	}
 }
@@ -632,13 +632,13 @@ func TestPoison(t *testing.T) {
 		{"dead unexpected", func(in *Input) {
 			in.Final.DeadLetters = append(in.Final.DeadLetters, DeadLetter{EventID: "e0", Handler: "a", Attempts: 2}, DeadLetter{EventID: "ghost", Handler: "a", Attempts: 2})
 			in.Final.Dead = 6
-		}, false, map[string]int64{"deadUnexpected": 2}},
+		}, false, map[string]int64{"deadUnexpected": 2, "deadMismatch": 1}},
 		{"dead and not handled counts once", func(in *Input) {
 			d := file(in, "disp-0")
 			d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e0" && h.Handler == "a" })
 			in.Final.DeadLetters = append(in.Final.DeadLetters, DeadLetter{EventID: "e0", Handler: "a", Attempts: 2})
 			in.Final.Dead = 5
-		}, false, map[string]int64{"deadUnexpected": 1, "handled": 3}},
+		}, false, map[string]int64{"deadUnexpected": 1, "handled": 3, "deadMismatch": 1}},
 		{"a side that ignores the budget", func(in *Input) {
 			// e3/a failed a third time and was buried with 3 attempts.
 			f := file(in, "disp-1")
@@ -646,19 +646,34 @@ func TestPoison(t *testing.T) {
 			in.Final.DeadLetters[2].Attempts = 3
 		}, false, map[string]int64{"overBudget": 3, "failures": 9}},
 		{"buried before the budget was spent", func(in *Input) { in.Final.DeadLetters[0].Attempts = 1 },
-			false, map[string]int64{"overBudget": 1}},
+			false, map[string]int64{"overBudget": 1, "deadMismatch": 1}},
+		// Issue 24, class 7: dead letters against the records.
+		{"class 7: a dead letter counts attempts that never failed on record", func(in *Input) {
+			d := file(in, "disp-1")
+			d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e1" && h.Handler == "b" && h.Attempt == 2 })
+		}, false, map[string]int64{"deadMismatch": 1, "failures": 7}},
+		{"class 7: a kill can cost an unrecorded attempt", func(in *Input) {
+			d := file(in, "disp-1")
+			d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e1" && h.Handler == "b" && h.Attempt == 2 })
+			in.Expect.AllowRedelivery = true
+			in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-1", StartNs: 9e9, EndNs: 9e9}}
+		}, true, map[string]int64{"failures": 7}},
+		{"class 7: the store counts fewer dead than it lists", func(in *Input) { in.Final.Dead = 0 },
+			false, map[string]int64{"deadMismatch": 1}},
 		// A lane-lease takeover charges an attempt lost to a fault and
 		// gives a delivery that was not a suspect one more run, alone.
 		{"a fault cost an attempt: one more run is allowed", func(in *Input) {
 			lostThenRunAgain(in)
 			in.Expect.AllowRedelivery = true
+			in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
 		}, true, map[string]int64{"failures": 8}},
 		{"no fault: the same extra run is over budget", func(in *Input) {
 			lostThenRunAgain(in)
-		}, false, map[string]int64{"overBudget": 2, "failures": 8, "attempts": 1}},
+		}, false, map[string]int64{"overBudget": 2, "failures": 8, "attempts": 1, "deadMismatch": 1}},
 		{"a fault cost an attempt: two more runs are over budget", func(in *Input) {
 			lostThenRunAgain(in)
 			in.Expect.AllowRedelivery = true
+			in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
 			f := file(in, "disp-1")
 			rerun(f, record.Handled{EventID: "e3", Handler: "a", Attempt: 4, HandleNs: 9.5e9})
 			in.Final.DeadLetters[2].Attempts = 4
