@@ -52,7 +52,10 @@ type checker struct {
 	events       []event
 	handles      []handle
 	okCounts     []int32 // okCounts[event.countsIdx+handler]
-	killedAt     map[string]int64
+	// killedAt: per killed process, when its kill was done (Fault.EndNs:
+	// it ran nothing later); killStart: when the kill began (StartNs: no
+	// rerun of its work can start before)
+	killedAt, killStart map[string]int64
 	// lostPairs: the (event, handler) pairs a fault cost an attempt (lostAttempt)
 	lostPairs map[[2]int32]bool
 	// failedAttempts: per (event, handler) with a failed handle, the
@@ -101,11 +104,13 @@ func (c *checker) check() *Result {
 		}
 	}
 	c.killedAt = map[string]int64{}
+	c.killStart = map[string]int64{}
 	c.lostPairs = map[[2]int32]bool{}
 	c.failedAttempts = map[[2]int32][2]int{}
 	for _, f := range in.Expect.Faults {
 		if f.Kind == FaultKill {
-			c.killedAt[f.Process] = f.StartNs
+			c.killedAt[f.Process] = f.EndNs
+			c.killStart[f.Process] = f.StartNs
 		}
 	}
 	c.readEvents(nPub)
@@ -343,7 +348,7 @@ func (c *checker) repeatOf(prev, rep *handle) string {
 	why := "no fault explains it"
 	if at, ok := c.killedAt[pf.Name]; ok && p.HandleNs <= at {
 		switch {
-		case r.HandleNs <= at:
+		case r.HandleNs <= c.killStart[pf.Name]:
 			why = "the repeat started before the kill of " + pf.Name
 		case r.Attempt <= p.Attempt:
 			why = "the repeat carries no higher attempt than the handle it repeats"

@@ -102,9 +102,11 @@ type Fault struct {
 	Kind string `json:"kind"`
 	// Process is the killed process's name (FaultKill).
 	Process string `json:"process,omitempty"`
-	// StartNs and EndNs bound the fault: the kill (both equal), the
-	// restart's call, or the crash (before it, until the server accepts
-	// again).
+	// StartNs and EndNs bound the fault: the kill (from before the kill
+	// call to after it returned, or both the time after it returned: a
+	// rerun of the killed process's work starts after StartNs, and the
+	// process ran nothing after EndNs), the restart's call, or the crash
+	// (before it, until the server accepts again).
 	StartNs int64 `json:"start_ns"`
 	EndNs   int64 `json:"end_ns"`
 }

@@ -240,6 +240,13 @@ var mutations = []struct {
 		f := file(in, "disp-0")
 		rerun(f, again)
 	}, want: map[string]int64{"duplicates": 1}, example: "the repeat started before the kill of disp-1"},
+	{name: "class 1: a kill stamped before and after its call bounds the repeat by its start", edit: func(in *Input) {
+		killAt(in, "disp-1", handleStart+3*step+100)
+		in.Expect.Faults[0].StartNs = handleStart + 3*step + 10
+		again := *handled(in, "e3", "a")
+		again.HandleNs, again.Attempt = handleStart+3*step+50, 2 // after the kill began
+		rerun(file(in, "disp-0"), again)
+	}, valid: true, want: map[string]int64{"redeliveries": 1}},
 	{name: "class 1: a takeover repeat without a higher attempt", edit: func(in *Input) {
 		killAt(in, "disp-1", handleStart+3*step+10)
 		again := *handled(in, "e3", "a")
