@@ -613,6 +613,7 @@ func (c *checker) keysAndSequences() {
 		key string
 		seq int64
 	}
+	c.sequenceGaps()
 	owner := make(map[keySeq]int32, len(c.events))
 	for i := range c.events {
 		e := &c.events[i]
@@ -626,6 +627,45 @@ func (c *checker) keysAndSequences() {
 			continue
 		}
 		owner[k] = int32(i)
+	}
+}
+
+// sequenceGaps checks that each key's sequences, as its events' handles
+// report them, run 1, 2, 3, ... without a gap: a key's counter is taken
+// in the publishing transaction, so a missing sequence is an event that
+// committed and that no handle of any process recorded (one the
+// publisher did not record either, or lost), not a rolled-back call.
+// (The highest sequences of a key are seen only where something handled
+// them; the store's per-key counters would show a lost tail.)
+func (c *checker) sequenceGaps() {
+	if c.in.Expect.NoKeyOrder {
+		return
+	}
+	type keySeq struct {
+		key int32
+		seq int64
+	}
+	var ks []keySeq
+	for i := range c.events {
+		if e := &c.events[i]; e.key != "" && e.seq > 0 {
+			ks = append(ks, keySeq{e.keyID, e.seq})
+		}
+	}
+	slices.SortFunc(ks, func(a, b keySeq) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.seq, b.seq)) })
+	names := make([]string, len(c.keyIDs))
+	for k, id := range c.keyIDs {
+		names[id] = k
+	}
+	for i, x := range ks {
+		prev := int64(0)
+		if i > 0 && ks[i-1].key == x.key {
+			prev = ks[i-1].seq
+		}
+		if x.seq > prev+1 {
+			c.r.SequenceGaps++
+			c.ex("sequence gap: key %q has sequence %d after %d: sequences %d to %d were never handled (an event nobody recorded, or lost)",
+				names[x.key], x.seq, prev, prev+1, x.seq-1)
+		}
 	}
 }
 

@@ -67,6 +67,9 @@ type Result struct {
 	// SequenceConflicts: an event handled with two different sequences,
 	// or two events of one key with the same sequence.
 	SequenceConflicts int64
+	// SequenceGaps: per key, a sequence missing between 0 and a
+	// sequence a handle reported (a committed event nobody recorded).
+	SequenceGaps int64
 	// CommitOrderViolations: two commits of one key, the first returned
 	// before the second started, whose sequences do not increase.
 	// CommitOrderChecked: keyed events the check covered (those with a
@@ -185,6 +188,7 @@ func (r *Result) violations() []namedCount {
 		{name: "causality violations", v: r.CausalityViolations},
 		{name: "key mismatches", v: r.KeyMismatches},
 		{name: "sequence conflicts", v: r.SequenceConflicts},
+		{name: "sequence gaps", v: r.SequenceGaps},
 		{name: "commit-order violations", v: r.CommitOrderViolations},
 		{name: "pending", v: r.Pending},
 		{name: "processing", v: r.Processing},

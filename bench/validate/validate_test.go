@@ -150,7 +150,7 @@ func counts(r *Result) map[string]int64 {
 		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
-		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "tokensUnchecked": r.TokensUnchecked,
+		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "sequenceGaps": r.SequenceGaps, "tokensUnchecked": r.TokensUnchecked,
 		"overlapUnchecked": r.OverlapUnchecked,
 	}
 }
@@ -410,6 +410,23 @@ var mutations = []struct {
 		h := handled(in, "e4", "a")
 		h.EndNs = h.HandleNs - 1
 	}, want: map[string]int64{"causality": 1}, example: "ended 1 ns before it started"},
+	// Issue 24, class 5: a key's sequences have no gaps.
+	{name: "class 5: an event nobody recorded leaves a sequence gap", edit: func(in *Input) {
+		// e4 (k0, sequence 3) vanishes from every record: 1, 2, 4 remain.
+		pub := file(in, "pub-0")
+		pub.Published = slices.DeleteFunc(pub.Published, func(p record.Published) bool { return p.EventID == "e4" })
+		d := file(in, "disp-0")
+		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e4" })
+	}, want: map[string]int64{"published": 7, "expected": 14, "handled": 14, "sequenceGaps": 1},
+		example: `sequence gap: key "k0" has sequence 4 after 2: sequences 3 to 3 were never handled`},
+	{name: "class 5: a key that does not start at sequence 1", edit: func(in *Input) {
+		// e0 (k0, sequence 1) vanishes from every record.
+		pub := file(in, "pub-0")
+		pub.Published = slices.DeleteFunc(pub.Published, func(p record.Published) bool { return p.EventID == "e0" })
+		d := file(in, "disp-0")
+		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e0" })
+	}, want: map[string]int64{"published": 7, "expected": 14, "handled": 14, "sequenceGaps": 1},
+		example: `sequence gap: key "k0" has sequence 2 after 0`},
 	{name: "a replay out of order", edit: func(in *Input) {
 		killAt(in, "disp-1", handleStart+8*step)
 		// disp-1 ran e1, e3, e5, e7 (key k1) and died; disp-0 replays
@@ -451,7 +468,7 @@ var mutations = []struct {
 		for _, h := range []string{"a", "b"} {
 			handled(in, "e2", h).Sequence = 1 // e0 holds 1 of k0
 		}
-	}, want: map[string]int64{"sequenceConflicts": 1, "order": 2, "commitOrder": 1}, example: "both hold sequence 1"},
+	}, want: map[string]int64{"sequenceConflicts": 1, "order": 2, "commitOrder": 1, "sequenceGaps": 1}, example: "both hold sequence 1"},
 	{name: "one event with two sequences", edit: func(in *Input) {
 		handled(in, "e6", "b").Sequence = 9
 	}, want: map[string]int64{"sequenceConflicts": 1}, example: "handled with sequences 4 and 9"},
@@ -507,9 +524,11 @@ var mutations = []struct {
 		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e5" && h.Handler == "b" })
 	}, want: map[string]int64{"uncertainHandled": 1, "lost": 1, "handled": 15}, example: "lost: event e5 handler b"},
 	{name: "an uncertain event nobody ran", edit: func(in *Input) {
-		file(in, "pub-0").Published[5].Uncertain = true
+		// The last of its key: had it committed, it would be pending, or
+		// a later sequence would show its gap.
+		file(in, "pub-0").Published[7].Uncertain = true
 		d := file(in, "disp-1")
-		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e5" })
+		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e7" })
 	}, valid: true, want: map[string]int64{"uncertain": 1, "expected": 14, "handled": 14}},
 	{name: "a failed handle of an unknown event", edit: func(in *Input) {
 		f := file(in, "disp-0")
