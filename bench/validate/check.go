@@ -120,6 +120,7 @@ func (c *checker) check() *Result {
 	c.causality()
 	c.deadLetters()
 	c.lost()
+	c.unexplained()
 	c.leaseTokens()
 	if in.Expect.NoKeyOrder {
 		c.skipOrder()
@@ -159,6 +160,64 @@ func (c *checker) check() *Result {
 		}
 	}
 	return r
+}
+
+// unexplained flags what only a planted fault or failure may cause:
+// publishes whose outcome is unknown (only a database restart or crash
+// can leave one), and failed handles of events the workload did not plant
+// to fail (poison, or an attempt within Expect.FailFirst) that started
+// outside every database fault's reach.
+func (c *checker) unexplained() {
+	if !c.dbFault() {
+		n := int64(0)
+		for fi := range c.in.Files {
+			for _, p := range c.in.Files[fi].Published {
+				if p.Uncertain {
+					n++
+				}
+			}
+		}
+		if n > 0 {
+			c.r.UncertainUnexplained = n
+			c.ex("uncertain commits: %d publish calls did not learn their commit's outcome in a cell without a database restart or crash", n)
+		}
+	}
+	type perProc struct {
+		n     int64
+		first int32
+	}
+	procs := map[int32]*perProc{}
+	for i := range c.handles {
+		h := &c.handles[i]
+		rec := c.rec(h).h
+		if rec.OK || c.events[h.event].poison || rec.Attempt <= c.in.Expect.FailFirst {
+			continue
+		}
+		explained := false
+		for fi := range c.in.Expect.Faults {
+			if ft := &c.in.Expect.Faults[fi]; c.in.Expect.AllowRedelivery && isDBFault(ft.Kind) && c.inReach(ft, rec.HandleNs) {
+				explained = true
+				break
+			}
+		}
+		if explained {
+			continue
+		}
+		c.r.FailuresUnexplained++
+		p := procs[h.file]
+		if p == nil {
+			p = &perProc{first: int32(i)}
+			procs[h.file] = p
+		}
+		p.n++
+	}
+	for fi := range c.in.Files {
+		if p := procs[int32(fi)]; p != nil {
+			ref := c.rec(&c.handles[p.first])
+			c.ex("unplanned failures: %s failed %d handles that no poison, planned failure or database fault explains (first: event %s handler %s attempt %d)",
+				ref.proc, p.n, ref.h.EventID, ref.h.Handler, ref.h.Attempt)
+		}
+	}
 }
 
 // dbFault: the window's faults include a database restart or crash.
@@ -456,18 +515,16 @@ func (c *checker) pairs() {
 		}
 		i = j
 	}
-	// An event recorded only as uncertain exists if any handler ran it ok.
+	// An event recorded only as uncertain exists if any handler ran it,
+	// ok or not: a failed handle proves it was committed too.
+	ran := make([]bool, len(c.events))
+	for i := range c.handles {
+		ran[c.handles[i].event] = true
+	}
 	for i := range c.events {
-		e := &c.events[i]
-		if e.certain {
-			continue
-		}
-		for hi := range c.handlerNames {
-			if c.okCounts[e.countsIdx+hi] > 0 {
-				e.certain = true
-				r.UncertainHandled++
-				break
-			}
+		if e := &c.events[i]; !e.certain && ran[i] {
+			e.certain = true
+			r.UncertainHandled++
 		}
 	}
 	for i := range c.events {
@@ -490,21 +547,36 @@ func (c *checker) pairs() {
 // fault cells they have no gaps (1, 2, 3, ...: no fault can lose one).
 func (c *checker) attempts(pair []int32) {
 	r := c.r
-	byAttempt := make(map[int]int32, len(pair))
 	last, most := 0, 0
+	var byAttempt map[int]int32 // for long pairs only: short ones scan
+	if len(pair) > 16 {
+		byAttempt = make(map[int]int32, len(pair))
+	}
 	for n, k := range pair {
 		h := &c.handles[k]
 		rec := c.rec(h)
 		a := rec.h.Attempt
-		if first, ok := byAttempt[a]; ok {
-			if !c.dbRerun(&c.handles[first], h) {
-				prev := c.rec(&c.handles[first])
+		earlier := pair[:n]
+		if byAttempt != nil {
+			earlier = nil
+			if e, ok := byAttempt[a]; ok {
+				earlier = []int32{e}
+			} else {
+				byAttempt[a] = k
+			}
+		}
+		// The first earlier handle of the same attempt.
+		for _, e := range earlier {
+			if c.rec(&c.handles[e]).h.Attempt != a {
+				continue
+			}
+			if !c.dbRerun(&c.handles[e], h) {
+				prev := c.rec(&c.handles[e])
 				r.AttemptViolations++
 				c.ex("attempts: event %s handler %s ran attempt %d twice (%s, ok %v, and %s, ok %v) and no database fault explains it",
 					rec.h.EventID, rec.h.Handler, a, prev.proc, prev.h.OK, rec.proc, rec.h.OK)
 			}
-		} else {
-			byAttempt[a] = k
+			break
 		}
 		switch {
 		case a < most:

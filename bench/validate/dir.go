@@ -40,7 +40,9 @@ type Manifest struct {
 	PoisonEvery    int      `json:"poison_every,omitempty"`
 	PoisonPrefixes []string `json:"poison_prefixes,omitempty"`
 	// MaxAttempts is every handler's attempt budget (0: not checked).
-	MaxAttempts        int     `json:"max_attempts,omitempty"`
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// FailFirst: every delivery's first FailFirst attempts fail by plan.
+	FailFirst          int     `json:"fail_first,omitempty"`
 	AllowRedelivery    bool    `json:"allow_redelivery,omitempty"`
 	AllowPublishErrors bool    `json:"allow_publish_errors,omitempty"`
 	LeaseMs            int64   `json:"lease_ms,omitempty"`
@@ -56,7 +58,7 @@ type Manifest struct {
 // manifest describes.
 func (m *Manifest) Input(files []File) *Input {
 	in := &Input{Files: files, Handlers: m.Handlers, Final: m.Final, PublishErrors: m.PublishErrors,
-		Expect: Expect{MaxAttempts: m.MaxAttempts, AllowRedelivery: m.AllowRedelivery, AllowPublishErrors: m.AllowPublishErrors,
+		Expect: Expect{MaxAttempts: m.MaxAttempts, FailFirst: m.FailFirst, AllowRedelivery: m.AllowRedelivery, AllowPublishErrors: m.AllowPublishErrors,
 			Faults: m.Faults, Lease: time.Duration(m.LeaseMs) * time.Millisecond, Window: m.Window, NoKeyOrder: m.NoKeyOrder}}
 	if m.PoisonEvery > 0 {
 		in.Expect.PoisonEventIDs = map[string]bool{}
@@ -157,8 +159,8 @@ func (m *Manifest) check() error {
 	switch {
 	case len(m.Handlers) == 0:
 		return errors.New("no handlers")
-	case m.PoisonEvery < 0 || m.MaxAttempts < 0 || m.LeaseMs < 0 || m.PublishErrors < 0:
-		return errors.New("poison_every, max_attempts, lease_ms and publish_errors must be >= 0")
+	case m.PoisonEvery < 0 || m.MaxAttempts < 0 || m.FailFirst < 0 || m.LeaseMs < 0 || m.PublishErrors < 0:
+		return errors.New("poison_every, max_attempts, fail_first, lease_ms and publish_errors must be >= 0")
 	case m.Window != nil && m.Window.EndNs <= m.Window.StartNs:
 		return fmt.Errorf("window [%d, %d) is empty", m.Window.StartNs, m.Window.EndNs)
 	}

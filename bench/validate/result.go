@@ -116,6 +116,11 @@ type Result struct {
 	DeadLettersUnverified bool
 	// TooLarge: the input exceeds MaxRecords and was not checked.
 	TooLarge bool
+	// UncertainUnexplained: publish records whose outcome was unknown in
+	// a cell without a database restart or crash; FailuresUnexplained:
+	// failed handles of events not planted to fail (poison, FailFirst)
+	// outside every database fault's reach.
+	UncertainUnexplained, FailuresUnexplained int64
 	// Failures: failed handler calls; not a violation by itself.
 	Failures int64
 	// Examples: up to MaxExamples concrete violations, human-readable.
@@ -197,6 +202,8 @@ func (r *Result) violations() []namedCount {
 		{name: "poison handled", v: r.PoisonHandled},
 		{name: "over the attempt budget", v: r.OverBudget},
 		{name: "publish errors", v: r.PublishErrors},
+		{name: "uncertain commits without a database fault", v: r.UncertainUnexplained},
+		{name: "unplanned failures", v: r.FailuresUnexplained},
 		{name: "truncated record files", v: r.TruncatedFiles},
 		{name: "dead letters unverified (list truncated)", v: b2i(r.DeadLettersUnverified), flag: true},
 		{name: "too large to check", v: b2i(r.TooLarge), flag: true},

@@ -125,6 +125,10 @@ type Expect struct {
 	// MaxAttempts is every handler's attempt budget; 0 = not known, and
 	// the budget is not checked.
 	MaxAttempts int
+	// FailFirst: the workload fails every delivery's first FailFirst
+	// attempts (protocol.Workload.FailFirst); failures of other
+	// non-poison attempts need a database fault to explain them.
+	FailFirst int
 	// AllowRedelivery: a fault cell; a repeat explained by Faults is a
 	// redelivery (at-least-once), not a duplicate.
 	AllowRedelivery bool

@@ -109,6 +109,13 @@ func poisonFirstOfK1(in *Input, second int64) {
 	in.Final.Dead = 2
 }
 
+// restartLater makes in a fault cell whose database restarted after
+// everything was handled.
+func restartLater(in *Input) {
+	in.Expect.AllowRedelivery = true
+	in.Expect.Faults = append(in.Expect.Faults, Fault{Kind: FaultRestart, StartNs: handleStart + 100*step, EndNs: handleStart + 101*step})
+}
+
 // rerun appends a run of h's delivery to f: a handle by f's process
 // under a lease token of its own, ending handlerLen after it started.
 func rerun(f *File, h record.Handled) {
@@ -150,7 +157,7 @@ func counts(r *Result) map[string]int64 {
 		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
-		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "sequenceGaps": r.SequenceGaps, "tokensUnchecked": r.TokensUnchecked,
+		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "sequenceGaps": r.SequenceGaps, "uncertainUnexplained": r.UncertainUnexplained, "failuresUnexplained": r.FailuresUnexplained, "tokensUnchecked": r.TokensUnchecked,
 		"overlapUnchecked": r.OverlapUnchecked,
 	}
 }
@@ -302,6 +309,7 @@ var mutations = []struct {
 		f.Handled = append(f.Handled, again)
 	}, want: map[string]int64{"redeliveries": 1, "tokenConflicts": 1}, example: `token "t5" of event e5 handler a run twice by holder disp-1`},
 	{name: "lease token: a failed run and an ok run of one token by two holders", edit: func(in *Input) {
+		in.Expect.FailFirst = 1 // the workload fails the first attempts
 		h := handled(in, "e6", "b")
 		h.OK = false
 		again := *h
@@ -321,6 +329,7 @@ var mutations = []struct {
 		handled(in, "e0", "a").EndNs = handled(in, "e2", "a").HandleNs + 50
 	}, want: map[string]int64{"order": 1}, example: `handler a key "k0" ran sequences 1 (event e0, disp-0) and 2 (event e2, disp-0) at once`},
 	{name: "a failed handle overlapping the next sequence", edit: func(in *Input) {
+		in.Expect.FailFirst = 1 // the workload fails the first attempts
 		// e5 (k1, sequence 3) fails on disp-1, and its failed run ends
 		// after e7 (sequence 4) started.
 		h := handled(in, "e5", "b")
@@ -339,6 +348,7 @@ var mutations = []struct {
 	}, valid: true, want: map[string]int64{"overlapUnchecked": 16}, example: "overlap not checked for 16 keyed handles"},
 	// Issue 24, class 2: attempts are accounted.
 	{name: "class 2: one attempt failed by two owners", edit: func(in *Input) {
+		in.Expect.FailFirst = 1 // the workload fails the first attempts
 		in.Expect.AllowRedelivery = true
 		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
 		h := handled(in, "e2", "a") // disp-0, attempt 1
@@ -349,7 +359,20 @@ var mutations = []struct {
 		rerun(file(in, "disp-1"), fail)
 		rerun(file(in, "disp-1"), ok)
 	}, want: map[string]int64{"attempts": 1, "failures": 2}, example: "ran attempt 1 twice (disp-0, ok false, and disp-1, ok false)"},
+	{name: "class 2: a long run of attempts repeats one", edit: func(in *Input) {
+		in.Expect.FailFirst = 30
+		h := handled(in, "e0", "a")
+		h.OK = false
+		base := *h
+		for i, a := range []int{2, 3, 4, 5, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20} {
+			again := base
+			again.HandleNs, again.Attempt = base.HandleNs+int64(i+1)*10, a
+			rerun(file(in, "disp-0"), again)
+		}
+		file(in, "disp-0").Handled[len(file(in, "disp-0").Handled)-1].OK = true
+	}, want: map[string]int64{"attempts": 1, "failures": 20}, example: "ran attempt 5 twice"},
 	{name: "class 2: an attempt gap outside fault cells", edit: func(in *Input) {
+		in.Expect.FailFirst = 1 // the workload fails the first attempts
 		h := handled(in, "e3", "b")
 		h.OK = false
 		again := *h
@@ -357,6 +380,7 @@ var mutations = []struct {
 		rerun(file(in, "disp-1"), again)
 	}, want: map[string]int64{"attempts": 1, "failures": 1}, example: "ran attempt 3 (disp-1) with no attempt 2 recorded, outside a fault cell"},
 	{name: "class 2: a gap in a fault cell is a lost attempt", edit: func(in *Input) {
+		in.Expect.FailFirst = 1 // the workload fails the first attempts
 		killAt(in, "disp-1", handleStart+3*step+10)
 		h := handled(in, "e3", "b")
 		h.OK = false
@@ -365,6 +389,7 @@ var mutations = []struct {
 		rerun(file(in, "disp-0"), again)
 	}, valid: true, want: map[string]int64{"failures": 1}},
 	{name: "class 2: an attempt lower than one before it", edit: func(in *Input) {
+		in.Expect.FailFirst = 2 // the workload fails the first attempts
 		in.Expect.AllowRedelivery = true
 		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
 		h := handled(in, "e3", "b")
@@ -427,6 +452,39 @@ var mutations = []struct {
 		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e0" })
 	}, want: map[string]int64{"published": 7, "expected": 14, "handled": 14, "sequenceGaps": 1},
 		example: `sequence gap: key "k0" has sequence 2 after 0`},
+	// Issue 24, class 6: uncertain commits and failures need a cause.
+	{name: "class 6: uncertain commits in a cell without a database fault", edit: func(in *Input) {
+		pub := file(in, "pub-0")
+		for i := range pub.Published {
+			pub.Published[i].Uncertain = true // every one handled, so each exists
+		}
+	}, want: map[string]int64{"uncertainHandled": 8, "uncertainUnexplained": 8},
+		example: "uncertain commits: 8 publish calls did not learn their commit's outcome in a cell without a database restart or crash"},
+	{name: "class 6: failures that no plan explains", edit: func(in *Input) {
+		h := handled(in, "e6", "a")
+		h.OK = false
+		again := *h
+		again.HandleNs, again.EndNs, again.Attempt, again.OK = h.HandleNs+200, h.HandleNs+300, 2, true
+		rerun(file(in, "disp-0"), again)
+	}, want: map[string]int64{"failures": 1, "failuresUnexplained": 1},
+		example: "unplanned failures: disp-0 failed 1 handles that no poison, planned failure or database fault explains (first: event e6 handler a attempt 1)"},
+	{name: "class 6: failures within a database restart's reach", edit: func(in *Input) {
+		in.Expect.AllowRedelivery, in.Expect.Lease = true, 2*time.Microsecond
+		in.Expect.Faults = []Fault{{Kind: FaultRestart, StartNs: handleStart + 6*step, EndNs: handleStart + 6*step + 100}}
+		h := handled(in, "e6", "a")
+		h.OK = false
+		again := *h
+		again.HandleNs, again.EndNs, again.Attempt, again.OK = h.HandleNs+200, h.HandleNs+300, 2, true
+		rerun(file(in, "disp-0"), again)
+	}, valid: true, want: map[string]int64{"failures": 1}},
+	{name: "class 6: a failed handle proves an uncertain event exists", edit: func(in *Input) {
+		restartLater(in)
+		in.Expect.FailFirst = 1
+		file(in, "pub-0").Published[7].Uncertain = true
+		d := file(in, "disp-1")
+		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e7" && h.Handler == "b" })
+		handled(in, "e7", "a").OK = false
+	}, want: map[string]int64{"uncertainHandled": 1, "lost": 2, "handled": 14, "failures": 1}, example: "lost: event e7 handler a"},
 	{name: "a replay out of order", edit: func(in *Input) {
 		killAt(in, "disp-1", handleStart+8*step)
 		// disp-1 ran e1, e3, e5, e7 (key k1) and died; disp-0 replays
@@ -519,11 +577,13 @@ var mutations = []struct {
 		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "pub-0", StartNs: pubStart + 5*step, EndNs: pubStart + 5*step}}
 	}, want: map[string]int64{"unexpected": 9, "published": 5, "expected": 10, "handled": 10}, example: "unexpected: pub-0 recorded a commit of event e5 after the fault plan killed it"},
 	{name: "an uncertain event that one handler ran is certain", edit: func(in *Input) {
+		restartLater(in) // only a database fault can leave a commit uncertain
 		file(in, "pub-0").Published[5].Uncertain = true
 		d := file(in, "disp-1")
 		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e5" && h.Handler == "b" })
 	}, want: map[string]int64{"uncertainHandled": 1, "lost": 1, "handled": 15}, example: "lost: event e5 handler b"},
 	{name: "an uncertain event nobody ran", edit: func(in *Input) {
+		restartLater(in) // only a database fault can leave a commit uncertain
 		// The last of its key: had it committed, it would be pending, or
 		// a later sequence would show its gap.
 		file(in, "pub-0").Published[7].Uncertain = true
