@@ -67,6 +67,10 @@ type fakeDB struct {
 	handledOK int64
 }
 
+// fakeLeaseExpiry is how long after a fake dispatcher is killed its
+// delivery in flight is pending again.
+const fakeLeaseExpiry = 20 * time.Millisecond
+
 type fakeDelivery struct {
 	eventID, handler, key string
 	seq                   int64
@@ -431,17 +435,23 @@ func (w *fakeWorker) dispatch(rec *record.Writer) error {
 			return err
 		}
 		time.Sleep(w.cluster.handleEvery)
-		w.db.mu.Lock()
-		w.db.inFlight--
 		select {
 		case <-w.kill:
-			// Killed before the completion: the lease expires and the
-			// delivery runs again elsewhere.
-			w.db.pending = append([]fakeDelivery{d}, w.db.pending...)
-			w.db.mu.Unlock()
+			// Killed before the completion: the lease expires later (after
+			// the kill is stamped, as a real lease does) and the delivery
+			// runs again elsewhere.
+			go func() {
+				time.Sleep(fakeLeaseExpiry)
+				w.db.mu.Lock()
+				w.db.inFlight--
+				w.db.pending = append([]fakeDelivery{d}, w.db.pending...)
+				w.db.mu.Unlock()
+			}()
 			return nil
 		default:
 		}
+		w.db.mu.Lock()
+		w.db.inFlight--
 		w.db.walPos += 500
 		switch {
 		case !d.poison:

@@ -19,11 +19,13 @@ const (
 	// crashCountersMs is the counters interval of a crash cell's
 	// dispatchers (the protocol's default is 1 s).
 	crashCountersMs = 5
-	// crashAfterClaim bounds a crash's wait for a claim after its point:
-	// a side whose counters show none (a peer that counts no claims, or
-	// dispatchers still reconnecting after the previous crash) is crashed
-	// then anyway, and the run says so.
-	crashAfterClaim = 500 * time.Millisecond
+	// crashAfterClaim bounds a crash's wait for a claim after its point,
+	// or after the previous crash when that ended later: a side whose
+	// counters show none (a peer that counts no claims) is crashed then
+	// anyway, and the run says so. It covers relaybus's longest wait after
+	// claim errors in a row at the fault cells' 100 ms poll (16 polls):
+	// after a crash, the dispatchers claim again only that late.
+	crashAfterClaim = 2 * time.Second
 )
 
 // duringWindow waits out the window and applies the cell's fault plan:
