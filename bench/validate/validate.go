@@ -31,21 +31,46 @@
 // attempt). Anything else is a duplicate: a stale lease running a
 // delivery again looks exactly like that.
 //
+// # Attempts and lease tokens
+//
+// Per (event, handler), across every process: each attempt runs once
+// (unless a database restart or crash explains the rerun, as for a
+// repeat), attempts never go back, and outside fault cells they have no
+// gaps. One lease token of one delivery is one claim: two holders
+// recording it, or one holder running it twice, is a violation in every
+// cell. Records without a token or holder are counted and noted.
+//
 // # Order
 //
 // Key and sequence are the publisher's key and the sequence the store
 // gave the event (from the handles; every handle of one event must give
-// the same one, and no two events of a key may share one). Per handler
-// and key, first ok handles must have increasing sequences in handling
-// order. A repeat of sequence n must not come after a handle of a later
-// sequence that no fault explains (the new owner has moved on), and
-// consecutive repeats of one process must replay in order. Where the
-// publisher records the start of its calls, two commits of one key that
-// did not overlap in time must have increasing sequences (commit order);
-// records without call starts (a v0.1.0 worker) skip that check, and the
-// result says so. A side that keeps no per-key order (Expect.NoKeyOrder)
-// skips the order, commit-order and sequence checks, and the result says
-// so too.
+// the same one, no two events of a key may share one, and a key's
+// sequences run from 1 without a gap). Per handler and key, first ok
+// handles must have increasing sequences in handling order (equal times
+// in one file by line position). A repeat of sequence n must not come
+// after a handle of a later sequence that no fault explains (the new
+// owner has moved on), consecutive repeats of one process must replay in
+// order, no later sequence may be handled ok while an earlier one is
+// retrying (between a failed handle and its next attempt), and no two
+// handles of different sequences may overlap in time (where the records
+// carry the handler's end; the others are noted). Where the publisher
+// records the start of its calls, two commits of one key that did not
+// overlap in time must have increasing sequences (commit order); records
+// without call starts (a v0.1.0 worker) skip that check, and the result
+// says so. A side that keeps no per-key order (Expect.NoKeyOrder) skips
+// the order, overlap, commit-order and sequence checks, and the result
+// says so too.
+//
+// # Causality, faults and failures
+//
+// No handle starts before its event's publish call started, no handler
+// ends before it starts, no publish call starts after its commit
+// returned. Publish errors and uncertain commits need a database restart
+// or crash; a failed handle needs poison, a planned failure
+// (Expect.FailFirst) or a database fault within a lease of it. Dead
+// letters are exactly the planted poison, with the budget's attempts,
+// each attempt failed on record (one unrecorded per fault in a fault
+// cell).
 package validate
 
 import (
