@@ -35,7 +35,7 @@ func TestReadDirV010Records(t *testing.T) {
 		t.Fatalf("ReadDir: %v found %v files %d", err, found, len(files))
 	}
 	r := Validate(m.Input(files))
-	if !r.Valid || r.Redeliveries != 1 || r.DeadExpected != 1 || r.CommitOrderSkipped != 3 || len(r.Notes) != 3 ||
+	if !r.Valid || r.Redeliveries != 1 || r.DeadExpected != 1 || r.CommitOrderSkipped != 3 || len(r.Notes) != 4 || r.CausalityUnchecked != 5 ||
 		r.TokensUnchecked != 5 || r.OverlapUnchecked != 5 {
 		t.Fatalf("%s %q %q", r, r.Examples, r.Notes)
 	}

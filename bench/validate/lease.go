@@ -44,7 +44,7 @@ func (c *checker) leaseTokens() {
 		}
 	}
 	if c.r.TokensUnchecked > 0 {
-		c.note("lease tokens not checked for %d handles: their records carry no token or holder (a worker older than the fields)", c.r.TokensUnchecked)
+		c.note("%d handles not checked for lease tokens: their records carry no token or holder (a worker older than the fields)", c.r.TokensUnchecked)
 	}
 }
 
@@ -76,7 +76,7 @@ func (c *checker) overlaps() {
 		spans = append(spans, span{handler: h.handler, key: e.keyID, start: rec.HandleNs, end: rec.EndNs, seq: rec.Sequence, h: int32(i)})
 	}
 	if c.r.OverlapUnchecked > 0 {
-		c.note("overlap not checked for %d keyed handles: their records carry no handler end (a worker older than the field)", c.r.OverlapUnchecked)
+		c.note("%d keyed handles not checked for overlap: their records carry no handler end (a worker older than the field)", c.r.OverlapUnchecked)
 	}
 	slices.SortFunc(spans, func(a, b span) int {
 		return cmp.Or(cmp.Compare(a.handler, b.handler), cmp.Compare(a.key, b.key), cmp.Compare(a.start, b.start), cmp.Compare(a.h, b.h))

@@ -62,6 +62,9 @@ type Result struct {
 	// publish call started, or ended before they started, and publish
 	// records whose call started after their commit returned.
 	CausalityViolations int64
+	// CausalityUnchecked: handles not checked against their publish
+	// call's start, which their events' records do not carry (noted).
+	CausalityUnchecked int64 `json:",omitempty"`
 	// KeyMismatches: handles whose key differs from the publisher's.
 	KeyMismatches int64
 	// SequenceConflicts: an event handled with two different sequences,

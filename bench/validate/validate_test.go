@@ -157,7 +157,7 @@ func counts(r *Result) map[string]int64 {
 		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
-		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "sequenceGaps": r.SequenceGaps, "uncertainUnexplained": r.UncertainUnexplained, "failuresUnexplained": r.FailuresUnexplained, "tokensUnchecked": r.TokensUnchecked,
+		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "causalityUnchecked": r.CausalityUnchecked, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "sequenceGaps": r.SequenceGaps, "uncertainUnexplained": r.UncertainUnexplained, "failuresUnexplained": r.FailuresUnexplained, "tokensUnchecked": r.TokensUnchecked,
 		"overlapUnchecked": r.OverlapUnchecked,
 	}
 }
@@ -323,7 +323,7 @@ var mutations = []struct {
 				in.Files[fi].Handled[ri].Token, in.Files[fi].Handled[ri].Holder = "", ""
 			}
 		}
-	}, valid: true, want: map[string]int64{"tokensUnchecked": 16}, example: "lease tokens not checked for 16 handles"},
+	}, valid: true, want: map[string]int64{"tokensUnchecked": 16}, example: "16 handles not checked for lease tokens"},
 	{name: "two sequences of a key at once", edit: func(in *Input) {
 		// e0 (k0, sequence 1) still runs when e2 (sequence 2) starts.
 		handled(in, "e0", "a").EndNs = handled(in, "e2", "a").HandleNs + 50
@@ -345,7 +345,7 @@ var mutations = []struct {
 			}
 		}
 		handled(in, "e0", "a").HandleNs = handled(in, "e2", "a").HandleNs - 1 // would overlap, if it ended
-	}, valid: true, want: map[string]int64{"overlapUnchecked": 16}, example: "overlap not checked for 16 keyed handles"},
+	}, valid: true, want: map[string]int64{"overlapUnchecked": 16}, example: "16 keyed handles not checked for overlap"},
 	// Issue 24, class 2: attempts are accounted.
 	{name: "class 2: one attempt failed by two owners", edit: func(in *Input) {
 		in.Expect.FailFirst = 1 // the workload fails the first attempts
@@ -553,7 +553,7 @@ var mutations = []struct {
 		for i := range file(in, "pub-0").Published {
 			file(in, "pub-0").Published[i].CallStartNs = 0
 		}
-	}, valid: true, want: map[string]int64{"commitOrderSkipped": 8}, example: "commit order not checked for 8 keyed events"},
+	}, valid: true, want: map[string]int64{"commitOrderSkipped": 8, "causalityUnchecked": 16}, example: "16 handles not checked for causality"},
 	{name: "an empty run", build: func() *Input { return &Input{Handlers: []string{"a"}} }, edit: func(*Input) {},
 		want: map[string]int64{"published": 0, "expected": 0, "handled": 0, "empty": 1}, example: "empty"},
 	{name: "an idle window", edit: func(in *Input) {
