@@ -400,7 +400,7 @@ func (c *checker) inReach(ft *Fault, ns int64) bool {
 //     and a crash can lose the claim that charged an attempt).
 func (c *checker) repeatOf(prev, rep *handle) string {
 	if !c.in.Expect.AllowRedelivery {
-		return "no fault cell"
+		return "a cell without faults explains no repeat"
 	}
 	pf, rf := &c.in.Files[prev.file], &c.in.Files[rep.file]
 	p, r := &pf.Handled[prev.rec], &rf.Handled[rep.rec]
