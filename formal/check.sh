@@ -29,7 +29,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # The first violation Spin reports, by property (the numbers are those of
-# lanes_pg.pml's header and README.md; K1-K3 are perkey.pml's).
+# lanes_pg.pml's header and README.md; K1-K3 are perkey.pml's; P8 is
+# lanes_pg.pml's, with -DDBCRASH).
 declare -A pat=(
 	[K1]='assertion violated \(busy\[k\]==1\)'
 	[K2]='assertion violated \(seqOf\[b0\]>lastDone\[k\]\)'
@@ -44,6 +45,7 @@ declare -A pat=(
 	[P6]='assertion violated \(\(\(\(\(\(live\[0\]!=0\)'
 	[P7]='invalid end state'
 	[P7L]='acceptance cycle'
+	[P8]='assertion violated \(\(\(lep\['
 )
 
 # name | model | spin flags | mode (perkey, safety, live) | expected: ok or a property above | what
@@ -59,6 +61,8 @@ runs=(
 	"pg-slow-lane|lanes_pg.pml|-DSLOW -DDEX=21|safety|ok|P1-P7 hold"
 	"pg-stop|lanes_pg.pml|-DSTOP -DDEX=21|safety|ok|P1-P7 hold"
 	"pg-poison|lanes_pg.pml|-DPOISON|safety|ok|P1-P7 hold"
+	"pg-dbcrash-keys|lanes_pg.pml|-DDBCRASH -DDEX=15|safety|ok|P1-P8 hold"
+	"pg-dbcrash-lane|lanes_pg.pml|-DDBCRASH -DDEX=21|safety|ok|P1-P8 hold"
 	"pg-live|lanes_pg.pml|-DLIVE -DCRASH -DDEX=15|live|ok|P7 <>alldone, weak fairness"
 	"pg-tx-nolock|lanes_pg.pml|-DSLOW -DDEX=15 -DTX_NOLOCK -DNO_FENCE -DNO_INV|safety|P1|P1 no double commit"
 	"pg-tx-nolock-fenced-delete|lanes_pg.pml|-DSLOW -DDEX=15 -DTX_NOLOCK -DDELETE_FENCED|safety|ok|finding: fenced DELETE suffices"
@@ -74,6 +78,8 @@ runs=(
 	"pg-no-isolate|lanes_pg.pml|-DPOISON -DNO_ISOLATE|safety|P5b|P5 suspect alone"
 	"pg-suspect-busy|lanes_pg.pml|-DPOISON -DSUSPECT_BUSY|safety|P5|P5 no collateral death"
 	"pg-bury-any|lanes_pg.pml|-DPOISON -DBURY_ANY|safety|P5|P5 no collateral death"
+	"pg-async-claim|lanes_pg.pml|-DDBCRASH -DDEX=12 -DASYNC_CLAIM|safety|P8|P8 a token issued once"
+	"pg-async-claim-stale|lanes_pg.pml|-DDBCRASH -DDEX=12 -DASYNC_CLAIM -DNO_TOKEN|safety|P2|P2 fencing"
 
 	"mongo-crash|lanes_mongo.pml|-DCRASH|safety|ok|P1-P7 hold"
 	"mongo-slow-keys|lanes_mongo.pml|-DSLOW -DDEX=15|safety|ok|P1-P7 hold"

@@ -21,6 +21,10 @@
  * Scenario -DPOISON: d4 crashes its worker every time it runs, the other
  * deliveries always succeed, no other crash, no slow holder.
  *
+ * Scenario -DDBCRASH: the database server crashes NDBCRASH times (default
+ * 1), at any step, and loses its unflushed commits (see "The server's
+ * WAL" below); the workers keep running with the tokens they were given.
+ *
  * State (shared, committed values):
  *   deliveries  dex, ddead, dsus: bit masks (row exists, status dead,
  *               suspect); datt[], dcl[]: attempts and claims counters;
@@ -58,6 +62,10 @@
  *                            completed or dead: an end state before that
  *                            is invalid (process Done), and, with -DLIVE,
  *                            the LTL formula <> ALLDONE under weak fairness
+ *   P8 tokens are unique     (DBCRASH) each token a claim returns for a
+ *                            delivery is above the last one returned for
+ *                            it, (epoch, claims) >= in both and > in one,
+ *                            so no token is ever issued twice
  *
  * Variants (one flag each; check.sh expects each to fail):
  *   TX_NOLOCK          transactional completion takes no lane lock
@@ -73,7 +81,28 @@
  *   ISOLATE_HANDLERS   a suspect waits for other handlers, not for their
  *                      completions (POISON)
  *   DELETE_FENCED      (with TX_NOLOCK) the DELETE re-checks claims
- *   NO_FENCE, NO_ORDER switch an assertion off, to show the next one
+ *   ASYNC_CLAIM        (DBCRASH) claims commit asynchronously
+ *                      (synchronous_commit off, relaybus/postgres 0.2.1)
+ *   NO_FENCE, NO_ORDER, NO_TOKEN switch an assertion off, to show the
+ *                      next one
+ *
+ * The server's WAL (-DDBCRASH). The committed state above is what the
+ * server has in memory (volatile); dur holds what is on disk (durable),
+ * the state as of the last WAL flush. A synchronous commit (completions,
+ * reschedules, burials, releases, relinquishes, renewals, and claims)
+ * returns once durable: it flushes, and since the WAL is sequential the
+ * flush makes every earlier commit durable too (FLUSHALL copies it all).
+ * With ASYNC_CLAIM a claim commits without waiting: it updates only the
+ * volatile state until a later synchronous commit or the WAL writer's
+ * background flush (Env) copies it. The crash (Env) resets the volatile
+ * state to dur, aborts every open transaction (all locks gone) and fails
+ * every statement in progress; each worker learns it later (dbab) and
+ * goes on with the tokens it holds. A claim may also lose its reply: the
+ * server crashes after the commit is durable and before the reply
+ * reaches the worker, whose claim returns an error (no token issued).
+ * The ghost live[] and gatt[] describe the rows, so they are flushed and
+ * reverted with them; gep[], gcl[] (P8) describe what clients were given
+ * and are never reverted.
  */
 
 #ifndef NW
@@ -111,6 +140,9 @@
 #ifndef NSTOP
 #define NSTOP 0
 #endif
+#if defined(DBCRASH) && !defined(NDBCRASH)
+#define NDBCRASH 1 /* the server crashes once, at any step */
+#endif
 
 #define B(x)      (1 << (x))
 #define HAS(m, x) ((((m) >> (x)) & 1) == 1)
@@ -134,6 +166,7 @@
 #define TC3  4   /*   DELETE (TX_NOLOCK only: check and DELETE separate) */
 #define TC4  5   /* the handler's transaction commits or rolls back */
 #define RSW  6   /* a rolled-back handler transaction: reschedule next */
+#define PC1  7   /* a plain completion to send again (DBCRASH: failed) */
 
 /* committed state */
 #ifndef DEX
@@ -165,6 +198,62 @@ byte gatt[ND];
 byte hw[ND];
 byte startedP;
 byte lostP;    /* deliveries whose last lost claim was lost to the poison */
+
+#define LOSTC 15   /* ghost (DBCRASH): a claim whose reply was lost, held by no slot */
+#ifdef DBCRASH
+/* the durable state: what the WAL on disk holds (see the header) */
+typedef Rows {
+	byte dex = DEX; byte ddead; byte dsus; byte datt[ND]; byte dcl[ND];
+	byte lep[NL]; byte lown[NL]; byte lhold[NL]; byte lexp; byte lif[NL];
+	byte live[ND]; byte gatt[ND]   /* ghost, of the rows */
+};
+Rows dur;
+byte dbcrashes = NDBCRASH;
+byte dbab;     /* workers that have not yet learnt of the crash (mask) */
+#ifdef ASYNC_CLAIM
+bit unfl;      /* the volatile state has commits not yet flushed */
+#endif
+byte gep[ND];  /* ghost: the last token returned for each delivery */
+byte gcl[ND];
+
+#define CP5(f) dur.f[0] = f[0]; dur.f[1] = f[1]; dur.f[2] = f[2]; dur.f[3] = f[3]; dur.f[4] = f[4]
+#define CP2(f) dur.f[0] = f[0]; dur.f[1] = f[1]
+#define BK5(f) f[0] = dur.f[0]; f[1] = dur.f[1]; f[2] = dur.f[2]; f[3] = dur.f[3]; f[4] = dur.f[4]
+#define BK2(f) f[0] = dur.f[0]; f[1] = dur.f[1]
+/* a WAL flush: everything committed so far becomes durable */
+#define FLUSHALL dur.dex = dex; dur.ddead = ddead; dur.dsus = dsus; CP5(datt); CP5(dcl); \
+	CP2(lep); CP2(lown); CP2(lhold); dur.lexp = lexp; CP2(lif); CP5(live); CP5(gatt)
+/* the crash: the volatile state is what was durable */
+#define REVERT dex = dur.dex; ddead = dur.ddead; dsus = dur.dsus; BK5(datt); BK5(dcl); \
+	BK2(lep); BK2(lown); BK2(lhold); lexp = dur.lexp; BK2(lif); BK5(live); BK5(gatt)
+/* SYNC and CLAIM_COMMIT follow a commit's last statement without a
+ * separator: each expands to "; <the commit's WAL effect>", or to nothing
+ * without DBCRASH (so the other scenarios' models are unchanged) */
+#ifdef ASYNC_CLAIM
+#define SYNC         ; FLUSHALL; unfl = 0
+#define CLAIM_COMMIT ; unfl = 1  /* synchronous_commit off */
+#else
+#define SYNC         ; FLUSHALL
+#define CLAIM_COMMIT SYNC        /* the fix: a claim's commit is durable */
+#endif
+#define UP (!HAS(dbab, w))       /* the worker's transactions are not dead */
+/* P8: a new token for x is above the last one returned for it */
+#ifdef NO_TOKEN
+#define TOKEN(x) skip
+#else
+#define TOKEN(x) assert(lep[LANE(x)] >= gep[x] && dcl[x] >= gcl[x] && (lep[LANE(x)] > gep[x] || dcl[x] > gcl[x]))
+#endif
+#define ISSUE(x) TOKEN(x); gep[x] = lep[LANE(x)]; gcl[x] = dcl[x];
+/* a lane whose in_flight lists a delivery whose claim lost its reply:
+ * no slot holds its token, so nobody renews the lease */
+#define ORPHL(l) ((l) == 0 -> (live[0] == LOSTC || live[1] == LOSTC || live[4] == LOSTC) : (live[2] == LOSTC || live[3] == LOSTC))
+#else
+#define SYNC
+#define CLAIM_COMMIT
+#define UP true
+#define ISSUE(x)
+#define ORPHL(l) false
+#endif
 
 #define PEND       (dex & ~ddead)
 #define PENDING(d) (HAS(dex, d) && !HAS(ddead, d))
@@ -327,6 +416,9 @@ inline crash(bypoison) {
 	x = 0; y = 0; cph = 0; own = 0; tk = 0; ab = 0; chg = 0; cand = 0;
 	free_slot(0); free_slot(1);
 	stopping = 0; drain = 0;
+#ifdef DBCRASH
+	dbab = dbab & ~B(w);   /* a new process, new connections */
+#endif
 	inc[w]++;
 	printf("w%d: CRASH; restarts as holder %d\n", w, inc[w])
 }
@@ -341,7 +433,7 @@ inline plain_commit(s) {
 	if
 	:: HAS(dex, x) && dcl[x] == scl[s] && sok[s] ->
 		FENCE(x, s); ORDER(x);
-		dex = dex & ~B(x); live[x] = 0;
+		dex = dex & ~B(x); live[x] = 0 SYNC;
 		printf("w%d: d%d completed (plain DELETE committed)\n", w, x)
 	:: else -> printf("w%d: d%d plain completion: false (lease lost)\n", w, x)
 	fi;
@@ -402,7 +494,7 @@ inline tc_commit(s) {
 	:: live[x] == CID(s) -> live[x] = 0
 	:: else -> skip
 	fi;
-	lks[y] = lks[y] & ~KSB(s); free_slot(s); x = 0; y = 0;
+	lks[y] = lks[y] & ~KSB(s); free_slot(s); x = 0; y = 0 SYNC;
 	CHECK_INV
 }
 
@@ -448,7 +540,7 @@ inline end_attempt(s, fail) {
 		:: fail && !HAS(ddead, x) -> printf("w%d: d%d rescheduled, attempts %d\n", w, x, datt[x])
 		:: else -> printf("w%d: d%d released, attempts %d\n", w, x, datt[x])
 		fi;
-		CHECK_ATT(x)
+		CHECK_ATT(x) SYNC
 	:: else -> printf("w%d: d%d end of attempt: false (lease lost)\n", w, x)
 	fi;
 	free_slot(s); x = 0; y = 0;
@@ -472,10 +564,10 @@ inline end_attempt(s, fail) {
 #define OUTCOMES(s) \
 	POISONRUN(s) \
 	:: atomic { sph[s] == HELD && STARTOK(s) && NOTP(s) !HAS(TXM, sd[s]) -> PLAIN(s) } \
-	:: atomic { sph[s] == HELD && STARTOK(s) && NOTP(s) HAS(TXM, sd[s]) && TCLOCKOK(s) && dlk[sd[s]] == 0 -> TXSTART(s) } \
+	:: atomic { sph[s] == HELD && STARTOK(s) && NOTP(s) HAS(TXM, sd[s]) && UP && TCLOCKOK(s) && dlk[sd[s]] == 0 -> TXSTART(s) } \
 	:: atomic { sph[s] == HELD && STARTOK(s) && NOTP(s) HAS(FAILM, sd[s]) && ENDOK(s) -> end_attempt(s, 1) }
 #define TXROLLBACK(s) \
-	:: atomic { sph[s] == TC4 && HAS(FAILM, sd[s]) -> tc_rollback(s); sph[s] = RSW } \
+	:: atomic { sph[s] == TC4 && UP && HAS(FAILM, sd[s]) -> tc_rollback(s); sph[s] = RSW } \
 	:: atomic { sph[s] == RSW && ENDOK(s) -> end_attempt(s, 1) }
 
 /* plain success: the DELETE's snapshot of the lane */
@@ -492,12 +584,56 @@ inline end_attempt(s, fail) {
 #define SLOT(s) \
 	OUTCOMES(s) \
 	:: atomic { sph[s] == HELD && stopping && ENDOK(s) -> end_attempt(s, 0) } \
-	:: atomic { sph[s] == PC2 && dlk[sd[s]] == 0 -> plain_commit(s) } \
-	:: atomic { sph[s] == TC2 -> tc_check(s) } \
-	:: atomic { sph[s] == TC3 && dlk[sd[s]] == 0 -> tc_delete(s) } \
-	:: atomic { sph[s] == TC4 -> tc_commit(s) } \
+	:: atomic { sph[s] == PC2 && UP && dlk[sd[s]] == 0 -> plain_commit(s) } \
+	:: atomic { sph[s] == TC2 && UP -> tc_check(s) } \
+	:: atomic { sph[s] == TC3 && UP && dlk[sd[s]] == 0 -> tc_delete(s) } \
+	:: atomic { sph[s] == TC4 && UP -> tc_commit(s) } \
 	TXROLLBACK(s) \
+	RETRY(s) \
 
+
+#ifdef DBCRASH
+/* a plain completion whose statement failed is sent again: a new snapshot */
+#define RETRY(s) :: atomic { sph[s] == PC1 -> PLAIN(s) }
+
+/* The server crashes: what was not flushed is lost, every transaction
+ * is aborted (no lock survives), every worker's statements in progress
+ * fail (dbab: each worker learns it at its next step, dbabort). */
+inline dbcrash() {
+	REVERT;
+#ifdef ASYNC_CLAIM
+	unfl = 0;
+#endif
+	lw[0] = 0; lw[1] = 0; lupd = 0; lks[0] = 0; lks[1] = 0;
+	dlk[0] = 0; dlk[1] = 0; dlk[2] = 0; dlk[3] = 0; dlk[4] = 0;
+	dbab = B(NW) - 1;
+	printf("SERVER CRASH: unflushed commits lost\n");
+	CHECK_INV
+}
+
+/* A worker learns of the crash: its claim in progress fails (nothing
+ * returned), a plain completion is sent again, and a transactional
+ * handler's transaction is gone (the handler's next statement or the
+ * commit fails: the dispatcher reschedules, fenced). */
+inline dbslot(s) {
+	if
+	:: sph[s] == PC2 -> sph[s] = PC1
+	:: sph[s] == TC2 || sph[s] == TC3 || sph[s] == TC4 || sph[s] == HELD && HAS(TXM, sd[s]) -> sph[s] = RSW
+	:: else -> skip
+	fi
+}
+inline dbabort() {
+	if
+	:: cph == 4 || cph == 5 -> printf("w%d: claim failed (server crash)\n", w)
+	:: else -> skip
+	fi;
+	cph = 0; own = 0; tk = 0; ab = 0; chg = 0; cand = 0;
+	dbslot(0); dbslot(1);
+	dbab = dbab & ~B(w)
+}
+#else
+#define RETRY(s)
+#endif
 
 /* OwnerRelinquish, one lane: release what is in flight, hand it back */
 #define RELQ(l) (MINE(l) && lw[l] == 0 && ROWSFREE(lif[l]))
@@ -510,7 +646,7 @@ inline relinquish(l) {
 	};
 	x = 0;
 	lown[l] = 0; lhold[l] = 0; lif[l] = 0; lexp = lexp & ~B(l);
-	printf("w%d: relinquishes lane %d\n", w, l);
+	printf("w%d: relinquishes lane %d\n", w, l) SYNC;
 	CHECK_INV
 }
 
@@ -520,6 +656,9 @@ proctype Worker(byte w) {
 	bit ssus[NS], sok[NS];
 	bit stopping;
 	bit drain;      /* a suspect waits: claim again only when idle */
+#ifdef DBCRASH
+	bit rlost;      /* this claim's reply is lost */
+#endif
 
 end_w:
 	do
@@ -531,7 +670,7 @@ end_w:
 	 * rows still pending are charged (UPDATE: waits for each row lock, then
 	 * re-checks the row). Step B picks, records and commits. Between the
 	 * two the locks are held and every other process runs. */
-	:: atomic { cph == 0 && !stopping && FREESLOTS > 0 && !HOLDS_SUSPECT && (!drain || FREESLOTS == NS) && WORK &&
+	:: atomic { cph == 0 && UP && !stopping && FREESLOTS > 0 && !HOLDS_SUSPECT && (!drain || FREESLOTS == NS) && WORK &&
 	            (!OWNLIVE(0) || lw[0] == 0) && (!OWNLIVE(1) || lw[1] == 0) ->
 		drain = 0;
 		own = (OWNLIVE(0) -> B(0) : 0) | (OWNLIVE(1) -> B(1) : 0);
@@ -560,7 +699,7 @@ end_w:
 		:: else -> cph = 5
 		fi }
 	/* the takeover's charge UPDATE waits for the rows' locks */
-	:: atomic { cph == 4 && ROWSFREE((HAS(ab, 0) -> lif[0] : 0) | (HAS(ab, 1) -> lif[1] : 0)) ->
+	:: atomic { cph == 4 && UP && ROWSFREE((HAS(ab, 0) -> lif[0] : 0) | (HAS(ab, 1) -> lif[1] : 0)) ->
 		chg = ((HAS(ab, 0) -> lif[0] : 0) | (HAS(ab, 1) -> lif[1] : 0)) & PEND;
 		for (x : 0 .. ND - 1) {
 			if
@@ -570,7 +709,7 @@ end_w:
 		};
 		x = 0; cph = 5 }
 	/* step B: candidates of taken lanes, suspects alone, record, commit */
-	:: atomic { cph == 5 ->
+	:: atomic { cph == 5 && UP ->
 		for (x : 0 .. ND - 1) {
 			if
 			:: HAS(chg, x) && datt[x] + 1 >= MAXATT && BURYOK(x) -> dies = dies | B(x)
@@ -663,11 +802,28 @@ end_w:
 			:: else -> skip
 			fi
 		};
+#ifdef DBCRASH
+		/* the server may crash once this commit is durable, before its
+		 * reply reaches the worker: the claim returns an error */
+		if
+		:: dbcrashes > 0 && picks != 0 -> rlost = 1
+		:: true
+		fi;
+#endif
 		/* return the picks: token lane:epoch:claims */
 		for (x : 0 .. ND - 1) {
 			if
+#ifdef DBCRASH
+			:: HAS(picks, x) && rlost ->
+				assert(live[x] == 0);
+				printf("w%d: claims d%d: reply lost\n", w, x);
+				live[x] = LOSTC
+			:: HAS(picks, x) && !rlost ->
+#else
 			:: HAS(picks, x) ->
+#endif
 				assert(live[x] == 0);   /* one live claim per delivery */
+				ISSUE(x)
 				if
 				:: sph[0] == FREE -> y = 0
 				:: else -> y = 1
@@ -680,7 +836,13 @@ end_w:
 			fi
 		};
 		x = 0; y = 0; cph = 0; own = 0; tk = 0; ab = 0; chg = 0; cand = 0;
-		picks = 0; rest = 0; dies = 0; pv = 0; nl = 0;
+		picks = 0; rest = 0; dies = 0; pv = 0; nl = 0 CLAIM_COMMIT;
+#ifdef DBCRASH
+		if
+		:: rlost -> rlost = 0; dbcrashes--; dbcrash()
+		:: else -> skip
+		fi;
+#endif
 		CHECK_INV }
 
 	/* ---- handler slots ---- */
@@ -696,7 +858,7 @@ end_w:
 		if
 		:: RENEWABLE(1) -> lexp = lexp & ~B(1); printf("w%d: renews lane 1\n", w)
 		:: else -> skip
-		fi }
+		fi SYNC }
 
 	/* ---- graceful stop: release unstarted work, relinquish, restart ---- */
 	:: atomic { !stopping && stops > 0 && cph == 0 -> stopping = 1; stops--; printf("w%d: graceful stop\n", w) }
@@ -705,6 +867,11 @@ end_w:
 	:: atomic { stopping && sph[0] == FREE && sph[1] == FREE && cph == 0 && !MINE(0) && !MINE(1) ->
 		stopping = 0; inc[w]++ }
 
+#ifdef DBCRASH
+	/* ---- the worker learns that the server crashed ---- */
+	:: atomic { HAS(dbab, w) -> dbabort() }
+#endif
+
 	/* ---- crash at any step (worker 0; the workers are symmetric) ---- */
 	:: atomic { w == 0 && crashes > 0 && NOTHOLDINGP -> crashes--; crash(0) }
 	od
@@ -712,13 +879,29 @@ end_w:
 
 /* Time: a lease expires when its holder is dead (no one renews it), or,
  * NSPUR times, while its holder is alive but too slow to renew. */
-#define EXPIRABLE(l) (lown[l] != 0 && !HAS(lexp, l) && (DEADHOLDER(l) || spurious > 0))
+#define EXPIRABLE(l) (lown[l] != 0 && !HAS(lexp, l) && (DEADHOLDER(l) || spurious > 0 || ORPHL(l)))
+#ifdef DBCRASH
+/* time passes for the rows on disk too; a lease also expires when nobody
+ * holds its token (a claim whose reply was lost) */
+#define EXPIRE(l) if \
+	:: !DEADHOLDER(l) && !ORPHL(l) -> spurious--; printf("lane %d: lease expires (holder alive but slow)\n", l) \
+	:: !DEADHOLDER(l) && ORPHL(l) -> printf("lane %d: lease expires (a claim's reply was lost: nobody renews)\n", l) \
+	:: else -> printf("lane %d: lease expires (holder dead)\n", l) \
+	fi; lexp = lexp | B(l); dur.lexp = dur.lexp | B(l)
+#else
 #define EXPIRE(l) if :: !DEADHOLDER(l) -> spurious--; printf("lane %d: lease expires (holder alive but slow)\n", l) :: else -> printf("lane %d: lease expires (holder dead)\n", l) fi; lexp = lexp | B(l)
+#endif
 proctype Env() {
 end_env:
 	do
 	:: atomic { EXPIRABLE(0) -> EXPIRE(0) }
 	:: atomic { EXPIRABLE(1) -> EXPIRE(1) }
+#ifdef DBCRASH
+	:: atomic { dbcrashes > 0 -> dbcrashes--; dbcrash() }
+#endif
+#ifdef ASYNC_CLAIM
+	:: atomic { unfl -> FLUSHALL; unfl = 0; printf("WAL writer: flush\n") }
+#endif
 	od
 }
 
