@@ -58,9 +58,9 @@ type checker struct {
 	killedAt, killStart map[string]int64
 	// lostPairs: the (event, handler) pairs a fault cost an attempt (lostAttempt)
 	lostPairs map[[2]int32]bool
-	// failedAttempts: per (event, handler) with a failed handle, the
-	// distinct attempts that failed and the highest of them
-	failedAttempts map[[2]int32][2]int
+	// failedPairs: per (event, handler) with a failed handle, its
+	// handles in handling order
+	failedPairs map[[2]int32][]int32
 	// retrying: per keyed delivery, the times between a failed handle
 	// and the next handle of it (headOfLine)
 	retrying []retry
@@ -106,7 +106,7 @@ func (c *checker) check() *Result {
 	c.killedAt = map[string]int64{}
 	c.killStart = map[string]int64{}
 	c.lostPairs = map[[2]int32]bool{}
-	c.failedAttempts = map[[2]int32][2]int{}
+	c.failedPairs = map[[2]int32][]int32{}
 	for _, f := range in.Expect.Faults {
 		if f.Kind == FaultKill {
 			c.killedAt[f.Process] = f.EndNs
@@ -499,14 +499,7 @@ func (c *checker) pairs() {
 			}
 		}
 		if failed > 0 {
-			distinct, most := map[int]bool{}, 0
-			for _, k := range order[i:j] {
-				if rec := c.rec(&c.handles[k]).h; !rec.OK {
-					distinct[rec.Attempt] = true
-					most = max(most, rec.Attempt)
-				}
-			}
-			c.failedAttempts[[2]int32{first.event, first.handler}] = [2]int{len(distinct), most}
+			c.failedPairs[[2]int32{first.event, first.handler}] = order[i:j]
 		}
 		if budget > 0 && failed > allow {
 			h := c.rec(first)
@@ -725,9 +718,18 @@ func (c *checker) sequenceGaps() {
 		seq int64
 	}
 	var ks []keySeq
+	// unknown: per key, events whose sequence no handle reported (a
+	// lost event, or one whose every handle a killed process never
+	// wrote): each may hold one missing sequence.
+	unknown := make([]int64, len(c.keyIDs))
 	for i := range c.events {
-		if e := &c.events[i]; e.key != "" && e.seq > 0 {
+		e := &c.events[i]
+		switch {
+		case e.key == "":
+		case e.seq > 0:
 			ks = append(ks, keySeq{e.keyID, e.seq})
+		default:
+			unknown[e.keyID]++
 		}
 	}
 	slices.SortFunc(ks, func(a, b keySeq) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.seq, b.seq)) })
@@ -735,16 +737,25 @@ func (c *checker) sequenceGaps() {
 	for k, id := range c.keyIDs {
 		names[id] = k
 	}
-	for i, x := range ks {
+	for i := 0; i < len(ks); {
+		j := i
+		var missing, firstPrev, firstSeq int64
 		prev := int64(0)
-		if i > 0 && ks[i-1].key == x.key {
-			prev = ks[i-1].seq
+		for ; j < len(ks) && ks[j].key == ks[i].key; j++ {
+			if x := ks[j].seq; x > prev+1 {
+				if missing == 0 {
+					firstPrev, firstSeq = prev, x
+				}
+				missing += x - prev - 1
+			}
+			prev = ks[j].seq
 		}
-		if x.seq > prev+1 {
+		if missing > unknown[ks[i].key] {
 			c.r.SequenceGaps++
-			c.ex("sequence gap: key %q has sequence %d after %d: sequences %d to %d were never handled (an event nobody recorded, or lost)",
-				names[x.key], x.seq, prev, prev+1, x.seq-1)
+			c.ex("sequence gap: key %q has sequence %d after %d: %d sequences below %d were never handled, and %d events of the key could hold them (an event nobody recorded, or lost)",
+				names[ks[i].key], firstSeq, firstPrev, missing, prev, unknown[ks[i].key])
 		}
+		i = j
 	}
 }
 
@@ -769,7 +780,7 @@ func (c *checker) deadLetters() {
 		pair := [2]int32{ei, c.handlerIdx[dl.Handler]}
 		lost := known && knownHandler && c.lostPairs[pair]
 		if known && knownHandler {
-			c.deadAgainstRecords(dl, c.failedAttempts[pair])
+			c.deadAgainstRecords(dl, c.failedPairs[pair])
 		}
 		if b := in.Expect.MaxAttempts; b > 0 && dl.Attempts != b && !(lost && dl.Attempts == b+1) {
 			r.OverBudget++
@@ -791,25 +802,67 @@ func (c *checker) deadLetters() {
 	c.dead = dead
 }
 
-// deadAgainstRecords checks a dead letter's attempts against the failed
-// handles recorded for its delivery (failed: distinct failed attempts and
-// the highest): every attempt it counts failed on record, except, in a
-// fault cell, up to one per fault (an attempt a killed process or a
-// database fault cost leaves no record but is charged), and none on
-// record beyond its count.
-func (c *checker) deadAgainstRecords(dl DeadLetter, failed [2]int) {
-	spare := 0
-	if c.in.Expect.AllowRedelivery {
-		spare = len(c.in.Expect.Faults)
+// deadAgainstRecords checks a dead letter's attempts against the handles
+// recorded for its delivery (pair, in handling order): no attempt failed
+// on record beyond its count, and every attempt it counts failed on
+// record, except in a fault cell the ones a fault explains: an attempt a
+// killed process ran before its kill (its last records may never have
+// been written, and the attempt in flight is charged at the takeover),
+// which is any attempt below the lowest one recorded after the kill, and
+// one more per database restart or crash.
+func (c *checker) deadAgainstRecords(dl DeadLetter, pair []int32) {
+	if dl.Attempts <= 0 {
+		return
 	}
-	switch n, most := failed[0], failed[1]; {
-	case most > dl.Attempts:
+	recorded := make([]bool, dl.Attempts+1)
+	most := 0
+	for _, k := range pair {
+		if rec := c.rec(&c.handles[k]).h; !rec.OK {
+			most = max(most, rec.Attempt)
+			if rec.Attempt >= 1 && rec.Attempt <= dl.Attempts {
+				recorded[rec.Attempt] = true
+			}
+		}
+	}
+	if most > dl.Attempts {
 		c.r.DeadLetterMismatches++
 		c.ex("dead letters: %s handler %s is dead with %d attempts, but attempt %d failed on record", dl.EventID, dl.Handler, dl.Attempts, most)
-	case dl.Attempts-n > spare:
+		return
+	}
+	// killedBelow: attempts below it may have been run by a killed
+	// process, unrecorded.
+	killedBelow, spare := 0, 0
+	if c.in.Expect.AllowRedelivery {
+		for _, f := range c.in.Expect.Faults {
+			if isDBFault(f.Kind) {
+				spare++
+				continue
+			}
+			low := dl.Attempts + 1 // the lowest attempt recorded after the kill
+			for _, k := range pair {
+				if rec := c.rec(&c.handles[k]).h; rec.HandleNs > f.EndNs {
+					low = min(low, rec.Attempt)
+				}
+			}
+			killedBelow = max(killedBelow, low)
+		}
+	}
+	missing := 0
+	for a := 1; a <= dl.Attempts; a++ {
+		if !recorded[a] && a >= killedBelow {
+			missing++
+		}
+	}
+	if missing > spare {
+		n := 0
+		for _, r := range recorded {
+			if r {
+				n++
+			}
+		}
 		c.r.DeadLetterMismatches++
-		c.ex("dead letters: %s handler %s is dead with %d attempts, but the records show %d failed attempts (%d faults could cost unrecorded ones)",
-			dl.EventID, dl.Handler, dl.Attempts, n, spare)
+		c.ex("dead letters: %s handler %s is dead with %d attempts, but the records show %d failed attempts and no fault explains %d of the others",
+			dl.EventID, dl.Handler, dl.Attempts, n, missing-spare)
 	}
 }
 

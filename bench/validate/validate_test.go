@@ -443,7 +443,11 @@ var mutations = []struct {
 		d := file(in, "disp-0")
 		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e4" })
 	}, want: map[string]int64{"published": 7, "expected": 14, "handled": 14, "sequenceGaps": 1},
-		example: `sequence gap: key "k0" has sequence 4 after 2: sequences 3 to 3 were never handled`},
+		example: `sequence gap: key "k0" has sequence 4 after 2: 1 sequences below 4 were never handled, and 0 events of the key could hold them`},
+	{name: "class 5: a published event nobody handled may hold the missing sequence", edit: func(in *Input) {
+		d := file(in, "disp-0")
+		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e4" })
+	}, want: map[string]int64{"lost": 2, "handled": 14}, example: "lost: event e4"},
 	{name: "class 5: a key that does not start at sequence 1", edit: func(in *Input) {
 		// e0 (k0, sequence 1) vanishes from every record.
 		pub := file(in, "pub-0")
@@ -738,6 +742,14 @@ func TestPoison(t *testing.T) {
 			d := file(in, "disp-1")
 			d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e1" && h.Handler == "b" && h.Attempt == 2 })
 		}, false, map[string]int64{"deadMismatch": 1, "failures": 7}},
+		{"class 7: a kill does not explain a missing attempt after it", func(in *Input) {
+			// e3/a's attempts 1 and 3 were recorded after the kill, by
+			// live processes, so its missing attempt 2 (dead with 3) was
+			// not the killed process's.
+			lostThenRunAgain(in)
+			in.Expect.AllowRedelivery = true
+			in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
+		}, false, map[string]int64{"deadMismatch": 1}},
 		{"class 7: a kill can cost an unrecorded attempt", func(in *Input) {
 			d := file(in, "disp-1")
 			d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e1" && h.Handler == "b" && h.Attempt == 2 })
@@ -751,7 +763,9 @@ func TestPoison(t *testing.T) {
 		{"a fault cost an attempt: one more run is allowed", func(in *Input) {
 			lostThenRunAgain(in)
 			in.Expect.AllowRedelivery = true
-			in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
+			// disp-9 ran e3/a's second attempt and was killed before it
+			// wrote the record.
+			in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: handleStart + 3*step, EndNs: handleStart + 3*step}}
 		}, true, map[string]int64{"failures": 8}},
 		{"no fault: the same extra run is over budget", func(in *Input) {
 			lostThenRunAgain(in)
@@ -759,7 +773,9 @@ func TestPoison(t *testing.T) {
 		{"a fault cost an attempt: two more runs are over budget", func(in *Input) {
 			lostThenRunAgain(in)
 			in.Expect.AllowRedelivery = true
-			in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: 1, EndNs: 1}}
+			// disp-9 ran e3/a's second attempt and was killed before it
+			// wrote the record.
+			in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-9", StartNs: handleStart + 3*step, EndNs: handleStart + 3*step}}
 			f := file(in, "disp-1")
 			rerun(f, record.Handled{EventID: "e3", Handler: "a", Attempt: 4, HandleNs: 9.5e9})
 			in.Final.DeadLetters[2].Attempts = 4
