@@ -29,8 +29,12 @@ const (
 	// the base stops near its share.
 	upgradeCountersMs = 50
 	// republishDir keeps the republish's records away from the
-	// validator's: a republished event is not a new event.
+	// validator's: a republished event is not a new event. Its record
+	// files end in republishExt, not the window's .rec, so that `bench
+	// validate` over a run never takes the folder for a window (it has no
+	// manifest, and a folder without one needs --handlers).
 	republishDir = "republish"
+	republishExt = ".republished"
 	// maxStride bounds the search for republishable events, and
 	// maxProgressions the republishing processes per kind of event.
 	maxStride       = 64
@@ -372,7 +376,7 @@ func (up *upgradeRun) republish(ctx context.Context) (int, error) {
 			}
 			want -= n
 			cfg := up.cand.config(protocol.RolePreload, fmt.Sprintf("c-republish-%s-%d", k.name, j), 4)
-			cfg.RecordPath = filepath.Join(up.dir, republishDir, cfg.Name+validate.RecordFileExt)
+			cfg.RecordPath = filepath.Join(up.dir, republishDir, cfg.Name+republishExt)
 			cfg.Workload = k.workload
 			cfg.Publisher = protocol.Publisher{Publishers: 1, Batch: 10, Events: n, StartIndex: start, Stride: stride}
 			if _, err := up.cand.runOnce(ctx, cfg); err != nil {

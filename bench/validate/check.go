@@ -96,6 +96,10 @@ func (c *checker) check() *Result {
 		c.ex("too large: %d handled and %d published records, the limit is %d each", nHandled, nPub, MaxRecords)
 		return r
 	}
+	if len(in.Handlers) == 0 {
+		r.NoHandlers = true
+		c.ex("no handlers: the window's handler list is unknown (no manifest and no --handlers), so a handler missing from every record would pass")
+	}
 	c.handlerIdx = make(map[string]int32, len(in.Handlers))
 	for _, h := range in.Handlers {
 		if _, dup := c.handlerIdx[h]; !dup {

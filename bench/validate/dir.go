@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,9 +101,10 @@ func WriteManifest(dir string, m *Manifest) error {
 
 // ReadDir reads a window folder: every <process>.rec file (a v0.1.0
 // worker's records included) and window.json. Without a manifest it
-// returns one that assumes a clean cell: the handlers are the ones the
-// records name, nothing planted, no fault, nothing left in the store;
-// found is then false, and a caller adds what it knows.
+// returns one that assumes a clean cell: nothing planted, no fault,
+// nothing left in the store, and no handlers (never the ones the records
+// name: a handler missing from every record would pass); found is then
+// false, and a caller adds what it knows, the handlers first.
 func ReadDir(dir string) (m *Manifest, files []File, found bool, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -131,14 +131,9 @@ func ReadDir(dir string) (m *Manifest, files []File, found bool, err error) {
 	data, err := readLimited(filepath.Join(dir, ManifestFile), maxManifestBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		for _, f := range files {
-			for _, h := range f.Handled {
-				if !slices.Contains(m.Handlers, h.Handler) {
-					m.Handlers = append(m.Handlers, h.Handler)
-				}
-			}
-		}
-		slices.Sort(m.Handlers)
+		// No handlers are inferred from the records: a handler that ran
+		// nothing would pass unseen. The caller names them (Validate
+		// flags a window without them).
 		return m, files, false, nil
 	case err != nil:
 		return nil, nil, false, err

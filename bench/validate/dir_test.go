@@ -68,10 +68,20 @@ func TestReadDirWithoutManifest(t *testing.T) {
 	writeFile(t, dir, "disp-0.rec", "H\te0\tb\t\t0\t1\t1000\t1\nH\te0\ta\t\t0\t1\t1000\t1\n")
 	writeFile(t, dir, "notes.txt", "not a record file")
 	m, files, found, err := ReadDir(dir)
-	if err != nil || found || len(files) != 2 || strings.Join(m.Handlers, ",") != "a,b" {
+	if err != nil || found || len(files) != 2 || len(m.Handlers) != 0 {
 		t.Fatalf("ReadDir: %v found %v files %d handlers %v", err, found, len(files), m.Handlers)
 	}
+	// Issue 24, class 9: no handlers are inferred from the records (a
+	// handler c that ran nothing would pass): without them, INVALID.
+	if r := Validate(m.Input(files)); r.Valid || !r.NoHandlers {
+		t.Fatalf("%s %q", r, r.Examples)
+	}
+	m.Handlers = []string{"a", "b"}
 	if r := Validate(m.Input(files)); !r.Valid || r.HandledOK != 2 {
+		t.Fatalf("%s %q", r, r.Examples)
+	}
+	m.Handlers = []string{"a", "b", "c"}
+	if r := Validate(m.Input(files)); r.Valid || r.Lost != 1 {
 		t.Fatalf("%s %q", r, r.Examples)
 	}
 }

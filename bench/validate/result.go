@@ -117,6 +117,9 @@ type Result struct {
 	// DeadLettersUnverified: the store listed only part of its dead
 	// letters, so they could not be checked.
 	DeadLettersUnverified bool
+	// NoHandlers: the input names no handlers (a folder without a
+	// manifest, and none given), so nothing can be checked as missing.
+	NoHandlers bool `json:",omitempty"`
 	// TooLarge: the input exceeds MaxRecords and was not checked.
 	TooLarge bool
 	// UncertainUnexplained: publish records whose outcome was unknown in
@@ -184,6 +187,7 @@ type namedCount struct {
 // violations lists every count that makes a window INVALID.
 func (r *Result) violations() []namedCount {
 	return []namedCount{
+		{name: "no handler list (manifest or --handlers)", v: b2i(r.NoHandlers), flag: true},
 		{name: "nothing published", v: b2i(r.Empty), flag: true},
 		{name: "idle window (no commit and no handle inside it)", v: b2i(r.Idle), flag: true},
 		{name: "lost", v: r.Lost},

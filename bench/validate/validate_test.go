@@ -157,7 +157,7 @@ func counts(r *Result) map[string]int64 {
 		"poisonHandled": r.PoisonHandled, "overBudget": r.OverBudget, "publishErrors": r.PublishErrors,
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
-		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "causalityUnchecked": r.CausalityUnchecked, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "sequenceGaps": r.SequenceGaps, "uncertainUnexplained": r.UncertainUnexplained, "failuresUnexplained": r.FailuresUnexplained, "tokensUnchecked": r.TokensUnchecked,
+		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "causalityUnchecked": r.CausalityUnchecked, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "sequenceGaps": r.SequenceGaps, "uncertainUnexplained": r.UncertainUnexplained, "failuresUnexplained": r.FailuresUnexplained, "noHandlers": b2i(r.NoHandlers), "tokensUnchecked": r.TokensUnchecked,
 		"overlapUnchecked": r.OverlapUnchecked,
 	}
 }
@@ -489,6 +489,10 @@ var mutations = []struct {
 		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e7" && h.Handler == "b" })
 		handled(in, "e7", "a").OK = false
 	}, want: map[string]int64{"uncertainHandled": 1, "lost": 2, "handled": 14, "failures": 1}, example: "lost: event e7 handler a"},
+	// Issue 24, class 9: the handlers come from the manifest or the
+	// caller, never from the records.
+	{name: "class 9: no handler list", edit: func(in *Input) { in.Handlers = nil },
+		want: map[string]int64{"noHandlers": 1, "expected": 0, "handled": 0, "unexpected": 16}, example: "no handlers: the window's handler list is unknown"},
 	{name: "a replay out of order", edit: func(in *Input) {
 		killAt(in, "disp-1", handleStart+8*step)
 		// disp-1 ran e1, e3, e5, e7 (key k1) and died; disp-0 replays

@@ -86,21 +86,27 @@ func TestValidateCommand(t *testing.T) {
 	write(bad, "disp-0.rec", "H\te0\ta\tk\t1\t1\t300\t1\n")
 	write(bad, "disp-1.rec", "H\te1\ta\tk\t2\t1\t400\t1\nH\te0\ta\tk\t1\t2\t500\t1\n")
 
-	out, err := runCLI(t, "validate", good)
+	out, err := runCLI(t, "validate", "--handlers", "a", good)
 	if err != nil || !strings.Contains(out, "VALID (published 2, expected 2, handled 2)") || !strings.Contains(out, "no window.json") {
 		t.Fatalf("good folder: %v\n%s", err, out)
 	}
 	// The whole tree: one folder INVALID, exit 1.
-	out, err = runCLI(t, "validate", root)
+	out, err = runCLI(t, "validate", "--handlers", "a", root)
 	var ee exitError
 	if !errors.As(err, &ee) || ee != 1 || !strings.Contains(out, "INVALID: duplicates 1, order violations 1") {
 		t.Fatalf("tree: %v\n%s", err, out)
 	}
 	// A kill of disp-0 after its first handle of e0 explains the repeat
 	// in a fault cell, but not the order: e1 was handled by a live owner.
-	out, err = runCLI(t, "validate", "--allow-redelivery", "--kill", "disp-0@450", bad)
+	out, err = runCLI(t, "validate", "--handlers", "a", "--allow-redelivery", "--kill", "disp-0@450", bad)
 	if err == nil || !strings.Contains(out, "order violations 1") || !strings.Contains(out, "redeliveries 1") {
 		t.Fatalf("kill: %v\n%s", err, out)
+	}
+	// Without a manifest or --handlers, a folder is INVALID: a handler
+	// that ran nothing would otherwise pass (issue 24, class 9).
+	out, err = runCLI(t, "validate", good)
+	if !errors.As(err, &ee) || ee != 1 || !strings.Contains(out, "no handler list") {
+		t.Fatalf("no handlers: %v\n%s", err, out)
 	}
 	for _, args := range [][]string{{"validate"}, {"validate", "--kill", "x", good}, {"validate", "--restart", "5-1", good}, {"validate", "--crash", "x-9", good},
 		{"validate", filepath.Join(root, "nothing-here")}} {

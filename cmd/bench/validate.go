@@ -71,8 +71,12 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s: %s\n", dir, r)
 		if !found {
+			handlers := strings.Join(m.Handlers, ",")
+			if handlers == "" {
+				handlers = "none given (--handlers)"
+			}
 			fmt.Fprintf(stdout, "  note: no %s: handlers %s, no poison, no fault, nothing left in the store assumed\n",
-				validate.ManifestFile, strings.Join(m.Handlers, ","))
+				validate.ManifestFile, handlers)
 		}
 		for _, n := range r.Notes {
 			fmt.Fprintf(stdout, "  note: %s\n", n)
@@ -92,7 +96,7 @@ func validateFlagSet(vf *validateFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.BoolVar(&vf.allowRedelivery, "allow-redelivery", false, "a fault cell: repeats that a fault explains are redeliveries")
 	fs.BoolVar(&vf.allowPublishErrors, "allow-publish-errors", false, "publish errors are allowed (a fault cell)")
-	fs.StringVar(&vf.handlers, "handlers", "", "the workload's handlers, comma separated (default: the manifest's, else those the records name)")
+	fs.StringVar(&vf.handlers, "handlers", "", "the workload's handlers, comma separated (default: the manifest's; required without one)")
 	fs.IntVar(&vf.maxAttempts, "max-attempts", 0, "every handler's attempt budget (0: the manifest's; unchecked without one)")
 	fs.DurationVar(&vf.lease, "lease", 0, "the dispatchers' lease (0: the manifest's)")
 	fs.Func("kill", "a process the fault plan killed: NAME@UNIX_NS (repeatable)", func(s string) error {
