@@ -92,13 +92,44 @@ type TableStats struct {
 // of steady state; per-delivery ratios divide it by the deliveries of the
 // window itself (from the records). Reading "after" only once the workers
 // have stopped would instead add their shutdown work to the window.
+//
+// # Crash recovery
+//
+// A start through crash recovery (the fault scenario's database crash,
+// an immediate shutdown) discards the cumulative statistics: pg_stat_wal
+// and pg_stat_user_tables start again from zero, and pg_stat_wal's
+// stats_reset becomes the time of the start, so a difference across it
+// means nothing (a window with three crashes read -441 WAL records and
+// -0.16 deletes per delivery). A clean shutdown (the restart fault, a
+// fast shutdown) writes them out and the next start reads them back
+// (PostgreSQL 15: pg_stat_wal, pg_stat_user_tables and
+// pg_stat_statements all went on across one, stats_reset unchanged).
+// pg_stat_statements keeps its own counts, which the postmaster writes
+// out when it exits, an immediate shutdown included (on PostgreSQL
+// 15.18 they went on across a SIGQUIT to the postmaster; they are lost
+// only when the postmaster is killed outright, SIGKILL, and then
+// pg_stat_statements_info's stats_reset moves). WAL positions go on
+// across a crash: recovery ends at the end of the WAL written before it
+// and new WAL follows. WindowMetrics leaves out what a reset between the
+// snapshots made meaningless (CountersReset, StatementsReset).
 type Snapshot struct {
 	// WALPos is pg_current_wal_lsn() as a byte position.
 	WALPos      uint64
 	WALRecords  int64
 	WALFPI      int64
 	HasWALStats bool // pg_stat_wal has wal_records (PostgreSQL 14+)
-	Tables      map[string]TableStats
+	// StatsReset is pg_stat_wal's stats_reset as text ("" without
+	// pg_stat_wal): a start through crash recovery sets it to its own
+	// time, with every cumulative statistic back at zero.
+	StatsReset string
+	// ServerStart is pg_postmaster_start_time() as text, the evidence of
+	// a restart where StatsReset is not available.
+	ServerStart string
+	// StatementsReset is pg_stat_statements_info's stats_reset as text
+	// ("" when not read): it moves when pg_stat_statements' counts are
+	// lost or reset.
+	StatementsReset string
+	Tables          map[string]TableStats
 	// Statements is the sum of calls of the window database's statements
 	// (transaction control and the harness's own queries excluded); -1
 	// when pg_stat_statements is not available.
@@ -113,7 +144,7 @@ type Snapshot struct {
 func ReadSnapshot(ctx context.Context, conn *pgx.Conn, statements bool) (*Snapshot, error) {
 	s := &Snapshot{Tables: map[string]TableStats{}, Statements: -1}
 	var lsn string
-	if err := conn.QueryRow(ctx, harnessTag+" SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+	if err := conn.QueryRow(ctx, harnessTag+" SELECT pg_current_wal_lsn()::text, pg_postmaster_start_time()::text").Scan(&lsn, &s.ServerStart); err != nil {
 		return nil, fmt.Errorf("pgmetrics: reading the WAL position: %w", err)
 	}
 	pos, err := ParseLSN(lsn)
@@ -121,7 +152,7 @@ func ReadSnapshot(ctx context.Context, conn *pgx.Conn, statements bool) (*Snapsh
 		return nil, err
 	}
 	s.WALPos = pos
-	err = conn.QueryRow(ctx, harnessTag+" SELECT wal_records, wal_fpi FROM pg_stat_wal").Scan(&s.WALRecords, &s.WALFPI)
+	err = conn.QueryRow(ctx, harnessTag+" SELECT wal_records, wal_fpi, coalesce(stats_reset::text, '') FROM pg_stat_wal").Scan(&s.WALRecords, &s.WALFPI, &s.StatsReset)
 	if err == nil {
 		s.HasWALStats = true
 	}
@@ -154,8 +185,49 @@ func ReadSnapshot(ctx context.Context, conn *pgx.Conn, statements bool) (*Snapsh
 		if err != nil {
 			return nil, fmt.Errorf("pgmetrics: reading pg_stat_statements: %w", err)
 		}
+		// pg_stat_statements 1.9 and later (PostgreSQL 14+); without the
+		// view StatementsReset stays "".
+		if err := conn.QueryRow(ctx, harnessTag+" SELECT coalesce(stats_reset::text, '') FROM pg_stat_statements_info").Scan(&s.StatementsReset); err != nil {
+			s.StatementsReset = ""
+		}
 	}
 	return s, nil
+}
+
+// ResetByCrash are the metrics WindowMetrics reads from cumulative
+// statistics that crash recovery discards (pg_stat_wal,
+// pg_stat_user_tables): none of them is measured in a window the server
+// crashed in. WAL bytes (WAL positions)
+// and statements (pg_stat_statements, kept across an immediate shutdown)
+// are not among them.
+var ResetByCrash = []string{
+	result.MetricWALRecordsPerDelivery, result.MetricWALFPIPerDelivery,
+	result.MetricHOTPctDeliveries, result.MetricHOTPctLanes,
+	result.MetricUpdatesPerDelivery, result.MetricInsertsPerDelivery, result.MetricDeletesPerDelivery,
+	result.MetricDeadTuplesAfter, result.MetricDeadTuplesPerDelivery,
+}
+
+// CountersReset reports whether the server's cumulative statistics were
+// discarded between before and after (a start through crash recovery, or
+// pg_stat_reset_shared): pg_stat_wal's stats_reset moved, or, on a
+// server without it, the server was started again (a clean restart
+// would have kept them, but nothing tells the two apart there).
+func CountersReset(before, after *Snapshot) bool {
+	if before.StatsReset != "" && after.StatsReset != "" {
+		return before.StatsReset != after.StatsReset
+	}
+	return before.ServerStart != after.ServerStart
+}
+
+// StatementsReset reports whether pg_stat_statements' counts were lost
+// or reset between before and after (pg_stat_statements_info's
+// stats_reset moved, or, without it, the statistics were reset and the
+// server restarted, which a lost dump file cannot be told apart from).
+func StatementsReset(before, after *Snapshot) bool {
+	if before.StatementsReset != "" && after.StatementsReset != "" {
+		return before.StatementsReset != after.StatementsReset
+	}
+	return CountersReset(before, after)
 }
 
 // EnsurePgStatStatements creates the extension in the window database so
@@ -216,6 +288,12 @@ func Checkpoint(ctx context.Context, conn *pgx.Conn) error {
 // perEvent selects the publish metric names. The per-table metrics are
 // read from the tables of the side (TablesOf); WAL and statements are
 // the database's and compare across sides as they are.
+//
+// When the cumulative statistics were reset between the snapshots (the
+// server crashed: CountersReset), the metrics of ResetByCrash are left
+// out, so the report shows them as not measured; WAL bytes, a difference
+// of WAL positions, are kept, and so are statements unless
+// pg_stat_statements lost its counts too (StatementsReset).
 func WindowMetrics(m map[string]float64, before, after *Snapshot, units float64, perEvent bool) {
 	if units <= 0 {
 		return
@@ -226,6 +304,12 @@ func WindowMetrics(m map[string]float64, before, after *Snapshot, units float64,
 		return
 	}
 	m[result.MetricWALBytesPerDelivery] = wal / units
+	if before.Statements >= 0 && after.Statements >= 0 && !StatementsReset(before, after) {
+		m[result.MetricStmtsPerDelivery] = float64(after.Statements-before.Statements) / units
+	}
+	if CountersReset(before, after) {
+		return
+	}
 	if before.HasWALStats && after.HasWALStats {
 		m[result.MetricWALRecordsPerDelivery] = float64(after.WALRecords-before.WALRecords) / units
 		m[result.MetricWALFPIPerDelivery] = float64(after.WALFPI-before.WALFPI) / units
@@ -248,9 +332,6 @@ func WindowMetrics(m map[string]float64, before, after *Snapshot, units float64,
 		// absolute count too, since autovacuum may have run mid-window.
 		m[result.MetricDeadTuplesPerDelivery] = float64(t.Dead) / units
 		m[result.MetricDeadTuplesAfter] = float64(t.Dead)
-	}
-	if before.Statements >= 0 && after.Statements >= 0 {
-		m[result.MetricStmtsPerDelivery] = float64(after.Statements-before.Statements) / units
 	}
 }
 

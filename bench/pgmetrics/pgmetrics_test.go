@@ -129,3 +129,68 @@ func TestParseLSN(t *testing.T) {
 		}
 	}
 }
+
+// A window the server crashed in: crash recovery set pg_stat_wal's
+// stats_reset and started every cumulative counter again from zero, so
+// none of the metrics read from them is reported; WAL bytes (WAL
+// positions) and statements (pg_stat_statements kept its counts) are.
+func TestWindowMetricsAcrossCrash(t *testing.T) {
+	before := &Snapshot{WALPos: 1 << 32, HasWALStats: true, WALRecords: 50_000, WALFPI: 900, Statements: 50,
+		StatsReset: "2026-12-01 20:00:00+00", ServerStart: "2026-12-01 20:00:00+00", StatementsReset: "2026-12-01 20:00:00+00",
+		Tables: map[string]TableStats{
+			RelaybusTables.Deliveries: {Inserted: 9000, Updated: 200, HotUpdated: 20, Deleted: 8000, Dead: 700},
+			RelaybusTables.Lanes:      {Inserted: 256, Updated: 5000, HotUpdated: 5000},
+		}}
+	after := &Snapshot{WALPos: 1<<32 + 1_500_000, HasWALStats: true, WALRecords: 3, WALFPI: 1, Statements: 600,
+		StatsReset: "2026-12-01 20:00:07+00", ServerStart: "2026-12-01 20:00:06+00", StatementsReset: "2026-12-01 20:00:00+00",
+		Tables: map[string]TableStats{
+			RelaybusTables.Deliveries: {Inserted: 100, Updated: 10, HotUpdated: 1, Deleted: 90},
+			RelaybusTables.Lanes:      {Inserted: 0, Updated: 40, HotUpdated: 40},
+		}}
+	if !CountersReset(before, after) || StatementsReset(before, after) {
+		t.Fatalf("CountersReset %v, StatementsReset %v; want true, false", CountersReset(before, after), StatementsReset(before, after))
+	}
+	m := map[string]float64{}
+	WindowMetrics(m, before, after, 500, false)
+	for _, k := range ResetByCrash {
+		if v, ok := m[k]; ok {
+			t.Errorf("%s = %v after a crash, want it not measured", k, v)
+		}
+	}
+	if got := m[result.MetricWALBytesPerDelivery]; got != 3000 {
+		t.Errorf("WAL bytes/delivery = %v, want 3000 (from WAL positions)", got)
+	}
+	if got := m[result.MetricStmtsPerDelivery]; got != 1.1 {
+		t.Errorf("stmts/delivery = %v, want 1.1", got)
+	}
+	if len(m) != 2 {
+		t.Errorf("metrics %v, want WAL bytes and statements only", m)
+	}
+
+	// pg_stat_statements lost its counts too (its stats_reset moved).
+	after.StatementsReset = "2026-12-01 20:00:07+00"
+	m = map[string]float64{}
+	WindowMetrics(m, before, after, 500, false)
+	if v, ok := m[result.MetricStmtsPerDelivery]; ok {
+		t.Errorf("stmts/delivery = %v after pg_stat_statements was reset, want it not measured", v)
+	}
+
+	// A clean restart kept the statistics: stats_reset did not move, so
+	// everything is measured though the server started again.
+	after.StatsReset, after.StatementsReset = before.StatsReset, before.StatementsReset
+	after.WALRecords, after.WALFPI, after.Tables = 51_000, 950, before.Tables
+	m = map[string]float64{}
+	WindowMetrics(m, before, after, 500, false)
+	for _, k := range []string{result.MetricWALRecordsPerDelivery, result.MetricDeletesPerDelivery, result.MetricStmtsPerDelivery, result.MetricDeadTuplesAfter} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s not measured across a clean restart", k)
+		}
+	}
+
+	// Without pg_stat_wal (before PostgreSQL 14), a new postmaster start
+	// time is all there is: taken as a reset.
+	before.StatsReset, after.StatsReset = "", ""
+	if !CountersReset(before, after) {
+		t.Error("a restart without pg_stat_wal's stats_reset not taken as a reset")
+	}
+}

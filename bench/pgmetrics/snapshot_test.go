@@ -52,3 +52,29 @@ func TestReadSnapshotTables(t *testing.T) {
 		t.Error("relaybus_deliveries not read")
 	}
 }
+
+// TestReadSnapshotResets: a snapshot carries the evidence of a
+// statistics reset, pg_stat_wal's stats_reset and the postmaster's start
+// time, and two snapshots of one running server show none.
+func TestReadSnapshotResets(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbtest.TestDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	a, err := ReadSnapshot(ctx, conn, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ReadSnapshot(ctx, conn, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ServerStart == "" || (a.HasWALStats && a.StatsReset == "") {
+		t.Errorf("snapshot without its reset evidence: server start %q, stats_reset %q", a.ServerStart, a.StatsReset)
+	}
+	if CountersReset(a, b) || StatementsReset(a, b) {
+		t.Errorf("two snapshots of a running server read as a reset: %+v, %+v", a, b)
+	}
+}

@@ -80,7 +80,7 @@ func WriteBench(w io.Writer, a *compare.Analysis) error {
 				var b strings.Builder
 				for _, m := range metrics {
 					v, ok := s.Metrics[m.Name]
-					if !ok {
+					if !ok || notMeasured(c, m.Name) {
 						continue
 					}
 					b.WriteString(" " + strconv.FormatFloat(v, 'g', -1, 64) + " " + benchUnit(m.Unit))

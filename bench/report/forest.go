@@ -163,6 +163,9 @@ func forestRows(a *compare.Analysis) []forestRow {
 	}
 	var first, rest []forestRow
 	for _, c := range a.Comparisons {
+		if notMeasured(c.Cell, c.Metric.Name) {
+			continue
+		}
 		r := forestRow{label: fmt.Sprintf("%s: %s | %s", c.Cell.Scenario, c.Cell.Name, c.Metric.Title), cmp: c,
 			value: compare.FormatComparison(c)}
 		if ib, ok := invalidBase[c.Cell]; ok {

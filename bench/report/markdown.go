@@ -43,6 +43,9 @@ func groups(a *compare.Analysis) []*group {
 		if g == nil {
 			continue
 		}
+		if notMeasured(cmp.Cell, cmp.Metric.Name) {
+			continue
+		}
 		if g.byCell[cmp.Cell] == nil {
 			g.byCell[cmp.Cell] = map[string]*compare.Comparison{}
 		}
@@ -120,10 +123,11 @@ func (g *group) rows() [][]string {
 }
 
 // notes are the lines under a table: the tables per-table metrics came
-// from where the sides' differ, ignored options per side and the invalid
+// from where the sides' differ, the metrics a cell that crashes the
+// server does not measure, ignored options per side and the invalid
 // samples.
 func (g *group) notes(a *compare.Analysis) []string {
-	out := g.tableNotes()
+	out := append(g.tableNotes(), g.crashNotes()...)
 	for _, side := range []string{result.SideBase, result.SideCandidate} {
 		set := map[string]bool{}
 		for _, c := range g.cells {
