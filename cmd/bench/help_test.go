@@ -22,7 +22,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		{[]string{"help"}, compareFlagSet(&o, &compareVars{}), "Each command has its own --help"},
 		{[]string{"compare", "--help"}, compareFlagSet(&o, &compareVars{}), "bench [compare] --base REF"},
 		{[]string{"lifecycle", "--help"}, lifecycleFlagSet(&lo, &provider), "What one delivery leaves behind"},
-		{[]string{"report", "--help"}, emptyFlagSet("report"), "usage: bench report RUN.json"},
+		{[]string{"report", "--help"}, reportFlagSet(new(bool)), "usage: bench report [--write] RUN.json"},
 		{[]string{"gate", "-h"}, gateFlagSet(&rules), "usage: bench gate"},
 		{[]string{"validate", "--help"}, validateFlagSet(&vf), "usage: bench validate"},
 		{[]string{"selftest", "--help"}, emptyFlagSet("selftest"), "usage: bench selftest"},

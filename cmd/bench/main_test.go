@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/berkcansavur/relaybus/bench/result/resulttest"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +115,32 @@ func TestValidateCommand(t *testing.T) {
 		if _, err := runCLI(t, args...); err == nil || !strings.HasPrefix(err.Error(), "bench: ") {
 			t.Errorf("%q: %v", args, err)
 		}
+	}
+}
+
+// TestReportWrite: bench report --write renders a result set's files again
+// beside its run.json, from the run's samples.
+func TestReportWrite(t *testing.T) {
+	dir := t.TempDir()
+	data, err := resulttest.Run().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "run.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "report", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "report.md")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("report without --write wrote report.md (%v)", err)
+	}
+	if _, err := runCLI(t, "report", "--write", path); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || len(md) == 0 {
+		t.Fatalf("report --write: report.md %d bytes, %v", len(md), err)
 	}
 }

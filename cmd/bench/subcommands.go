@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/berkcansavur/relaybus/bench/compare"
@@ -13,10 +14,13 @@ import (
 )
 
 const (
-	reportUsage = `usage: bench report RUN.json
+	reportUsage = `usage: bench report [--write] RUN.json
 
 Renders a run.json again as the terminal tables (the statistics are
-computed anew from its samples).`
+computed anew from its samples). With --write it also writes the result
+set's files again beside RUN.json (report.md, bench.txt, the plots), as
+the run that made it would write them with this version of the harness:
+for a result set recorded before a fix of the report.`
 	gateUsage = `usage: bench gate --rules METRIC[@SCENARIO]:PCT[,...] RUN.json
 
 Exits 1 when a rule's metric is significantly worse in the candidate by
@@ -62,15 +66,25 @@ func helpOK(err error) error {
 }
 
 func runReport(args []string, stdout io.Writer) error {
-	args, err := noFlagArgs("report", reportUsage, args, 1, stdout)
-	if err != nil {
+	var write bool
+	fs := reportFlagSet(&write)
+	if err := parseFlags(fs, reportUsage, args, stdout); err != nil {
 		return helpOK(err)
 	}
-	run, err := result.Load(args[0])
+	if fs.NArg() != 1 {
+		return errors.New("bench: usage: bench report [--write] RUN.json (see bench report --help)")
+	}
+	run, err := result.Load(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	return report.WriteTerminal(stdout, compare.Analyze(run, compare.DefaultSettings()))
+	analysis := compare.Analyze(run, compare.DefaultSettings())
+	if write {
+		if err := report.WriteFiles(filepath.Dir(fs.Arg(0)), analysis); err != nil {
+			return err
+		}
+	}
+	return report.WriteTerminal(stdout, analysis)
 }
 
 func runGate(args []string, stdout io.Writer) error {
@@ -130,6 +144,12 @@ func pct(n, of int) string {
 }
 
 // gateFlagSet is the gate command's flags, bound to rules.
+func reportFlagSet(write *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.BoolVar(write, "write", false, "write report.md, bench.txt and the plots again beside RUN.json")
+	return fs
+}
+
 func gateFlagSet(rules *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
 	fs.StringVar(rules, "rules", "", "the rules, METRIC[@SCENARIO]:PCT[,...] (required)")
