@@ -166,8 +166,7 @@ func (w *Writer) AddPublished(p Published) error {
 	if len(w.buf)+n > MaxBatchBytes {
 		return ErrBatchFull
 	}
-	w.buf = appendPublished(w.buf, p)
-	return nil
+	return w.appendLine(func(b []byte) []byte { return appendPublished(b, p) })
 }
 
 // AddHandled appends h to the batch.
@@ -202,7 +201,19 @@ func (w *Writer) AddHandled(h Handled) error {
 	if len(w.buf)+n > MaxBatchBytes {
 		return ErrBatchFull
 	}
-	w.buf = appendHandled(w.buf, h)
+	return w.appendLine(func(b []byte) []byte { return appendHandled(b, h) })
+}
+
+// appendLine appends one encoded line to the batch, or refuses it, leaving
+// the batch as it was, when it is longer than MaxLineBytes: the reader
+// would reject the file at that line. w.mu is held.
+func (w *Writer) appendLine(add func([]byte) []byte) error {
+	start := len(w.buf)
+	w.buf = add(w.buf)
+	if n := len(w.buf) - start - 1; n > MaxLineBytes { // less the newline, as the reader counts
+		w.buf = w.buf[:start]
+		return fmt.Errorf("record: a line of %d bytes is longer than MaxLineBytes (%d), which the reader refuses", n, MaxLineBytes)
+	}
 	return nil
 }
 

@@ -321,3 +321,32 @@ func TestOldHandledLines(t *testing.T) {
 		t.Fatalf("re-encoded %q, want %q", out, in)
 	}
 }
+
+// TestWriterRefusesOverlongLines: a record whose line the reader would
+// refuse (longer than MaxLineBytes) is refused by the writer, and the
+// batch keeps what it had (found by fuzzing: a 64 KiB event id was
+// written, and the file could not be read back).
+func TestWriterRefusesOverlongLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.rec")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddPublished(Published{EventID: "ok", CommitNs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", MaxLineBytes)
+	if err := w.AddPublished(Published{EventID: long, CommitNs: 1}); err == nil {
+		t.Fatal("a published line longer than MaxLineBytes was accepted")
+	}
+	if err := w.AddHandled(Handled{EventID: "e", Handler: long, Attempt: 1, HandleNs: 1}); err == nil {
+		t.Fatal("a handled line longer than MaxLineBytes was accepted")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ReadFile(path)
+	if err != nil || len(f.Published) != 1 || len(f.Handled) != 0 {
+		t.Fatalf("read back: %v, %+v", err, f)
+	}
+}
