@@ -462,9 +462,15 @@ func (w *fakeWorker) dispatch(rec *record.Writer) error {
 			w.db.pending = append(w.db.pending, d)
 		}
 		w.db.mu.Unlock()
+		// Counted as a worker counts: each handle recorded, and a
+		// completion once it is done.
 		w.mu.Lock()
-		w.counters.Handled++
-		w.counters.Completed++
+		if d.poison {
+			w.counters.HandlerFailed += int64(times)
+		} else {
+			w.counters.Handled += int64(times)
+			w.counters.Completed++
+		}
 		w.mu.Unlock()
 	}
 	return nil

@@ -150,6 +150,7 @@ func (w *windowRun) replaceExited() error {
 			return err
 		}
 		w.markReplaced(p)
+		w.mark(np, func(r *validate.Process) { r.Replaces = p.Name() })
 		w.step.logf("  fault: %s exited after a database fault; %s replaces it", p.Name(), np.Name())
 		w.disps = append(w.disps, np)
 	}
@@ -162,6 +163,7 @@ func (w *windowRun) replaceExited() error {
 		if err != nil {
 			return err
 		}
+		w.mark(np, func(r *validate.Process) { r.Replaces = p.Name() })
 		w.step.logf("  fault: %s exited after a database fault; %s replaces it", p.Name(), np.Name())
 		w.pubs[i] = np
 	}

@@ -208,7 +208,18 @@ type windowRun struct {
 	replaced map[Worker]bool
 	// faults the window injected, with their times.
 	faults []validate.Fault
+	// procs: every worker started for the window that writes records, in
+	// start order: the manifest's process list.
+	procs  []*startedProc
 	phases *phases
+}
+
+// startedProc is one worker of a window's process list: the worker (nil
+// for a template's preload, which ended before the window) and what the
+// manifest says of it so far.
+type startedProc struct {
+	w Worker
+	p validate.Process
 }
 
 func (w *windowRun) config(role, name string, pool int) protocol.Config {
@@ -222,7 +233,54 @@ func (w *windowRun) config(role, name string, pool int) protocol.Config {
 }
 
 func (w *windowRun) start(cfg protocol.Config) (Worker, error) {
-	return w.step.Launch(w.side.Bin, cfg, filepath.Join(w.dir, cfg.Name+".log"))
+	p, err := w.step.Launch(w.side.Bin, cfg, filepath.Join(w.dir, cfg.Name+".log"))
+	if err == nil && cfg.RecordPath != "" {
+		w.procs = append(w.procs, &startedProc{w: p, p: validate.Process{Name: cfg.Name, Role: cfg.Role, Record: filepath.Base(cfg.RecordPath)}})
+	}
+	return p, err
+}
+
+// mark applies f to what the process list says of worker p.
+func (w *windowRun) mark(p Worker, f func(*validate.Process)) {
+	for _, s := range w.procs {
+		if s.w == p {
+			f(&s.p)
+		}
+	}
+}
+
+// processes is the window's process list for its manifest, once every
+// worker of it has exited: how each ended (killed by the fault plan,
+// its done line, or an error) and its last counters (a done line's
+// counters replace the last counters line's).
+func (w *windowRun) processes(ctx context.Context) []validate.Process {
+	killed := map[string]bool{}
+	for _, f := range w.faults {
+		if f.Kind == validate.FaultKill {
+			killed[f.Process] = true
+		}
+	}
+	out := make([]validate.Process, 0, len(w.procs))
+	for _, s := range w.procs {
+		p := s.p
+		if s.w != nil {
+			_, err := s.w.Wait(ctx)
+			switch {
+			case killed[p.Name]:
+				p.End = validate.EndKilled
+			case err != nil:
+				p.End, p.Error = validate.EndFailed, err.Error()
+			default:
+				p.End = validate.EndDone
+			}
+			if k := s.w.Counters(); k != nil {
+				c := *k
+				p.Counters = &c
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // runOnce runs a role to its end (setup, preload, inspect). A role
@@ -327,7 +385,11 @@ func (w *windowRun) startDrainDispatcher(name string) (Worker, error) {
 	cfg.Dispatcher.LeaseMs = w.c.Dispatcher.LeaseMs
 	cfg.Workload.HandlerCostUs = 0
 	cfg.Workload.RetryBaseDelayMs, cfg.Workload.RetryMaxDelayMs = drainRetryDelayMs, drainRetryDelayMs
-	return w.start(cfg)
+	p, err := w.start(cfg)
+	if err == nil {
+		w.mark(p, func(p *validate.Process) { p.Drain = true })
+	}
+	return p, err
 }
 
 func (w *windowRun) stopTimeout() time.Duration {
@@ -506,9 +568,9 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 		lease = scenarios.DefaultLeaseMs
 	}
 	manifest := &validate.Manifest{Handlers: c.Workload.Handlers, PoisonEvery: c.Workload.PoisonEvery, PoisonPrefixes: w.prefixes,
-		MaxAttempts: c.Workload.MaxAttempts, AllowRedelivery: c.AllowRedelivery, AllowPublishErrors: c.AllowRedelivery,
+		MaxAttempts: c.Workload.MaxAttempts, FailFirst: c.Workload.FailFirst, AllowRedelivery: c.AllowRedelivery, AllowPublishErrors: c.AllowRedelivery,
 		LeaseMs: lease, Faults: w.faults, Window: &validate.Span{StartNs: t0.UnixNano(), EndNs: t1.UnixNano()},
-		PublishErrors: w.publishErrors(), Final: *final, NoKeyOrder: w.side.NoKeyOrder}
+		PublishErrors: w.publishErrors(), Final: *final, NoKeyOrder: w.side.NoKeyOrder, Processes: w.processes(ctx)}
 	if err := validate.WriteManifest(w.dir, manifest); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -520,5 +521,115 @@ func TestCrashReplacesExitedWorkers(t *testing.T) {
 	}
 	if w := step.Warnings(); len(w) != 1 || !strings.Contains(w[0], "disp-1 exited after a database fault") {
 		t.Fatalf("warnings %q", w)
+	}
+}
+
+// TestManifestListsTheProcesses: a window's manifest lists every worker
+// that wrote records in it (the template's preload, the dispatchers, the
+// drain dispatchers, a replacement after a database fault), how each
+// ended and its last counters, and the validator checks the record
+// files against them (issue 24).
+func TestManifestListsTheProcesses(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		role, end    string
+		drain, tmpl  bool
+		replaces     string
+		handledAbove int64 // Counters.Handled must exceed it
+	}
+	for _, tc := range []struct {
+		name      string
+		cell      func() *scenarios.Cell
+		misbehave map[string]string
+		procs     map[string]want
+	}{
+		{name: "a kill cell on a template's preload", cell: func() *scenarios.Cell {
+			c := dispatchTestCell(1000, 2)
+			c.Scenario, c.KillDispatcherAt, c.AllowRedelivery = scenarios.Faults, 0.3, true
+			return c
+		}, procs: map[string]want{
+			"preload": {role: protocol.RolePreload, end: validate.EndDone, tmpl: true, handledAbove: -1},
+			"disp-0":  {role: protocol.RoleDispatcher, end: validate.EndKilled},
+			"disp-1":  {role: protocol.RoleDispatcher, end: validate.EndDone},
+			"drain-0": {role: protocol.RoleDispatcher, end: validate.EndDone, drain: true, handledAbove: -1},
+			"drain-1": {role: protocol.RoleDispatcher, end: validate.EndDone, drain: true, handledAbove: -1},
+		}},
+		{name: "a crash cell whose dispatcher fails and is replaced", cell: crashTestCell, misbehave: map[string]string{"disp-1": "crash-exit"},
+			procs: map[string]want{
+				"preload":    {role: protocol.RolePreload, end: validate.EndDone, tmpl: true, handledAbove: -1},
+				"disp-0":     {role: protocol.RoleDispatcher, end: validate.EndDone},
+				"disp-1":     {role: protocol.RoleDispatcher, end: validate.EndFailed, handledAbove: -1},
+				"disp-1-re1": {role: protocol.RoleDispatcher, end: validate.EndDone, replaces: "disp-1", handledAbove: -1},
+				"drain-0":    {role: protocol.RoleDispatcher, end: validate.EndDone, drain: true, handledAbove: -1},
+				"drain-1":    {role: protocol.RoleDispatcher, end: validate.EndDone, drain: true, handledAbove: -1},
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fc := newFakeCluster()
+			fc.handleEvery = time.Millisecond
+			fc.misbehave = tc.misbehave
+			step := &Step{Server: fc, Launch: fc.launch, Warmup: 20 * time.Millisecond, Window: 300 * time.Millisecond,
+				DrainTimeout: 10 * time.Second, StopTimeout: time.Second}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			defer step.Close(ctx)
+			root := t.TempDir()
+			w := Window{Round: 1, Side: result.SideBase, Order: 1, Name: "rb_t_c01_r1_b", Dir: "cell01/r1-base", Template: "rb_t_c01_tp_b"}
+			dir := filepath.Join(root, w.Dir)
+			c := tc.cell()
+			s := step.Measure(ctx, step.Prepare(ctx, w, c, &Side{Name: result.SideBase}, dir), nil)
+			if !s.IsValid() {
+				t.Fatalf("sample INVALID: %q %v", s.Error, s.Validation)
+			}
+			if s.Validation.ProcessesUnchecked || slices.ContainsFunc(s.Validation.Notes, func(n string) bool { return strings.Contains(n, "processes") }) {
+				t.Fatalf("records not checked against the processes: %q", s.Validation.Notes)
+			}
+			m, files, found, err := validate.ReadDir(dir)
+			if err != nil || !found {
+				t.Fatalf("ReadDir: %v (manifest found %v)", err, found)
+			}
+			if len(m.Processes) != len(tc.procs) || len(files) != len(tc.procs) {
+				t.Fatalf("%d processes, %d record files, want %d: %+v", len(m.Processes), len(files), len(tc.procs), m.Processes)
+			}
+			for _, p := range m.Processes {
+				want, ok := tc.procs[p.Name]
+				switch {
+				case !ok:
+					t.Errorf("unexpected process %+v", p)
+				case p.Role != want.role || p.End != want.end || p.Drain != want.drain || p.Template != want.tmpl || p.Replaces != want.replaces ||
+					p.Record != p.Name+validate.RecordFileExt:
+					t.Errorf("process %+v, want %+v", p, want)
+				case p.Counters == nil || p.Counters.Handled <= want.handledAbove:
+					t.Errorf("process %s: counters %+v, want handled > %d", p.Name, p.Counters, want.handledAbove)
+				case p.End == validate.EndFailed && p.Error == "":
+					t.Errorf("process %s failed without an error", p.Name)
+				}
+			}
+			if p := m.Processes[0]; p.Name != "preload" || p.Counters.Published != int64(c.Preload) {
+				t.Errorf("first process %+v, want the preload with its %d commits", p, c.Preload)
+			}
+			// A record line lost from a process that exited cleanly makes
+			// the kept folder INVALID, named.
+			rec := filepath.Join(dir, "drain-0"+validate.RecordFileExt)
+			data, err := os.ReadFile(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.SplitAfter(string(data), "\n")
+			if len(lines) < 2 {
+				t.Skipf("drain-0 recorded %d lines; nothing to lose", len(lines)-1)
+			}
+			if err := os.WriteFile(rec, []byte(strings.Join(lines[1:], "")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m, files, _, err = validate.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := validate.Validate(m.Input(files)); r.Valid || r.CounterMismatches != 1 || !strings.Contains(strings.Join(r.Examples, "\n"), "counters: drain-0 ended with its done line") {
+				t.Fatalf("a lost line of drain-0: %s %q", r, r.Examples)
+			}
+		})
 	}
 }

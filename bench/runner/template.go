@@ -31,6 +31,9 @@ type template struct {
 	// roles ignored of their configs.
 	prefix  string
 	ignored []string
+	// preload is the preload process as the windows' process lists name
+	// it (its record file copied into each window's folder).
+	preload validate.Process
 	err     error
 }
 
@@ -72,6 +75,7 @@ func (w *windowRun) prepareFromTemplate(ctx context.Context, key templateKey, na
 	w.dsn, w.dbCreated = dsn, true
 	w.sample.Ignored = append(w.sample.Ignored, t.ignored...)
 	w.prefixes = append(w.prefixes, t.prefix)
+	w.procs = append(w.procs, &startedProc{p: t.preload})
 	if err := linkOrCopy(filepath.Join(t.dir, templateRecordFile), filepath.Join(w.dir, "preload"+validate.RecordFileExt)); err != nil {
 		return fmt.Errorf("runner: the template's preload records: %w", err)
 	}
@@ -140,6 +144,12 @@ func (s *Step) buildTemplate(ctx context.Context, name, dir string, w *windowRun
 		return fail(err)
 	}
 	t.ignored = tw.sample.Ignored
+	ps := tw.processes(ctx)
+	if len(ps) != 1 {
+		return fail(fmt.Errorf("runner: the template's preload is %d processes, want 1", len(ps)))
+	}
+	t.preload = ps[0]
+	t.preload.Template, t.preload.Record = true, "preload"+validate.RecordFileExt
 	return t
 }
 

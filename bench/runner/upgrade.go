@@ -197,7 +197,7 @@ func (up *upgradeRun) run(ctx context.Context) error {
 	}
 	res.Final = final
 	up.phases.mark("candidate drain")
-	return up.validate(final)
+	return up.validate(ctx, final)
 }
 
 // kind is one preload of the backlog.
@@ -478,10 +478,18 @@ func progression(set map[int64]bool, want int) (start, stride int64, n int) {
 // handled, a repeat only where the kill explains it (a delivery the
 // killed dispatcher had in flight), per-key order across the switch, and
 // no more redeliveries than the deliveries the base left in flight.
-func (up *upgradeRun) validate(final *protocol.Inspect) error {
+func (up *upgradeRun) validate(ctx context.Context, final *protocol.Inspect) error {
 	res := up.res
-	manifest := &validate.Manifest{Handlers: up.u.Workload.Handlers, AllowRedelivery: true,
+	manifest := &validate.Manifest{Handlers: up.u.Workload.Handlers, FailFirst: up.u.Workload.FailFirst, AllowRedelivery: true,
 		LeaseMs: int64(max(up.u.BaseDispatcher.LeaseMs, 0)), Faults: []validate.Fault{up.kill}, Final: *final}
+	// Both sides' processes whose records are the run's (the republish's
+	// are not: republishDir), the killed base dispatcher as killed.
+	up.base.faults = []validate.Fault{up.kill}
+	for _, p := range append(up.base.processes(ctx), up.cand.processes(ctx)...) {
+		if strings.HasSuffix(p.Record, validate.RecordFileExt) {
+			manifest.Processes = append(manifest.Processes, p)
+		}
+	}
 	if manifest.LeaseMs == 0 {
 		manifest.LeaseMs = scenarios.DefaultLeaseMs
 	}

@@ -135,6 +135,7 @@ func (c *checker) check() *Result {
 		c.commitOrder()
 	}
 	c.window()
+	c.processes()
 
 	r.Pending, r.Processing = in.Final.Pending, in.Final.Processing
 	if r.Pending != 0 || r.Processing != 0 {

@@ -51,12 +51,17 @@ type Manifest struct {
 	Final              Final   `json:"final"`
 	// NoKeyOrder: the side keeps no per-key order (Expect.NoKeyOrder).
 	NoKeyOrder bool `json:"no_key_order,omitempty"`
+	// Processes: every worker process the harness started for the window
+	// that writes records, with how it ended and its last counters (see
+	// Process; the harness writes them since issue 24, an older manifest
+	// has none and its records are not checked against them).
+	Processes []Process `json:"processes,omitempty"`
 }
 
 // Input is the validator's input for the record files of the window the
 // manifest describes.
 func (m *Manifest) Input(files []File) *Input {
-	in := &Input{Files: files, Handlers: m.Handlers, Final: m.Final, PublishErrors: m.PublishErrors,
+	in := &Input{Files: files, Handlers: m.Handlers, Final: m.Final, PublishErrors: m.PublishErrors, Processes: m.Processes,
 		Expect: Expect{MaxAttempts: m.MaxAttempts, FailFirst: m.FailFirst, AllowRedelivery: m.AllowRedelivery, AllowPublishErrors: m.AllowPublishErrors,
 			Faults: m.Faults, Lease: time.Duration(m.LeaseMs) * time.Millisecond, Window: m.Window, NoKeyOrder: m.NoKeyOrder}}
 	if m.PoisonEvery > 0 {
@@ -167,6 +172,11 @@ func (m *Manifest) check() error {
 			return errors.New("a kill fault names no process")
 		case f.EndNs < f.StartNs:
 			return fmt.Errorf("fault %s ends before it starts", f.Kind)
+		}
+	}
+	for i := range m.Processes {
+		if err := checkProcess(&m.Processes[i]); err != nil {
+			return err
 		}
 	}
 	return nil

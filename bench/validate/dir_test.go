@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berkcansavur/relaybus/bench/protocol"
 )
 
 func writeFile(t *testing.T, dir, name, content string) {
@@ -35,7 +37,7 @@ func TestReadDirV010Records(t *testing.T) {
 		t.Fatalf("ReadDir: %v found %v files %d", err, found, len(files))
 	}
 	r := Validate(m.Input(files))
-	if !r.Valid || r.Redeliveries != 1 || r.DeadExpected != 1 || r.CommitOrderSkipped != 3 || len(r.Notes) != 4 || r.CausalityUnchecked != 5 ||
+	if !r.Valid || r.Redeliveries != 1 || r.DeadExpected != 1 || r.CommitOrderSkipped != 3 || len(r.Notes) != 5 || !r.ProcessesUnchecked || r.CausalityUnchecked != 5 ||
 		r.TokensUnchecked != 5 || r.OverlapUnchecked != 5 {
 		t.Fatalf("%s %q %q", r, r.Examples, r.Notes)
 	}
@@ -97,6 +99,9 @@ func TestReadDirRejects(t *testing.T) {
 		"bad fault":     {"P\te\tt\t\t1\t0\n", `{"handlers":["a"],"faults":[{"kind":"flood"}]}`, `fault kind "flood"`},
 		"kill nobody":   {"P\te\tt\t\t1\t0\n", `{"handlers":["a"],"faults":[{"kind":"kill"}]}`, "names no process"},
 		"empty window":  {"P\te\tt\t\t1\t0\n", `{"handlers":["a"],"window":{"start_ns":5,"end_ns":5}}`, "is empty"},
+		"process end":   {"P\te\tt\t\t1\t0\n", `{"handlers":["a"],"processes":[{"name":"p","role":"publisher","record":"p.rec","end":"gone"}]}`, `end "gone"`},
+		"process role":  {"P\te\tt\t\t1\t0\n", `{"handlers":["a"],"processes":[{"name":"p","role":"inspect","record":"p.rec","end":"done"}]}`, `role "inspect"`},
+		"process name":  {"P\te\tt\t\t1\t0\n", `{"handlers":["a"],"processes":[{"role":"publisher","record":"p.rec","end":"done"}]}`, "without a name"},
 	} {
 		dir := t.TempDir()
 		if tc.rec != "" {
@@ -116,15 +121,25 @@ func TestManifestRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	m := &Manifest{Handlers: []string{"a"}, MaxAttempts: 3, LeaseMs: 2000, AllowRedelivery: true,
 		Faults: []Fault{{Kind: FaultRestart, StartNs: 1, EndNs: 2}, {Kind: FaultCrash, StartNs: 3, EndNs: 4}}, Window: &Span{StartNs: 0, EndNs: 9},
-		Final: Final{Dead: 1, DeadLetters: []DeadLetter{{EventID: "e", Handler: "a", Attempts: 3}}}, NoKeyOrder: true}
+		Final: Final{Dead: 1, DeadLetters: []DeadLetter{{EventID: "e", Handler: "a", Attempts: 3}}}, NoKeyOrder: true, FailFirst: 1,
+		Processes: []Process{{Name: "p", Role: "publisher", Record: "p.rec", End: EndDone, Counters: &protocol.Counters{Published: 1}}}}
 	if err := WriteManifest(dir, m); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, dir, "p.rec", "P\te\tt\t\t1\t0\n")
 	got, _, found, err := ReadDir(dir)
 	if err != nil || !found || got.Final.DeadLetters[0] != m.Final.DeadLetters[0] || got.Window.EndNs != 9 || got.Faults[0] != m.Faults[0] || got.Faults[1] != m.Faults[1] ||
-		!got.NoKeyOrder || !got.Input(nil).Expect.NoKeyOrder {
+		!got.NoKeyOrder || !got.Input(nil).Expect.NoKeyOrder || got.Input(nil).Expect.FailFirst != 1 ||
+		len(got.Processes) != 1 || got.Processes[0].Counters.Published != 1 || got.Processes[0].End != EndDone {
 		t.Fatalf("%+v %v", got, err)
+	}
+	// The record file and the process's counters agree.
+	got, files, _, err := ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Validate(got.Input(files)); r.CounterMismatches != 0 || r.RecordFilesMissing != 0 || r.RecordFilesUnlisted != 0 || r.ProcessesUnchecked {
+		t.Fatalf("%s %q", r, r.Examples)
 	}
 }
 

@@ -108,6 +108,22 @@ type Result struct {
 	// not a violation, reported beside the verdict.
 	PublishErrors        int64
 	PublishErrorsAllowed int64 `json:",omitempty"`
+	// RecordFilesMissing: listed processes whose record file the folder
+	// does not hold (or that name none); RecordFilesUnlisted: record files
+	// of no listed process; CounterMismatches: processes whose last
+	// counters disagree with their record file (exactly for a clean exit,
+	// as a lower bound otherwise), and publish errors below the
+	// publishers' own; ProcessListViolations: a process listed twice, a
+	// kill the list and the fault plan disagree on, a failed process in a
+	// cell without a database fault.
+	RecordFilesMissing    int64 `json:",omitempty"`
+	RecordFilesUnlisted   int64 `json:",omitempty"`
+	CounterMismatches     int64 `json:",omitempty"`
+	ProcessListViolations int64 `json:",omitempty"`
+	// ProcessesUnchecked: the input lists no processes (a manifest
+	// written before the list, or a hand-made set), so the record files
+	// were not checked against them; not a violation, noted.
+	ProcessesUnchecked bool `json:",omitempty"`
 	// TruncatedFiles: record files cut short by a process that was not
 	// killed by the fault plan (a record was lost).
 	TruncatedFiles int64
@@ -212,6 +228,10 @@ func (r *Result) violations() []namedCount {
 		{name: "uncertain commits without a database fault", v: r.UncertainUnexplained},
 		{name: "unplanned failures", v: r.FailuresUnexplained},
 		{name: "truncated record files", v: r.TruncatedFiles},
+		{name: "record files missing", v: r.RecordFilesMissing},
+		{name: "record files of no listed process", v: r.RecordFilesUnlisted},
+		{name: "counters against records", v: r.CounterMismatches},
+		{name: "process list violations", v: r.ProcessListViolations},
 		{name: "dead letters unverified (list truncated)", v: b2i(r.DeadLettersUnverified), flag: true},
 		{name: "too large to check", v: b2i(r.TooLarge), flag: true},
 	}

@@ -71,6 +71,17 @@
 // letters are exactly the planted poison, with the budget's attempts,
 // each attempt failed on record (one unrecorded per fault in a fault
 // cell).
+//
+// # Processes
+//
+// Where the manifest lists the window's processes (Input.Processes), the
+// record files are checked against them: each listed process's file is
+// there and every file is a listed process's; the kills the list names
+// are the fault plan's; a process that ended with its done line counted
+// exactly the lines its file holds, and any other process's last
+// counters are a lower bound of the lines a worker writes to the kernel
+// before it counts them (its commits; its ok handles as many as its
+// confirmed completions). Without a list the result notes it.
 package validate
 
 import (
@@ -92,7 +103,12 @@ type Input struct {
 	// PublishErrors is the number of publish calls that failed (the
 	// publishers' counters): their events were not published.
 	PublishErrors int64
-	Expect        Expect
+	// Processes are the worker processes the harness started for the
+	// window, with how each ended and its last counters (the manifest's
+	// list); none: the record files are not checked against them, and the
+	// result notes it.
+	Processes []Process
+	Expect    Expect
 }
 
 // File is the content of one process's record file.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/record"
 )
 
@@ -145,6 +146,44 @@ func noKeyOrder(in *Input) {
 	}
 }
 
+// listProcesses lists in's files as the processes that wrote them, as
+// the harness does: pub-* publishers and the rest dispatchers, each
+// ended with its done line and counters that match its file, except a
+// process the fault plan killed, whose last counters report its
+// completed deliveries only.
+func listProcesses(in *Input) {
+	killed := map[string]bool{}
+	for _, f := range in.Expect.Faults {
+		if f.Kind == FaultKill {
+			killed[f.Process] = true
+		}
+	}
+	in.Processes = nil
+	for i := range in.Files {
+		f := &in.Files[i]
+		n := countLines(f)
+		p := Process{Name: f.Name, Role: protocol.RoleDispatcher, Record: f.Name + RecordFileExt, End: EndDone,
+			Counters: &protocol.Counters{Handled: n.ok, HandlerFailed: n.failed, Completed: n.ok, Published: n.certain, Uncertain: n.uncertain}}
+		if strings.HasPrefix(f.Name, "pub-") {
+			p.Role = protocol.RolePublisher
+		}
+		if killed[f.Name] {
+			p.End = EndKilled
+		}
+		in.Processes = append(in.Processes, p)
+	}
+}
+
+// proc returns in's listed process of that name.
+func proc(in *Input, name string) *Process {
+	for i := range in.Processes {
+		if in.Processes[i].Name == name {
+			return &in.Processes[i]
+		}
+	}
+	panic("no process " + name)
+}
+
 // counts names every count of a result; a case lists the ones it expects
 // to be non-zero and every other must be 0.
 func counts(r *Result) map[string]int64 {
@@ -158,7 +197,8 @@ func counts(r *Result) map[string]int64 {
 		"truncated": r.TruncatedFiles, "failures": r.Failures, "empty": b2i(r.Empty), "idle": b2i(r.Idle),
 		"unverified": b2i(r.DeadLettersUnverified), "commitOrderSkipped": r.CommitOrderSkipped,
 		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "causalityUnchecked": r.CausalityUnchecked, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "sequenceGaps": r.SequenceGaps, "uncertainUnexplained": r.UncertainUnexplained, "failuresUnexplained": r.FailuresUnexplained, "noHandlers": b2i(r.NoHandlers), "tokensUnchecked": r.TokensUnchecked,
-		"overlapUnchecked": r.OverlapUnchecked,
+		"overlapUnchecked": r.OverlapUnchecked, "filesMissing": r.RecordFilesMissing, "filesUnlisted": r.RecordFilesUnlisted,
+		"counterMismatches": r.CounterMismatches, "processList": r.ProcessListViolations,
 	}
 }
 
@@ -639,6 +679,82 @@ var mutations = []struct {
 		file(in, "disp-0").Handled[0].HandleNs = handleStart + 100*step // out of order: not checked
 		file(in, "disp-0").Handled[0].EndNs = handleStart + 100*step
 	}, want: map[string]int64{"attempts": 1, "lost": 1, "handled": 15, "duplicates": 1, "keyMismatches": 1, "pending": 1, "keyOrderSkipped": 16, "tokenConflicts": 1}},
+	// Issue 24: the window manifest's processes against the record files.
+	{name: "processes: every record file is a listed process's, with its counters", edit: listProcesses, valid: true},
+	{name: "processes: none listed, noted", edit: func(*Input) {}, valid: true, example: "records not checked against the processes"},
+	{name: "processes: a listed process's record file is missing", edit: func(in *Input) {
+		listProcesses(in)
+		in.Processes = append(in.Processes, Process{Name: "disp-2", Role: protocol.RoleDispatcher, Record: "disp-2.rec", End: EndDone,
+			Counters: &protocol.Counters{Handled: 4}})
+	}, want: map[string]int64{"filesMissing": 1}, example: "record file missing: disp-2 (role dispatcher, ended done) wrote disp-2.rec"},
+	{name: "processes: a process that names no record file", edit: func(in *Input) {
+		listProcesses(in)
+		proc(in, "disp-1").Record = ""
+	}, want: map[string]int64{"filesMissing": 1, "filesUnlisted": 1}, example: "disp-1 (role dispatcher) names no record file"},
+	{name: "processes: a record file of no listed process", edit: func(in *Input) {
+		listProcesses(in)
+		in.Processes = in.Processes[:2]
+	}, want: map[string]int64{"filesUnlisted": 1}, example: "record file of no process: disp-1.rec"},
+	{name: "processes: a lost handle line", edit: func(in *Input) {
+		listProcesses(in)
+		d := file(in, "disp-1")
+		d.Handled = d.Handled[:len(d.Handled)-1] // e7/b: counted, not in the file
+	}, want: map[string]int64{"lost": 1, "handled": 15, "counterMismatches": 1},
+		example: "counters: disp-1 ended with its done line reporting 8 ok and 0 failed handles, 0 certain and 0 uncertain commits; its record file holds 7, 0, 0 and 0"},
+	{name: "processes: a lost commit line of a handled event", edit: func(in *Input) {
+		listProcesses(in)
+		p := file(in, "pub-0")
+		p.Published = p.Published[1:] // e0: committed and counted, its line lost
+	}, want: map[string]int64{"counterMismatches": 1, "published": 7, "expected": 14, "handled": 14, "unexpected": 2, "sequenceGaps": 1},
+		example: "counters: pub-0 ended with its done line reporting 0 ok and 0 failed handles, 8 certain and 0 uncertain commits; its record file holds 0, 0, 7 and 0"},
+	{name: "processes: counters that disagree with the records", edit: func(in *Input) {
+		listProcesses(in)
+		proc(in, "disp-0").Counters.HandlerFailed = 2
+	}, want: map[string]int64{"counterMismatches": 1}, example: "reporting 8 ok and 2 failed handles"},
+	{name: "processes: a killed process's counters may run ahead of its records, not its completions", edit: func(in *Input) {
+		killAt(in, "disp-0", handleStart+4*step)
+		listProcesses(in)
+		// Its last counters line counted handles whose records were
+		// still in its buffer when it was killed.
+		proc(in, "disp-0").Counters.Handled += 3
+	}, valid: true},
+	{name: "processes: a killed process's completions beyond its records", edit: func(in *Input) {
+		killAt(in, "disp-0", handleStart+4*step)
+		listProcesses(in)
+		proc(in, "disp-0").Counters.Completed++
+	}, want: map[string]int64{"counterMismatches": 1}, example: "counters: disp-0 (ended killed) last reported 7 completions"},
+	{name: "processes: listed as killed with no kill in the plan", edit: func(in *Input) {
+		listProcesses(in)
+		proc(in, "disp-0").End = EndKilled
+	}, want: map[string]int64{"processList": 1}, example: "disp-0 is listed as killed, but the fault plan killed no such process"},
+	{name: "processes: the plan's kill listed as a clean exit", edit: func(in *Input) {
+		killAt(in, "disp-0", handleStart+4*step)
+		listProcesses(in)
+		proc(in, "disp-0").End = EndDone
+	}, want: map[string]int64{"processList": 1}, example: "the fault plan killed disp-0, but the list says it ended done"},
+	{name: "processes: the plan killed a process the list does not name", edit: func(in *Input) {
+		listProcesses(in)
+		in.Expect.AllowRedelivery = true
+		in.Expect.Faults = []Fault{{Kind: FaultKill, Process: "disp-7", StartNs: 1, EndNs: 1}}
+	}, want: map[string]int64{"processList": 1}, example: "the fault plan killed disp-7, which the list does not name"},
+	{name: "processes: a failed process outside a database fault", edit: func(in *Input) {
+		listProcesses(in)
+		proc(in, "disp-1").End, proc(in, "disp-1").Error = EndFailed, "exit status 1"
+	}, want: map[string]int64{"processList": 1}, example: "disp-1 failed (exit status 1) in a cell without a database restart or crash"},
+	{name: "processes: a process failed in a crash: its counters are a lower bound", edit: func(in *Input) {
+		crashAt(in, handleStart+100*step)
+		listProcesses(in)
+		p := proc(in, "disp-1")
+		p.End, p.Counters.Handled = EndFailed, 2
+	}, valid: true},
+	{name: "processes: listed twice", edit: func(in *Input) {
+		listProcesses(in)
+		in.Processes = append(in.Processes, in.Processes[1])
+	}, want: map[string]int64{"processList": 1}, example: "disp-0 is listed twice"},
+	{name: "processes: fewer publish errors than the publishers counted", edit: func(in *Input) {
+		listProcesses(in)
+		proc(in, "pub-0").Counters.PublishErrors = 2
+	}, want: map[string]int64{"counterMismatches": 1}, example: "the window counts 0 failed publish calls, its publishers reported 2"},
 	{name: "an attempt past the budget", edit: func(in *Input) {
 		in.Expect.MaxAttempts = 3
 		handled(in, "e1", "a").Attempt = 4
