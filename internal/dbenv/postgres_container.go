@@ -113,17 +113,21 @@ func (s *containerServer) restart(ctx context.Context) error {
 	return nil
 }
 
-// crash sends SIGQUIT to the container's postgres (its PID 1): an
-// immediate shutdown, after which the container has exited; then it
-// starts the container again.
+// crash sends SIGQUIT to the container's postmaster (its pid from
+// postmaster.pid: PID 1 is the entrypoint script, which waits for it): an
+// immediate shutdown, after which the entrypoint and so the container
+// exit; then it starts the container again.
+// crashCommand signals the postmaster of the container's data directory.
+const crashCommand = `kill -QUIT "$(head -n 1 "${PGDATA:-/var/lib/postgresql/data}/postmaster.pid")"`
+
 func (s *containerServer) crash(ctx context.Context) error {
 	start := time.Now()
-	code, _, err := s.ctr.Exec(ctx, []string{"sh", "-c", "kill -QUIT 1"})
+	code, _, err := s.ctr.Exec(ctx, []string{"sh", "-c", crashCommand})
 	if err != nil {
 		return fmt.Errorf("dbenv: crash: signal postgres: %w", err)
 	}
 	if code != 0 {
-		return fmt.Errorf("dbenv: crash: sh -c 'kill -QUIT 1' exited %d", code)
+		return fmt.Errorf("dbenv: crash: sh -c %q exited %d", crashCommand, code)
 	}
 	// Wait for the container to exit, then start it again (Start on a
 	// running container would do nothing).

@@ -51,6 +51,16 @@ func TestTestcontainersProvider(t *testing.T) {
 	if v != 7 {
 		t.Errorf("after Restart v = %d; want 7", v)
 	}
+	// A crash (immediate shutdown) keeps what was committed synchronously
+	// and starts again through crash recovery.
+	mustExec(t, dsn, "UPDATE t SET v = 8")
+	if err := pg.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustQueryRow(t, dsn, "SELECT v FROM t", &v)
+	if v != 8 {
+		t.Errorf("after Crash v = %d; want 8", v)
+	}
 	if err := pg.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

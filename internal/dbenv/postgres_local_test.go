@@ -108,6 +108,19 @@ func TestLocalProvider(t *testing.T) {
 	if v != 42 {
 		t.Errorf("after Restart, t.v = %d; want 42", v)
 	}
+	// A crash (immediate shutdown) keeps what was committed synchronously
+	// and starts again, on the same address, through crash recovery.
+	mustExec(t, dsn, "CREATE TABLE c (v int); INSERT INTO c VALUES (43)")
+	if err := pg.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pg.AdminDSN() != adminBefore {
+		t.Errorf("AdminDSN changed across Crash: %s -> %s", adminBefore, pg.AdminDSN())
+	}
+	mustQueryRow(t, dsn, "SELECT v FROM c", &v)
+	if v != 43 {
+		t.Errorf("after Crash, c.v = %d; want 43", v)
+	}
 
 	// A clone holds the template's rows and is independent of it.
 	clone, err := pg.CloneDatabase(ctx, "restart_clone", "restart_keeps")
