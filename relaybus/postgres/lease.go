@@ -30,11 +30,8 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 	for i, l := range ls {
 		ids[i], lanes[i], epochs[i], claims[i] = l.ID, int16(l.Token.Lane), l.Token.Epoch, l.Token.Claims
 	}
-	// The lanes first, in a statement of their own (see lockLane in
-	// schema.go), then the renewal, in one round trip and transaction.
 	var renewed []int64
-	batch := &pgx.Batch{}
-	batch.Queue(s.q.lockHeld, params.Owner, s.holder, lanes)
+	batch := lockFirst(s.q.lockHeld, params.Owner, s.holder, lanes)
 	batch.Queue(s.q.extend, params.Owner, s.holder, ids, lanes, epochs, claims, params.ExpiresAt).
 		Query(func(rows pgx.Rows) error {
 			var err error
@@ -233,15 +230,24 @@ func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelin
 	if err := params.Validate(); err != nil {
 		return 0, err
 	}
-	// The lanes first, in a statement of their own (see lockLane in
-	// schema.go), then the release, in one round trip and transaction.
 	var n int64
-	batch := &pgx.Batch{}
-	batch.Queue(s.q.lockOwned, params.Owner, s.holder)
+	batch := lockFirst(s.q.lockOwned, params.Owner, s.holder)
 	batch.Queue(s.q.relinquish, params.Owner, s.holder, params.Now).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return 0, errorFrom("relinquish", err)
 	}
 	return int(n), nil
+}
+
+// lockFirst returns a batch that starts with the lane lock statement
+// lockSQL (lockLane, lockHeld or lockOwned in schema.go): the caller
+// queues the statement that writes those lanes after it, and the two run
+// in one round trip and one implicit transaction, so that the write reads
+// the lanes at the versions the lock holds (see lockLane for the deadlock
+// this avoids).
+func lockFirst(lockSQL string, args ...any) *pgx.Batch {
+	batch := &pgx.Batch{}
+	batch.Queue(lockSQL, args...)
+	return batch
 }
