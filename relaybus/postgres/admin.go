@@ -62,6 +62,26 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 			return nil, fmt.Errorf("relaybus/postgres: list: malformed cursor %q: %w", params.After, relaybus.ErrInvalid)
 		}
 	}
+	sql, args := s.listQuery(params, after, limit)
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, errorFrom("list", err)
+	}
+	list, err := pgx.CollectRows(rows, scanDelivery)
+	if err != nil {
+		return nil, errorFrom("list", err)
+	}
+	res := &relaybus.DeliveryListResult{Deliveries: list}
+	if len(list) > limit {
+		res.Deliveries = list[:limit]
+		res.Next = list[limit-1].ID
+	}
+	return res, nil
+}
+
+// listQuery is DeliveryList's statement and its arguments for params,
+// after the cursor after, pages of limit.
+func (s *Store) listQuery(params *relaybus.DeliveryListParams, after int64, limit int) (string, []any) {
 	// $1 after, $2 page size + 1 (one row more tells whether there is a
 	// next page); the filters follow.
 	args := []any{after, limit + 1}
@@ -111,20 +131,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 			" h LEFT JOIN " + s.q.events + " e ON e.id = h.event_id WHERE h.id > $1" + where(hw) +
 			" ORDER BY h.id LIMIT $2)) u ORDER BY 1 LIMIT $2"
 	}
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, errorFrom("list", err)
-	}
-	list, err := pgx.CollectRows(rows, scanDelivery)
-	if err != nil {
-		return nil, errorFrom("list", err)
-	}
-	res := &relaybus.DeliveryListResult{Deliveries: list}
-	if len(list) > limit {
-		res.Deliveries = list[:limit]
-		res.Next = list[limit-1].ID
-	}
-	return res, nil
+	return sql, args
 }
 
 // Statistics counts deliveries per status and handler (a scan of the

@@ -77,6 +77,8 @@ type queries struct {
 	purgeCompleted string
 	purgeHistory   string
 	purgeEvents    string
+
+	setupLock string
 }
 
 // deliveryColumns are the columns scanDelivery reads: d = deliveries,
@@ -811,5 +813,8 @@ DELETE FROM {events} AS e
 WHERE e.created_at < $1
 	AND NOT EXISTS (SELECT 1 FROM {deliveries} d WHERE d.event_id = e.id)
 	AND NOT EXISTS (SELECT 1 FROM {history} h WHERE h.event_id = e.id)`)
+
+	// Setup's advisory lock ($1 setupLockKey).
+	q.setupLock = `SELECT pg_advisory_xact_lock($1)`
 	return q
 }

@@ -182,7 +182,7 @@ const setupLockKey int64 = 0x726c796275733031
 // rewrites every delivery row once; see the package documentation.
 func (s *Store) Setup(ctx context.Context) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", setupLockKey); err != nil {
+		if _, err := tx.Exec(ctx, s.q.setupLock, setupLockKey); err != nil {
 			return err
 		}
 		// Exec without arguments uses the simple protocol, which runs a
