@@ -95,6 +95,17 @@ type Config struct {
 	// batch). For a transactional handler it is called with that one
 	// delivery before DeliveryCompleteTx.
 	BeforeComplete func(ctx context.Context, ds []*Delivery) error
+	// AfterComplete, if set, is called after the store confirmed the
+	// completion of deliveries: with each completion batch's deliveries
+	// whose leases were still held (in their batch's order), once the
+	// write returned; for a transactional handler with its delivery once
+	// the transaction committed. A delivery whose completion failed or
+	// found its lease lost is not passed. It runs on the goroutine that
+	// writes completions, so a slow AfterComplete holds back the next
+	// batch; a panic is recovered and logged. The completion stands
+	// whatever it does. The harness uses it to record which claim each
+	// completion ended.
+	AfterComplete func(ctx context.Context, ds []*Delivery)
 }
 
 // withDefaults returns cfg with defaults filled in, or the first field out of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -234,5 +235,98 @@ func TestCompletionErrors(t *testing.T) {
 		stop()
 		tb.spy.with(func(s *spyStore[*fakeTx]) { require.Len(t, s.completeMany, 1) })
 		require.Zero(t, tb.bus.DispatcherStats().Completed)
+	})
+}
+
+func TestAfterComplete(t *testing.T) {
+	t.Parallel()
+	// collect records what AfterComplete saw, and checks each delivery is
+	// completed in the store by then.
+	type seen struct {
+		mu    sync.Mutex
+		ids   []string
+		calls int
+	}
+	collect := func(tb **bundle, s *seen) func(context.Context, []*Delivery) {
+		return func(_ context.Context, ds []*Delivery) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.calls++
+			for _, d := range ds {
+				for _, sd := range (*tb).store.snapshot() {
+					if sd.ID == d.ID && sd.Status != StatusCompleted {
+						panic(fmt.Sprintf("delivery %s is %s in AfterComplete", d.ID, sd.Status))
+					}
+				}
+				s.ids = append(s.ids, d.ID)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		window time.Duration
+		tx     bool
+	}{
+		{name: "batched", window: 20 * time.Millisecond},
+		{name: "one at a time", window: Disabled},
+		{name: "transactional handler", tx: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.Concurrency = 10
+			cfg.CompletionBatchWindow = tc.window
+			var tb *bundle
+			var s seen
+			cfg.AfterComplete = collect(&tb, &s)
+			tb = setup(t, cfg)
+			if tc.tx {
+				require.NoError(t, tb.bus.HandleTx("t", "h", func(context.Context, *fakeTx, *Delivery) error { return nil }, nil))
+			} else {
+				require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
+			}
+			publishN(t, tb.bus, "t", 20, nil)
+			stop := tb.start(t)
+			waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 20 })
+			stop() // every AfterComplete call has returned once the dispatcher stopped
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			require.Len(t, s.ids, 20)
+			var want []string
+			for _, d := range tb.store.snapshot() {
+				want = append(want, d.ID)
+			}
+			require.ElementsMatch(t, want, s.ids, "each completed delivery once")
+			require.Equal(t, int64(20), tb.bus.DispatcherStats().Completed)
+			if tc.window == 20*time.Millisecond {
+				require.Less(t, s.calls, 20, "one call per batch")
+			}
+		})
+	}
+	t.Run("a lost lease is not passed, a panic is logged", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.CompletionBatchWindow = Disabled
+		var calls atomic.Int64
+		cfg.AfterComplete = func(context.Context, []*Delivery) {
+			calls.Add(1)
+			panic("recorder broke")
+		}
+		tb := setup(t, cfg)
+		var first atomic.Bool
+		require.NoError(t, tb.bus.Handle("t", "h", func(_ context.Context, d *Delivery) error {
+			if !first.Swap(true) {
+				tb.store.loseLease(d.ID) // the completion will find the lease gone
+			}
+			return nil
+		}, nil))
+		publishN(t, tb.bus, "t", 2, nil)
+		stop := tb.start(t)
+		waitFor(t, "one completed, one lost", func() bool {
+			st := tb.bus.DispatcherStats()
+			return st.Completed == 1 && st.LeasesLost == 1
+		})
+		stop()
+		require.Equal(t, int64(1), calls.Load(), "only the confirmed completion")
 	})
 }

@@ -1,7 +1,8 @@
 // Package record reads and writes the per-process record files of the
 // benchmark harness: one line per committed event (publisher, preload)
-// and one line per handler call (dispatcher). The validator reads them
-// after every window to check that the run was exact.
+// and, from a dispatcher, one line per handler call and one per
+// completion the store confirmed. The validator reads them after every
+// window to check that the run was exact.
 //
 // # Format
 //
@@ -9,6 +10,7 @@
 //
 //	P <event_id> <event_type> <key> <commit_unix_ns> <uncertain 0|1> [<call_start_unix_ns>]
 //	H <event_id> <handler> <key> <sequence> <attempt> <handle_start_unix_ns> <ok 1|0> [<end_unix_ns> <holder> <token>]
+//	C <event_id> <handler> <attempt> <token> <completed_unix_ns>
 //
 // An empty key means unkeyed. The last field of a P line is optional: a
 // v0.1.0 worker writes six fields, later workers add the start of the
@@ -27,7 +29,14 @@
 // fields; a line without them reads as EndNs 0, Holder and Token empty
 // ("not recorded"). The writer writes all three or none, so each of them
 // must be set when one is: a positive end time, a non-empty holder and
-// token. No field may contain a tab, a newline or a
+// token.
+//
+// A C line says the store confirmed the completion of a delivery's
+// attempt under a lease token; it is written after the completion
+// returned (relaybus.Config.AfterComplete), with that time on its last
+// field. The holder is the process whose file holds the line. Workers of
+// v0.2.2 and earlier write none; a worker that does lists the capability
+// completion-records in its hello (bench/protocol). No field may contain a tab, a newline or a
 // carriage return; the writer rejects such values instead of escaping
 // them, so the file stays trivially parseable by cut and awk too.
 //
@@ -59,6 +68,7 @@ import (
 const (
 	KindPublished = 'P'
 	KindHandled   = 'H'
+	KindCompleted = 'C'
 )
 
 // MaxBatchBytes bounds the batch a Writer holds between two Flushes. A
@@ -107,6 +117,19 @@ type Handled struct {
 	// Token is the delivery's lease token (relaybus.Delivery.LeaseToken),
 	// opaque; empty when not recorded.
 	Token string
+}
+
+// Completed is one completion the store confirmed.
+type Completed struct {
+	EventID string
+	Handler string
+	Attempt int
+	// Token is the lease token the completion was made under (the
+	// delivery's LeaseToken when it was claimed).
+	Token string
+	// CompletedNs is the wall clock (UnixNano) after the completion
+	// returned.
+	CompletedNs int64
 }
 
 // HasLease reports whether h carries the optional end, holder and token
@@ -202,6 +225,32 @@ func (w *Writer) AddHandled(h Handled) error {
 		return ErrBatchFull
 	}
 	return w.appendLine(func(b []byte) []byte { return appendHandled(b, h) })
+}
+
+// AddCompleted appends c to the batch.
+func (w *Writer) AddCompleted(c Completed) error {
+	if err := checkField("event id", c.EventID, true); err != nil {
+		return err
+	}
+	if err := checkField("handler", c.Handler, true); err != nil {
+		return err
+	}
+	if err := checkField("token", c.Token, true); err != nil {
+		return err
+	}
+	if c.CompletedNs <= 0 {
+		return fmt.Errorf("record: completion time %d is not positive", c.CompletedNs)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errClosed
+	}
+	n := 6 + len(c.EventID) + len(c.Handler) + len(c.Token) + 2*20
+	if len(w.buf)+n > MaxBatchBytes {
+		return ErrBatchFull
+	}
+	return w.appendLine(func(b []byte) []byte { return appendCompleted(b, c) })
 }
 
 // appendLine appends one encoded line to the batch, or refuses it, leaving
@@ -343,10 +392,25 @@ func appendHandled(b []byte, h Handled) []byte {
 	return append(b, '\n')
 }
 
+func appendCompleted(b []byte, c Completed) []byte {
+	b = append(b, KindCompleted, '\t')
+	b = append(b, c.EventID...)
+	b = append(b, '\t')
+	b = append(b, c.Handler...)
+	b = append(b, '\t')
+	b = strconv.AppendInt(b, int64(c.Attempt), 10)
+	b = append(b, '\t')
+	b = append(b, c.Token...)
+	b = append(b, '\t')
+	b = strconv.AppendInt(b, c.CompletedNs, 10)
+	return append(b, '\n')
+}
+
 // File is the content of one record file.
 type File struct {
 	Published []Published
 	Handled   []Handled
+	Completed []Completed
 	// TruncatedTail: the file ended with a line without its newline (the
 	// process was killed mid-write); that line was dropped.
 	TruncatedTail bool
@@ -510,6 +574,34 @@ func parseLine(f *File, line string) error {
 			}
 		}
 		f.Handled = append(f.Handled, h)
+	case "C":
+		if n != 6 {
+			return fmt.Errorf("kind C line has %d fields, want 6", n)
+		}
+		c := Completed{EventID: fields[1], Handler: fields[2], Token: fields[4]}
+		switch {
+		case c.EventID == "":
+			return errors.New("empty event id")
+		case c.Handler == "":
+			return errors.New("empty handler")
+		case c.Token == "":
+			return errors.New("empty token")
+		}
+		attempt, err := parseInt("attempt", fields[3])
+		if err != nil {
+			return err
+		}
+		if int64(int(attempt)) != attempt {
+			return fmt.Errorf("attempt %d out of range", attempt)
+		}
+		c.Attempt = int(attempt)
+		if c.CompletedNs, err = parseInt("completed_ns", fields[5]); err != nil {
+			return err
+		}
+		if c.CompletedNs <= 0 {
+			return fmt.Errorf("non-canonical completed_ns %q", fields[5])
+		}
+		f.Completed = append(f.Completed, c)
 	default:
 		return fmt.Errorf("unknown kind %q", fields[0])
 	}

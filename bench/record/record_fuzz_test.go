@@ -12,7 +12,9 @@ import (
 // exactly what the format cannot carry (an empty event id or handler, a
 // tab, newline or carriage return in a field, a negative call start, and
 // lease fields that are not all set: a non-positive end, an empty holder
-// or token). The parser must never reject what the writer wrote: a
+// or token; a completion without a token or a positive time, which the
+// test writes for every handle with lease fields, at its end time). The
+// parser must never reject what the writer wrote: a
 // worker's records would otherwise fail validation after a clean run.
 //
 // The seed corpus is testdata/fuzz/FuzzWriteRead (records as the
@@ -57,6 +59,11 @@ func FuzzWriteRead(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A completion of the handle, when the worker records one (its
+		// lease fields are set).
+		c := Completed{EventID: eventID, Handler: handler, Attempt: attempt, Token: token, CompletedNs: endNs}
+		cLong := len(appendCompleted(nil, c))-1 > MaxLineBytes
+		cRefused := eventID == "" || handler == "" || token == "" || bad(eventID, handler, token) || endNs <= 0 || cLong
 		want := &File{Published: []Published{}, Handled: []Handled{}}
 		// Twice each, interleaved, so the reader sees P and H lines
 		// alternate as in a publisher-and-dispatcher file.
@@ -74,6 +81,16 @@ func FuzzWriteRead(f *testing.F) {
 			}
 			if err == nil {
 				want.Handled = append(want.Handled, h)
+			}
+			if !h.HasLease() {
+				continue
+			}
+			err = w.AddCompleted(c)
+			if (err != nil) != cRefused {
+				t.Fatalf("AddCompleted(%+v) = %v; refusal expected: %v", c, err, cRefused)
+			}
+			if err == nil {
+				want.Completed = append(want.Completed, c)
 			}
 		}
 		if err := w.Close(); err != nil {

@@ -156,6 +156,7 @@ var parseCases = []struct {
 	name, in  string
 	wantErr   string // substring; empty = no error
 	nP, nH    int
+	nC        int
 	truncated bool
 }{
 	{name: "empty", in: ""},
@@ -194,6 +195,15 @@ var parseCases = []struct {
 	{name: "carriage return", in: "P\te\tt\tk\t1\t0\r\n", wantErr: "carriage"},
 	{name: "error on line 3", in: "P\te\tt\tk\t1\t0\nP\te\tt\tk\t1\t0\nP\n", wantErr: "line 3"},
 	{name: "negative ints", in: "H\te\th\tk\t-3\t-1\t-5\t0\n", nH: 1},
+	{name: "one C", in: "C\te\th\t2\t3.1.4\t9\n", nC: 1},
+	{name: "C few fields", in: "C\te\th\t2\t3.1.4\n", wantErr: "want 6"},
+	{name: "C many fields", in: "C\te\th\t2\t3.1.4\t9\tx\n", wantErr: "want 6"},
+	{name: "C empty event id", in: "C\t\th\t2\tt\t9\n", wantErr: "event id"},
+	{name: "C empty handler", in: "C\te\t\t2\tt\t9\n", wantErr: "handler"},
+	{name: "C empty token", in: "C\te\th\t2\t\t9\n", wantErr: "token"},
+	{name: "C bad attempt", in: "C\te\th\tx\tt\t9\n", wantErr: "attempt"},
+	{name: "C zero time", in: "C\te\th\t2\tt\t0\n", wantErr: "non-canonical completed_ns"},
+	{name: "C negative time", in: "C\te\th\t2\tt\t-1\n", wantErr: "non-canonical completed_ns"},
 }
 
 func TestParse(t *testing.T) {
@@ -210,9 +220,9 @@ func TestParse(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		if len(f.Published) != tc.nP || len(f.Handled) != tc.nH || f.TruncatedTail != tc.truncated {
-			t.Errorf("%s: got %d P, %d H, truncated %v; want %d, %d, %v",
-				tc.name, len(f.Published), len(f.Handled), f.TruncatedTail, tc.nP, tc.nH, tc.truncated)
+		if len(f.Published) != tc.nP || len(f.Handled) != tc.nH || len(f.Completed) != tc.nC || f.TruncatedTail != tc.truncated {
+			t.Errorf("%s: got %d P, %d H, %d C, truncated %v; want %d, %d, %d, %v",
+				tc.name, len(f.Published), len(f.Handled), len(f.Completed), f.TruncatedTail, tc.nP, tc.nH, tc.nC, tc.truncated)
 		}
 	}
 }
@@ -246,7 +256,7 @@ func FuzzParse(f *testing.F) {
 		// Re-encode in file order: P and H lines are interleaved in the
 		// input, so rebuild by walking the lines again.
 		var out []byte
-		pi, hi := 0, 0
+		pi, hi, ci := 0, 0, 0
 		complete := data
 		if file.TruncatedTail {
 			i := strings.LastIndexByte(string(data), '\n')
@@ -263,12 +273,15 @@ func FuzzParse(f *testing.F) {
 			case 'H':
 				out = appendHandled(out, file.Handled[hi])
 				hi++
+			case 'C':
+				out = appendCompleted(out, file.Completed[ci])
+				ci++
 			default:
 				t.Fatalf("accepted a line of kind %q", line[0])
 			}
 		}
-		if pi != len(file.Published) || hi != len(file.Handled) {
-			t.Fatalf("parsed %d P, %d H; lines say %d, %d", len(file.Published), len(file.Handled), pi, hi)
+		if pi != len(file.Published) || hi != len(file.Handled) || ci != len(file.Completed) {
+			t.Fatalf("parsed %d P, %d H, %d C; lines say %d, %d, %d", len(file.Published), len(file.Handled), len(file.Completed), pi, hi, ci)
 		}
 		if string(out) != string(complete) {
 			t.Fatalf("re-encoded\n%q\nfrom\n%q", out, complete)
