@@ -72,13 +72,13 @@ func validateConfig(c *protocol.Config) error {
 	if err := relaybus.ValidateName("workload event_type", wl.EventType); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if len(wl.Handlers) == 0 || len(wl.Handlers) > checks.Limits.Handlers {
-		return fmt.Errorf("worker: workload needs 1 to %d handlers, got %d", checks.Limits.Handlers, len(wl.Handlers))
-	}
-	for _, h := range wl.Handlers {
-		if err := relaybus.ValidateName("workload handler", h); err != nil {
+	if err := checks.Handlers(wl.Handlers, func(what, name string) error {
+		if err := relaybus.ValidateName(what, name); err != nil {
 			return fmt.Errorf("worker: %w", err)
 		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	if err := checks.Workload(wl); err != nil {
 		return err

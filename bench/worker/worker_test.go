@@ -71,6 +71,8 @@ func TestHelloAndBadConfig(t *testing.T) {
 			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10}}`, "dispatcher needs a name"},
 		{"bad keys", `{"protocol":1,"role":"publisher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
 			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10,"keys":"hot"},"publisher":{"publishers":1,"batch":1}}`, "key_count"},
+		{"handler twice", `{"protocol":1,"role":"publisher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
+			"workload":{"event_type":"t","handlers":["h","h"],"payload_bytes":10},"publisher":{"publishers":1,"batch":1}}`, `handler "h" listed twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer

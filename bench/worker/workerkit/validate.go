@@ -70,6 +70,28 @@ func (k *Checks) Plumbing(c *protocol.Config, store func(*protocol.Store) error)
 	return nil
 }
 
+// Handlers checks the workload's handler names: 1 to Limits.Handlers of
+// them, each accepted by valid (the worker's own name rule; its error is
+// returned as it is, so it carries the worker's prefix), none listed
+// twice (a handler registered twice would get each delivery twice, or be
+// refused by the library at registration, depending on the worker).
+func (k *Checks) Handlers(handlers []string, valid func(what, name string) error) error {
+	if len(handlers) == 0 || len(handlers) > k.Limits.Handlers {
+		return fmt.Errorf("%s: workload needs 1 to %d handlers, got %d", k.Pkg, k.Limits.Handlers, len(handlers))
+	}
+	seen := make(map[string]bool, len(handlers))
+	for _, h := range handlers {
+		if err := valid("workload handler", h); err != nil {
+			return err
+		}
+		if seen[h] {
+			return fmt.Errorf("%s: workload handler %q listed twice", k.Pkg, h)
+		}
+		seen[h] = true
+	}
+	return nil
+}
+
 // Workload checks the workload's keys, payload size, handler cost,
 // poison and failure counts and attempts; the worker checks the names.
 func (k *Checks) Workload(wl *protocol.Workload) error {
