@@ -113,7 +113,7 @@ func clientConfig(c *protocol.Config, extra dispatcherOptions, workers *river.Wo
 		return nil, err
 	}
 	cfg := &river.Config{
-		Queues:      map[string]river.QueueConfig{riverQueue: {MaxWorkers: cmpOr(d.Concurrency, defaultConcurrency)}},
+		Queues:      map[string]river.QueueConfig{riverQueue: {MaxWorkers: cmpOr(extra.maxWorkers, cmpOr(d.Concurrency, defaultConcurrency))}},
 		Workers:     workers,
 		RetryPolicy: policy,
 		// Keep every finished job (see the package doc): inspect stays
@@ -125,8 +125,10 @@ func clientConfig(c *protocol.Config, extra dispatcherOptions, workers *river.Wo
 		ReindexerIndexNames: []string{},
 		PollOnly:            extra.pollOnly,
 	}
-	if d.PollMs > 0 {
-		cfg.FetchPollInterval = time.Duration(d.PollMs) * time.Millisecond
+	// The poll interval: the fetch_poll_interval_ms option, else poll_ms,
+	// else River's default.
+	cfg.FetchPollInterval = cmpOr(extra.fetchPollInterval, time.Duration(d.PollMs)*time.Millisecond)
+	if cfg.FetchPollInterval > 0 {
 		// River requires FetchCooldown <= FetchPollInterval.
 		cfg.FetchCooldown = min(river.FetchCooldownDefault, cfg.FetchPollInterval)
 	}

@@ -34,21 +34,61 @@ var ignoredFields = map[string]string{
 // knownOptions are the free-form Options keys this worker applies, per
 // group; every other key is reported ignored.
 var knownOptions = map[string]map[string]bool{
-	"dispatcher": {optFetchCooldownMs: true, optPollOnly: true},
+	"dispatcher": {optMaxWorkers: true, optFetchCooldownMs: true, optFetchPollIntervalMs: true, optPollOnly: true},
 }
 
-// Free-form dispatcher options.
+// Free-form dispatcher options: River's own tuning, for cells that run
+// River as its authors tune it rather than through the harness's
+// settings. Unset, each keeps the mapping of the protocol's fields
+// (clientConfig), so a cell that passes none runs as before.
+//
+// River's own benchmark (`river bench`, cmd/river/riverbench/river_bench.go
+// in River's repository, the module github.com/riverqueue/river/cmd/river)
+// configures its client with
+//
+//	FetchCooldown:     2 * time.Millisecond,
+//	FetchPollInterval: 20 * time.Millisecond,
+//	Queues: map[string]river.QueueConfig{
+//		river.QueueDefault: {MaxWorkers: 2_000},
+//	},
+//
+// that is max_workers 2000, fetch_cooldown_ms 2 and
+// fetch_poll_interval_ms 20 here ("as its own benchmark runs it").
 const (
+	// optMaxWorkers: MaxWorkers of the one queue, [1, maxConcurrency];
+	// replaces dispatcher.concurrency (which stays listed as applied,
+	// and is overridden).
+	optMaxWorkers = "max_workers"
+	// optFetchCooldownMs: FetchCooldown in ms, [1, maxFetchCooldownMs],
+	// at most the poll interval (River requires it).
 	optFetchCooldownMs = "fetch_cooldown_ms"
-	optPollOnly        = "poll_only"
+	// optFetchPollIntervalMs: FetchPollInterval in ms, [1, maxPollMs];
+	// replaces dispatcher.poll_ms for River (the derived cooldown then
+	// follows it, as it follows poll_ms).
+	optFetchPollIntervalMs = "fetch_poll_interval_ms"
+	optPollOnly            = "poll_only"
+)
+
+// riverBench* are the settings of River's own benchmark (see above), for
+// this package's tests and documentation.
+const (
+	riverBenchMaxWorkers          = 2_000
+	riverBenchFetchCooldownMs     = 2
+	riverBenchFetchPollIntervalMs = 20
 )
 
 // dispatcherOptions are the free-form dispatcher options this worker
-// applies.
+// applies; zero fields keep the mapping of the protocol's fields.
 type dispatcherOptions struct {
+	// maxWorkers overrides MaxWorkers (0: dispatcher.concurrency, or
+	// defaultConcurrency).
+	maxWorkers int
 	// fetchCooldown overrides the derived FetchCooldown (0: derived).
 	fetchCooldown time.Duration
-	pollOnly      bool
+	// fetchPollInterval overrides FetchPollInterval (0: poll_ms, or
+	// River's default).
+	fetchPollInterval time.Duration
+	pollOnly          bool
 }
 
 // parseDispatcherOptions reads the known free-form dispatcher options; a
@@ -56,12 +96,26 @@ type dispatcherOptions struct {
 // ignored (and reported by classifyOptions).
 func parseDispatcherOptions(opts map[string]any) (dispatcherOptions, error) {
 	var d dispatcherOptions
+	if v, ok := opts[optMaxWorkers]; ok {
+		n, ok := wholeNumber(v, maxConcurrency)
+		if !ok {
+			return d, fmt.Errorf("river: dispatcher option %s must be a whole number in [1, %d], got %v", optMaxWorkers, maxConcurrency, v)
+		}
+		d.maxWorkers = n
+	}
 	if v, ok := opts[optFetchCooldownMs]; ok {
-		ms, ok := v.(float64)
-		if !ok || ms != math.Trunc(ms) || ms < 1 || ms > maxFetchCooldownMs {
+		ms, ok := wholeNumber(v, maxFetchCooldownMs)
+		if !ok {
 			return d, fmt.Errorf("river: dispatcher option %s must be a whole number of milliseconds in [1, %d], got %v", optFetchCooldownMs, maxFetchCooldownMs, v)
 		}
 		d.fetchCooldown = time.Duration(ms) * time.Millisecond
+	}
+	if v, ok := opts[optFetchPollIntervalMs]; ok {
+		ms, ok := wholeNumber(v, maxPollMs)
+		if !ok {
+			return d, fmt.Errorf("river: dispatcher option %s must be a whole number of milliseconds in [1, %d], got %v", optFetchPollIntervalMs, maxPollMs, v)
+		}
+		d.fetchPollInterval = time.Duration(ms) * time.Millisecond
 	}
 	if v, ok := opts[optPollOnly]; ok {
 		b, ok := v.(bool)
@@ -71,4 +125,14 @@ func parseDispatcherOptions(opts map[string]any) (dispatcherOptions, error) {
 		d.pollOnly = b
 	}
 	return d, nil
+}
+
+// wholeNumber reads a JSON number that must be a whole number in
+// [1, maxN].
+func wholeNumber(v any, maxN int) (int, bool) {
+	f, ok := v.(float64)
+	if !ok || f != math.Trunc(f) || f < 1 || f > float64(maxN) {
+		return 0, false
+	}
+	return int(f), true
 }

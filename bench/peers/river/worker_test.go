@@ -95,6 +95,10 @@ func TestHelloAndBadConfig(t *testing.T) {
 			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},"dispatcher":{"concurrency":10001}}`, "concurrency 10001"},
 		{"bad cooldown option", `{"protocol":1,"role":"dispatcher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
 			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},"dispatcher":{"options":{"fetch_cooldown_ms":0.5}}}`, "fetch_cooldown_ms"},
+		{"bad max_workers option", `{"protocol":1,"role":"dispatcher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
+			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},"dispatcher":{"options":{"max_workers":10001}}}`, "max_workers"},
+		{"bad poll interval option", `{"protocol":1,"role":"dispatcher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
+			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},"dispatcher":{"options":{"fetch_poll_interval_ms":"20"}}}`, "fetch_poll_interval_ms"},
 		{"bad poll_only option", `{"protocol":1,"role":"dispatcher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
 			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},"dispatcher":{"options":{"poll_only":"yes"}}}`, "poll_only"},
 	} {
@@ -134,7 +138,7 @@ func TestClassifyOptions(t *testing.T) {
 		"publisher":{"publishers":0,"options":{"group_commit":true}},
 		"dispatcher":{"concurrency":20,"batch":20,"poll_ms":100,"lease_ms":2000,"completion_window_us":500,
 			"completion_batch_max":0,"completion_window_disabled":true,
-			"options":{"fetch_cooldown_ms":10,"poll_only":true,"lanes":4}},
+			"options":{"fetch_cooldown_ms":10,"poll_only":true,"lanes":4,"max_workers":2000,"fetch_poll_interval_ms":20}},
 		"cpu_profile_path":"/p","future_field":1}`
 	applied, ignored, err := optionRules.Classify([]byte(raw))
 	if err != nil {
@@ -142,6 +146,7 @@ func TestClassifyOptions(t *testing.T) {
 	}
 	wantApplied := []string{
 		"dispatcher.concurrency", "dispatcher.lease_ms", "dispatcher.options.fetch_cooldown_ms",
+		"dispatcher.options.fetch_poll_interval_ms", "dispatcher.options.max_workers",
 		"dispatcher.options.poll_only", "dispatcher.poll_ms",
 		"store.dsn", "store.kind", "store.pool_size",
 		"workload.event_type", "workload.handlers", "workload.max_attempts", "workload.payload_bytes",
@@ -225,6 +230,17 @@ func TestClientConfig(t *testing.T) {
 		{name: "cooldown option", d: protocol.Dispatcher{PollMs: 50}, extra: dispatcherOptions{fetchCooldown: 5 * time.Millisecond},
 			maxWorkers: defaultConcurrency, poll: 50 * time.Millisecond, cooldown: 5 * time.Millisecond},
 		{name: "cooldown over poll", d: protocol.Dispatcher{PollMs: 50}, extra: dispatcherOptions{fetchCooldown: 60 * time.Millisecond},
+			wantErr: "longer than the poll interval"},
+		{name: "max_workers option", d: protocol.Dispatcher{Concurrency: 200, PollMs: 50}, extra: dispatcherOptions{maxWorkers: 2000},
+			maxWorkers: 2000, poll: 50 * time.Millisecond, cooldown: 50 * time.Millisecond},
+		{name: "poll interval option", d: protocol.Dispatcher{PollMs: 1000}, extra: dispatcherOptions{fetchPollInterval: 20 * time.Millisecond},
+			maxWorkers: defaultConcurrency, poll: 20 * time.Millisecond, cooldown: 20 * time.Millisecond},
+		{name: "as river bench runs it", d: protocol.Dispatcher{Concurrency: 200, Batch: 200, PollMs: 50},
+			extra: dispatcherOptions{maxWorkers: riverBenchMaxWorkers, fetchCooldown: riverBenchFetchCooldownMs * time.Millisecond,
+				fetchPollInterval: riverBenchFetchPollIntervalMs * time.Millisecond},
+			maxWorkers: 2000, poll: 20 * time.Millisecond, cooldown: 2 * time.Millisecond},
+		{name: "cooldown over the poll option", d: protocol.Dispatcher{PollMs: 1000},
+			extra:   dispatcherOptions{fetchCooldown: 30 * time.Millisecond, fetchPollInterval: 20 * time.Millisecond},
 			wantErr: "longer than the poll interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
