@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,19 +36,10 @@ func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRe
 	return fmt.Errorf("relaybus/postgres: requeue: delivery %d is %s: %w", id, status, relaybus.ErrNotDead)
 }
 
-// historyColumns are deliveryColumns for a history row h: completed, in
-// no lane.
-const historyColumns = `h.id, h.event_id, h.event_type, h.key, h.sequence,
-	e.payload, e.headers, e.created_at,
-	h.handler, 'completed', h.attempts, h.max_attempts, h.available_at, h.last_error,
-	h.created_at, h.completed_at, h.completed_at, 0::smallint, 0::bigint, false,
-	NULL::text, NULL::bigint, NULL::timestamptz`
-
 // DeliveryList lists deliveries in ID order: the deliveries table (a
 // pending delivery that is in flight shows as processing) and the
-// completion history. The cursor is the last ID of the page. The filters
-// are fixed SQL fragments; only their values are parameters. Both parts
-// are scans ordered by the primary key: an admin call.
+// completion history. The cursor is the last ID of the page. The
+// statement is delivery.sql's deliveryList.
 func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListParams) (*relaybus.DeliveryListResult, error) {
 	limit, err := params.Validate()
 	if err != nil {
@@ -62,7 +52,10 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 			return nil, fmt.Errorf("relaybus/postgres: list: malformed cursor %q: %w", params.After, relaybus.ErrInvalid)
 		}
 	}
-	sql, args := s.listQuery(params, after, limit)
+	sql, args, err := s.listQuery(params, after, limit)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, errorFrom("list", err)
@@ -79,59 +72,46 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 	return res, nil
 }
 
+// listData is the data of delivery.sql's deliveryList.
+type listData struct {
+	sqlNames
+	WithHistory                   bool
+	Handler, Key, EventID, Status int // the filters' parameter numbers; 0: no filter
+	Pending, Processing           bool
+}
+
 // listQuery is DeliveryList's statement and its arguments for params,
 // after the cursor after, pages of limit.
-func (s *Store) listQuery(params *relaybus.DeliveryListParams, after int64, limit int) (string, []any) {
+func (s *Store) listQuery(params *relaybus.DeliveryListParams, after int64, limit int) (string, []any, error) {
 	// $1 after, $2 page size + 1 (one row more tells whether there is a
 	// next page); the filters follow.
 	args := []any{after, limit + 1}
-	var dw, hw []string
-	add := func(dcond, hcond string, v any) {
+	param := func(v any) int {
 		args = append(args, v)
-		n := len(args)
-		if dcond != "" {
-			dw = append(dw, fmt.Sprintf(dcond, n))
-		}
-		if hcond != "" {
-			hw = append(hw, fmt.Sprintf(hcond, n))
-		}
+		return len(args)
 	}
+	d := listData{sqlNames: s.q.names, WithHistory: true}
 	if params.Handler != "" {
-		add("d.handler = $%d", "h.handler = $%d", params.Handler)
+		d.Handler = param(params.Handler)
 	}
 	if params.Key != "" {
-		add("d.key = $%d", "h.key = $%d", params.Key)
+		d.Key = param(params.Key)
 	}
 	if params.EventID != "" {
-		add("d.event_id = $%d", "h.event_id = $%d", params.EventID)
+		d.EventID = param(params.EventID)
 	}
-	withHistory := true
 	switch params.Status {
 	case "":
 	case relaybus.StatusPending:
-		dw = append(dw, "d.status = 'pending' AND f.lease_owner IS NULL")
-		withHistory = false
+		d.Pending, d.WithHistory = true, false
 	case relaybus.StatusProcessing:
-		dw = append(dw, "d.status = 'pending' AND f.lease_owner IS NOT NULL")
-		withHistory = false
+		d.Processing, d.WithHistory = true, false
 	default:
-		add("d.status = $%d", "", string(params.Status))
-		withHistory = params.Status == relaybus.StatusCompleted
+		d.Status = param(string(params.Status))
+		d.WithHistory = params.Status == relaybus.StatusCompleted
 	}
-	where := func(w []string) string {
-		if len(w) == 0 {
-			return ""
-		}
-		return " AND " + strings.Join(w, " AND ")
-	}
-	sql := "(SELECT " + deliveryColumns + " FROM " + s.q.deliveries + " d JOIN " + s.q.events + " e ON e.id = d.event_id " +
-		s.q.inFlight + " WHERE d.id > $1" + where(dw) + " ORDER BY d.id LIMIT $2)"
-	if withHistory {
-		sql = "SELECT * FROM (" + sql + " UNION ALL (SELECT " + historyColumns + " FROM " + s.q.history +
-			" h LEFT JOIN " + s.q.events + " e ON e.id = h.event_id WHERE h.id > $1" + where(hw) +
-			" ORDER BY h.id LIMIT $2)) u ORDER BY 1 LIMIT $2"
-	}
-	return sql, args
+	sql, err := render("deliveryList", d)
+	return sql, args, err
 }
 
 // Statistics counts deliveries per status and handler (a scan of the

@@ -17,7 +17,33 @@ const (
 	// takes twice as many, so a claimer holds only about as many lanes as
 	// its batch needs, and an empty queue costs a few steps, not 256.
 	claimTakeFirst = 4
+
+	// claimQuota is how many deliveries a lane gives while it is held:
+	// once a holder has claimed this many from it since it took it, the
+	// lane gives nothing more and is handed back as soon as nothing of it
+	// is in flight, and the claim takes other lanes, the ones with the
+	// oldest due work first (claimOwn, in claim.sql). Without a bound, a
+	// claimer would keep the few lanes it holds for as long as they have
+	// work and drain them one after another while the other lanes wait:
+	// work would not be served oldest first across lanes, and since the
+	// deliveries of a lane are spread over every page of the table (the
+	// lane is a hash), the deletes of a few lanes would touch every page,
+	// each page's first change after a checkpoint writing the whole page
+	// to the WAL. With the bound, lanes progress within about claimQuota
+	// deliveries of each other, and the deletes move through the table
+	// roughly in the order it was written.
+	claimQuota = 64
+
+	// claimWalk is how many lanes of the ring a take visits one by one
+	// before it looks only at the lanes that have pending work (claimTake,
+	// in claim.sql): enough for a deep backlog, where nearly every lane
+	// has work, to be served by the walk alone.
+	claimWalk = 32
 )
+
+// expiredFinalAttempt is the last error of a delivery buried by a
+// takeover (claimWrite's $5).
+const expiredFinalAttempt = "lease expired after the final attempt"
 
 // DeliveryClaim leases up to params.Limit due deliveries of
 // params.Handlers to params.Owner and this store instance, by leasing

@@ -46,7 +46,9 @@ func renderedStatements(t *testing.T, schema, prefix string) [][2]string {
 	require.NoError(t, err)
 	add("schema", schemaSQL)
 
-	s := &Store{q: buildQueries(schema, prefix)}
+	q, err := buildQueries(schema, prefix)
+	require.NoError(t, err)
+	s := &Store{q: q}
 	v := reflect.ValueOf(s.q)
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
@@ -71,7 +73,8 @@ func renderedStatements(t *testing.T, schema, prefix string) [][2]string {
 				p.EventID, name = "e", name+" event"
 			}
 			name += " status=" + string(status)
-			sql, args := s.listQuery(p, 7, 50)
+			sql, args, err := s.listQuery(p, 7, 50)
+			require.NoError(t, err)
 			add(name, sql)
 			add(name+" args", fmt.Sprintf("%#v", args))
 		}

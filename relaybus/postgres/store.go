@@ -140,6 +140,10 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	q, err := buildQueries(o.Schema, o.TablePrefix)
+	if err != nil {
+		return nil, err
+	}
 	var h [holderBytes]byte
 	if _, err := rand.Read(h[:]); err != nil {
 		return nil, fmt.Errorf("relaybus/postgres: holder name: %w", err)
@@ -151,7 +155,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 		maxPayloadBytes: o.MaxPayloadBytes,
 		history:         o.CompletionHistory,
 		schemaSQL:       schemaSQL,
-		q:               buildQueries(o.Schema, o.TablePrefix),
+		q:               q,
 		holder:          hex.EncodeToString(h[:]),
 	}
 	// The holder's first byte is random: the first lane of the walk.

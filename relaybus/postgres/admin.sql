@@ -1,0 +1,82 @@
+-- Admin: requeue, statistics, purge, and Setup's lock. Part of the
+-- store's one template set: see sql.go.
+
+{{define "requeue" -}}
+UPDATE {{.Deliveries}} SET status = 'pending', attempts = 0, claims = claims + 1, suspect = false,
+	available_at = $2, updated_at = $2
+WHERE id = $1 AND status = 'dead'
+{{- end}}
+
+-- Why a requeue found nothing: the delivery's status, or completed
+-- when only the history has it.
+{{define "requeueStatus" -}}
+SELECT status FROM {{.Deliveries}} WHERE id = $1
+UNION ALL
+SELECT 'completed' FROM {{.History}} WHERE id = $1
+{{- end}}
+
+-- Statistics scan the tables: an admin call. A pending delivery that
+-- is in flight counts as processing.
+{{define "statisticsCounts" -}}
+WITH flying AS MATERIALIZED (
+	SELECT DISTINCT unnest(in_flight) AS id FROM {{.Lanes}} WHERE lease_owner IS NOT NULL
+)
+SELECT d.handler,
+	CASE WHEN d.status = 'pending' AND EXISTS (SELECT 1 FROM flying f WHERE f.id = d.id)
+		THEN 'processing' ELSE d.status END,
+	count(*)
+FROM {{.Deliveries}} d GROUP BY 1, 2
+UNION ALL
+SELECT handler, 'completed', count(*) FROM {{.History}} GROUP BY 1
+{{- end}}
+
+{{define "statisticsOldest" -}}
+WITH flying AS MATERIALIZED (
+	SELECT DISTINCT unnest(in_flight) AS id FROM {{.Lanes}} WHERE lease_owner IS NOT NULL
+)
+SELECT min(d.available_at) FROM {{.Deliveries}} d
+WHERE d.status = 'pending' AND d.available_at <= $1
+	AND NOT EXISTS (SELECT 1 FROM flying f WHERE f.id = d.id)
+{{- end}}
+
+-- Purge, in id order and bounded by $2 (NULL: no bound). Dead rows
+-- through their index; completed rows exist only as 0.1.0 left them
+-- and in the history. The 0.1.0 rows have no index any more (0.2.0
+-- does not write them), so their purge is a scan of the table.
+{{define "purgeDead" -}}
+WITH victims AS (
+	SELECT id FROM {{.Deliveries}} WHERE status = 'dead' AND updated_at < $1 ORDER BY id LIMIT $2
+)
+DELETE FROM {{.Deliveries}} d USING victims WHERE d.id = victims.id
+{{- end}}
+
+{{define "purgeCompleted" -}}
+WITH victims AS (
+	SELECT id FROM {{.Deliveries}} WHERE status = 'completed' AND completed_at < $1 ORDER BY id LIMIT $2
+)
+DELETE FROM {{.Deliveries}} d USING victims WHERE d.id = victims.id
+{{- end}}
+
+{{define "purgeHistory" -}}
+WITH victims AS (
+	SELECT id FROM {{.History}} WHERE completed_at < $1 ORDER BY id LIMIT $2
+)
+DELETE FROM {{.History}} h USING victims WHERE h.id = victims.id
+{{- end}}
+
+-- Events without any delivery or history row left, once they are
+-- older than the completed cutoff (until then a republished event
+-- finds them and its handlers; Purge runs it only when completed
+-- deliveries have a retention). There is no index on events.created_at: this
+-- scans the events, as befits a retention job rather than a hot path.
+{{define "purgeEvents" -}}
+DELETE FROM {{.Events}} AS e
+WHERE e.created_at < $1
+	AND NOT EXISTS (SELECT 1 FROM {{.Deliveries}} d WHERE d.event_id = e.id)
+	AND NOT EXISTS (SELECT 1 FROM {{.History}} h WHERE h.event_id = e.id)
+{{- end}}
+
+-- Setup's advisory lock ($1 setupLockKey).
+{{define "setupLock" -}}
+SELECT pg_advisory_xact_lock($1)
+{{- end}}
