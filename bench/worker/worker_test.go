@@ -16,6 +16,7 @@ import (
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/record"
+	_ "github.com/berkcansavur/relaybus/internal/dbenv/container" // RELAYBUS_TEST_DB_PROVIDER=testcontainers (CI's Testcontainers step)
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
 )

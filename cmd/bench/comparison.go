@@ -26,6 +26,7 @@ import (
 	"github.com/berkcansavur/relaybus/bench/runner"
 	"github.com/berkcansavur/relaybus/bench/scenarios"
 	"github.com/berkcansavur/relaybus/internal/dbenv"
+	_ "github.com/berkcansavur/relaybus/internal/dbenv/container" // the testcontainers provider (--db-provider)
 	"github.com/jackc/pgx/v5"
 )
 
@@ -268,6 +269,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		s.hello = result.RefInfo{Ref: s.ref.Name, SHA: s.ref.SHA, Version: hello.Version, Dirty: s.ref.Dirty,
 			Protocol: hello.Protocol, Capabilities: hello.Capabilities}
 		s.side.NoKeyOrder = protocol.HasCapability(hello.Capabilities, protocol.CapabilityNoKeyOrder)
+		s.side.CompletionRecords = protocol.HasCapability(hello.Capabilities, protocol.CapabilityCompletionRecords)
 		logf("%s", helloLine(s.side.Name, s.ref, hello))
 	}
 	notes, err := peerMatrix(&o.matrix, []sideInfo{{result.SideBase, sides[0].hello}, {result.SideCandidate, sides[1].hello}})

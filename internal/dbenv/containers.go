@@ -1,194 +1,114 @@
 package dbenv
 
-// Containers through testcontainers-go, for both servers: the environment
-// it reads, the images it needs, and the loopback-only port binding.
+// The container provider is a plug-in: package internal/dbenv/container
+// implements Containers with testcontainers-go and registers it when it is
+// imported. dbenv itself imports no Docker or Testcontainers code, so that
+// the library's tests (which use dbenv through dbtest) bring none of it into
+// the go.sum of a module that requires relaybus.
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"net/netip"
-	"net/url"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
-	"time"
-
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
-	"github.com/testcontainers/testcontainers-go"
 )
 
-// ryukImagePrefix is the reaper image testcontainers-go starts unless
-// TESTCONTAINERS_RYUK_DISABLED is true.
-const ryukImagePrefix = "testcontainers/ryuk"
-
-// tcEnvOnce guards the environment testcontainers-go reads once, on first
-// use: it must be set before anything in testcontainers-go runs.
-var tcEnvOnce sync.Once
-
-// prepareTestcontainersEnv sets what testcontainers-go needs on machines
-// like this one:
-//   - in a container (/.dockerenv) testcontainers-go connects to mapped ports
-//     through the default gateway; the ports are bound on 127.0.0.1, so
-//     TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 when the user has not set it;
-//   - with no reaper (Ryuk) image present and no registry to pull it from,
-//     TESTCONTAINERS_RYUK_DISABLED=true when the user has not set it; Stop
-//     removes the container instead.
-func prepareTestcontainersEnv(ctx context.Context, logf func(string, ...any)) {
-	tcEnvOnce.Do(func() {
-		if _, set := os.LookupEnv("TESTCONTAINERS_HOST_OVERRIDE"); !set {
-			if _, err := os.Stat("/.dockerenv"); err == nil {
-				os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
-				logf("dbenv: /.dockerenv exists: set TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 (testcontainers-go would use the default gateway)")
-			}
-		}
-		if _, set := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !set {
-			present, err := imagePresent(ctx, ryukImagePrefix)
-			switch {
-			case err != nil:
-				logf("dbenv: cannot list images (%v); leaving Ryuk enabled", err)
-			case !present:
-				os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-				logf("dbenv: no %s image present: set TESTCONTAINERS_RYUK_DISABLED=true (Stop removes the container)", ryukImagePrefix)
-			}
-		}
-	})
+// Containers starts servers in containers. Package internal/dbenv/container
+// provides it and registers it from its init function; the harness
+// (cmd/bench) and the harness's tests import that package, the library's
+// tests do not.
+type Containers interface {
+	// Available reports whether a container engine answers; the error says
+	// why not. It must return within about 1.5 s: the auto provider asks it
+	// before anything else.
+	Available(ctx context.Context) error
+	// StartPostgres starts a PostgreSQL server from image ("" means the
+	// provider's default) with the given settings (already validated, fsync
+	// included), listening on 127.0.0.1 only, and returns its superuser
+	// connection string, which must survive Restart and Crash.
+	StartPostgres(ctx context.Context, image string, settings map[string]string, logf func(string, ...any)) (adminDSN string, s Server, err error)
+	// StartMongo starts a single-member MongoDB replica set from image (""
+	// means the provider's default) on 127.0.0.1 and returns its URI, the
+	// image it ran and what removes it. An error that wraps ErrUnavailable
+	// means no such server can be had here (no engine, no image).
+	StartMongo(ctx context.Context, image string, logf func(string, ...any)) (uri, usedImage string, stop func(context.Context) error, err error)
 }
 
-// imagePresent reports whether the engine holds an image whose repository
-// is repo (any tag).
-func imagePresent(ctx context.Context, repo string) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	host, err := dockerHost()
+// Server is a running server started by a Containers provider.
+type Server interface {
+	// Restart stops the server and starts it again on the same address with
+	// the same data.
+	Restart(ctx context.Context) error
+	// Crash ends the server as a power cut would (an immediate shutdown)
+	// and starts it again on the same address, through crash recovery.
+	Crash(ctx context.Context) error
+	// Stop stops the server and removes its container and data.
+	Stop(ctx context.Context) error
+	// Source names where the server came from (the image).
+	Source() string
+}
+
+var registered struct {
+	mu sync.Mutex
+	c  Containers
+}
+
+// RegisterContainers makes c the provider of ProviderTestcontainers (and of
+// MongoDB servers when no URI is given). It is called by the init function
+// of package internal/dbenv/container; a second registration panics, as a
+// programmer error.
+func RegisterContainers(c Containers) {
+	registered.mu.Lock()
+	defer registered.mu.Unlock()
+	if c == nil {
+		panic("dbenv: RegisterContainers(nil)")
+	}
+	if registered.c != nil {
+		panic("dbenv: RegisterContainers called twice")
+	}
+	registered.c = c
+}
+
+// containersOf returns the registered provider, or an error that says how
+// to get one.
+func containersOf() (Containers, error) {
+	registered.mu.Lock()
+	defer registered.mu.Unlock()
+	if registered.c == nil {
+		return nil, errNoContainers
+	}
+	return registered.c, nil
+}
+
+// errNoContainers: this binary does not link the container provider.
+var errNoContainers = errors.New("dbenv: no container provider in this binary: the library's tests take their " +
+	"server from " + EnvDatabaseURL + " or local PostgreSQL binaries; the harness imports internal/dbenv/container")
+
+// serverBackend adapts a Server to the backend of a Postgres.
+type serverBackend struct{ s Server }
+
+func (b serverBackend) restart(ctx context.Context) error { return b.s.Restart(ctx) }
+func (b serverBackend) crash(ctx context.Context) error   { return b.s.Crash(ctx) }
+func (b serverBackend) stop(ctx context.Context) error    { return b.s.Stop(ctx) }
+func (b serverBackend) source() string                    { return b.s.Source() }
+
+// startContainer starts a PostgreSQL server through the registered provider.
+func startContainer(ctx context.Context, image string, settings map[string]string, logf func(string, ...any)) (*Postgres, error) {
+	c, err := containersOf()
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	filter, _ := json.Marshal(map[string][]string{"reference": {repo}})
-	resp, err := dockerGet(ctx, host, "/images/json?filters="+url.QueryEscape(string(filter)))
+	dsn, s, err := c.StartPostgres(ctx, image, settings, logf)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return false, fmt.Errorf("list images: %s: %s", resp.Status, body)
-	}
-	var images []json.RawMessage
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&images); err != nil {
-		return false, fmt.Errorf("list images: %w", err)
-	}
-	return len(images) > 0, nil
+	return &Postgres{provider: ProviderTestcontainers, adminDSN: dsn, backend: serverBackend{s}, settings: settings, logf: logf}, nil
 }
 
-// imagePullTimeout bounds one pull of a missing image.
-const imagePullTimeout = 10 * time.Minute
+// FreePort asks the kernel for a free port on 127.0.0.1. The port is free
+// when this returns, not necessarily when a server binds it: the caller
+// retries on "address already in use".
+func FreePort() (int, error) { return freePort() }
 
-// ensureImage pulls image when the engine does not hold it, once and within
-// imagePullTimeout. testcontainers-go would retry a failing pull with
-// exponential backoff for up to 15 minutes, which on a machine without a
-// registry looks like a hang; here the failure comes back at once and says
-// what to do.
-func ensureImage(ctx context.Context, image string, logf func(string, ...any)) error {
-	host, err := dockerHost()
-	if err != nil {
-		return err
-	}
-	inspectCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := dockerGet(inspectCtx, host, "/images/"+url.PathEscape(image)+"/json")
-	if err != nil {
-		return fmt.Errorf("inspect image %s: %w", image, err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode == 200 {
-		return nil
-	}
-	if resp.StatusCode != 404 {
-		return fmt.Errorf("inspect image %s: %s", image, resp.Status)
-	}
-	logf("dbenv: image %s not present; pulling it (at most %v)", image, imagePullTimeout)
-	start := time.Now()
-	pullCtx, cancelPull := context.WithTimeout(ctx, imagePullTimeout)
-	defer cancelPull()
-	resp, err = dockerRequest(pullCtx, host, "POST", "/images/create?fromImage="+url.QueryEscape(image))
-	if err == nil {
-		defer resp.Body.Close()
-		err = pullResult(resp)
-	}
-	if err != nil {
-		return fmt.Errorf("image %s is not present and cannot be pulled (%v); build one without a registry "+
-			"with scripts/postgres-image and set %s=relaybus/postgres:15-debian", image, err, EnvImage)
-	}
-	logf("dbenv: pulled %s in %v", image, time.Since(start).Round(time.Second))
-	return nil
-}
-
-// pullResult reads a pull's progress stream to its end: the engine reports
-// a failure inside the stream, with status 200.
-func pullResult(resp *http.Response) error {
-	if resp.StatusCode != 200 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if msg.Error != "" {
-			return errors.New(msg.Error)
-		}
-	}
-}
-
-// logfLogger adapts a Logf to testcontainers-go's logger.
-type logfLogger func(string, ...any)
-
-func (l logfLogger) Printf(format string, args ...any) { l(format, args...) }
-
-// loopbackPort binds the container's port (as "5432/tcp") to hostPort on
-// 127.0.0.1 only, at a port chosen here: the engine would otherwise publish
-// it on every interface, and pick a new port at every start, breaking
-// Restart's promise of the same address.
-func loopbackPort(containerPort string, hostPort int) testcontainers.CustomizeRequestOption {
-	return testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-		hc.PortBindings = network.PortMap{
-			network.MustParsePort(containerPort): {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(hostPort)}},
-		}
-	})
-}
-
-// onFreePort runs start on a free loopback port, and again on another (at
-// most localPortAttempts times) when the engine finds the port taken: it is
-// free when freePort returns, not necessarily when the engine binds it.
-func onFreePort[T any](logf func(string, ...any), start func(port int) (T, error)) (T, error) {
-	var zero T
-	var lastErr error
-	for range localPortAttempts {
-		port, err := freePort()
-		if err != nil {
-			return zero, err
-		}
-		v, err := start(port)
-		if err == nil {
-			return v, nil
-		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "already allocated") && !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
-		logf("dbenv: port %d taken before the engine bound it; trying another", port)
-	}
-	return zero, lastErr
-}
+// WaitReady polls until dsn accepts a connection, within the start bound
+// every provider shares.
+func WaitReady(ctx context.Context, dsn string) error { return waitReady(ctx, dsn, nil, nil) }

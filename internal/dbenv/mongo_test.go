@@ -29,31 +29,6 @@ func TestValidateMongoURI(t *testing.T) {
 	}
 }
 
-func TestMongoContainerURI(t *testing.T) {
-	t.Parallel()
-	uri := mongoContainerURI(40123)
-	if uri != "mongodb://127.0.0.1:40123/?directConnection=true" {
-		t.Fatalf("mongoContainerURI = %q", uri)
-	}
-	if err := validateMongoURI(uri); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestMongoImage(t *testing.T) {
-	t.Setenv(EnvMongoImage, "")
-	if got := mongoImage(""); got != DefaultMongoImage {
-		t.Errorf("default image = %q, want %q", got, DefaultMongoImage)
-	}
-	t.Setenv(EnvMongoImage, "mongo:8")
-	if got := mongoImage(""); got != "mongo:8" {
-		t.Errorf("image from %s = %q, want mongo:8", EnvMongoImage, got)
-	}
-	if got := mongoImage("mongo:6"); got != "mongo:6" {
-		t.Errorf("image from option = %q, want mongo:6", got)
-	}
-}
-
 func TestStartMongoGivenURI(t *testing.T) {
 	t.Parallel()
 	const uri = "mongodb://127.0.0.1:1/?replicaSet=rs0"
@@ -72,13 +47,13 @@ func TestStartMongoGivenURI(t *testing.T) {
 	}
 }
 
-func TestStartMongoWithoutDocker(t *testing.T) {
+// TestStartMongoWithoutContainers: this test binary has no container
+// provider (as the library's tests), so without a URI there is no MongoDB,
+// and the error says so.
+func TestStartMongoWithoutContainers(t *testing.T) {
 	t.Parallel()
-	if DockerAvailable(context.Background()) == nil {
-		t.Skip("a Docker engine answers: this test checks the error without one")
-	}
 	_, err := StartMongo(context.Background(), MongoOptions{})
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no URI given") {
-		t.Fatalf("StartMongo without URI or Docker = %v, want ErrUnavailable saying why", err)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no URI given") || !strings.Contains(err.Error(), "no container provider") {
+		t.Fatalf("StartMongo without URI or container provider = %v, want ErrUnavailable saying why", err)
 	}
 }

@@ -3,7 +3,8 @@ package dbenv
 // PostgreSQL: where a server comes from (Provider), starting one
 // (StartPostgres), and what the tests and the harness do with it. Each
 // provider is a backend in a file of its own: postgres_local.go,
-// postgres_container.go, postgres_dsn.go.
+// postgres_dsn.go, and containers.go (the hook of the container provider,
+// package internal/dbenv/container).
 
 import (
 	"context"
@@ -21,27 +22,23 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Environment variables read by this package.
-const (
-	// EnvDatabaseURL names a server to use instead of starting one
-	// (ProviderDSN without a DSN; the tests' server when it is set).
-	EnvDatabaseURL = "RELAYBUS_TEST_DATABASE_URL"
-	// EnvImage overrides the Testcontainers image.
-	EnvImage = "RELAYBUS_PG_IMAGE"
-)
+// EnvDatabaseURL names a server to use instead of starting one
+// (ProviderDSN without a DSN; the tests' server when it is set).
+const EnvDatabaseURL = "RELAYBUS_TEST_DATABASE_URL"
 
 // Provider names where a PostgreSQL server comes from.
 type Provider string
 
 const (
-	// ProviderAuto picks Testcontainers when a Docker engine answers, else
+	// ProviderAuto picks Testcontainers when the binary links the container
+	// provider (internal/dbenv/container) and a Docker engine answers, else
 	// local server binaries.
 	ProviderAuto Provider = "auto"
 	// ProviderLocal runs a throwaway cluster from the initdb and postgres
 	// binaries found on this machine.
 	ProviderLocal Provider = "local"
 	// ProviderTestcontainers runs the server in a container through
-	// testcontainers-go.
+	// testcontainers-go; the binary must import internal/dbenv/container.
 	ProviderTestcontainers Provider = "testcontainers"
 	// ProviderDSN uses a server the user gives by its connection string.
 	ProviderDSN Provider = "dsn"
@@ -59,10 +56,6 @@ func ParseProvider(s string) (Provider, error) {
 		return "", fmt.Errorf("dbenv: unknown provider %q: want one of auto, local, testcontainers, dsn", s)
 	}
 }
-
-// DefaultImage is the Testcontainers image used when neither
-// PostgresOptions.Image nor RELAYBUS_PG_IMAGE names one.
-const DefaultImage = "postgres:17"
 
 // Limits, named so that every loop and wait in the package has a bound.
 const (
@@ -86,8 +79,8 @@ type PostgresOptions struct {
 	// variable RELAYBUS_TEST_DATABASE_URL. With ProviderAuto a non-empty DSN
 	// selects ProviderDSN.
 	DSN string
-	// Image is the Testcontainers image; empty means RELAYBUS_PG_IMAGE, else
-	// DefaultImage.
+	// Image is the Testcontainers image; empty means the container
+	// provider's default (RELAYBUS_PG_IMAGE, else container.DefaultImage).
 	Image string
 	// Settings are server settings (postgresql.conf names), for example
 	// shared_preload_libraries=pg_stat_statements, autovacuum=off. dbenv
@@ -185,7 +178,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 	case ProviderLocal:
 		return startLocal(ctx, settings, logf)
 	case ProviderTestcontainers:
-		return startContainer(ctx, imageOf(opts), settings, logf)
+		return startContainer(ctx, opts.Image, settings, logf)
 	}
 
 	// Auto.
@@ -193,35 +186,34 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		logf("dbenv: provider dsn (auto: a DSN was given)")
 		return startDSN(ctx, opts.DSN, logf)
 	}
-	dockerErr := DockerAvailable(ctx)
-	if dockerErr == nil {
-		logf("dbenv: provider testcontainers (auto: a Docker engine answers)")
-		p, err := startContainer(ctx, imageOf(opts), settings, logf)
-		if err == nil {
-			return p, nil
+	c, noContainers := containersOf()
+	var containerErr error
+	if noContainers == nil {
+		containerErr = c.Available(ctx)
+		if containerErr == nil {
+			logf("dbenv: provider testcontainers (auto: a Docker engine answers)")
+			p, err := startContainer(ctx, opts.Image, settings, logf)
+			if err == nil {
+				return p, nil
+			}
+			logf("dbenv: testcontainers failed, trying local server binaries: %v", err)
+			containerErr = err
+		} else {
+			logf("dbenv: provider local (auto: no Docker engine: %v)", containerErr)
 		}
-		logf("dbenv: testcontainers failed, trying local server binaries: %v", err)
-		dockerErr = err
 	} else {
-		logf("dbenv: provider local (auto: no Docker engine: %v)", dockerErr)
+		logf("dbenv: provider local (auto: this binary has no container provider)")
 	}
 	p, localErr := startLocal(ctx, settings, logf)
 	if localErr == nil {
 		return p, nil
 	}
+	if noContainers != nil {
+		return nil, fmt.Errorf("dbenv: no PostgreSQL server available: local: %v", localErr)
+	}
 	return nil, fmt.Errorf("dbenv: no PostgreSQL server available: Testcontainers: %v; local: %v; "+
 		"start a Docker engine, install PostgreSQL (apt-get install postgresql postgresql-contrib), "+
-		"or set %s to a server's connection string", dockerErr, localErr, EnvDatabaseURL)
-}
-
-func imageOf(opts PostgresOptions) string {
-	if opts.Image != "" {
-		return opts.Image
-	}
-	if img := os.Getenv(EnvImage); img != "" {
-		return img
-	}
-	return DefaultImage
+		"or set %s to a server's connection string", containerErr, localErr, EnvDatabaseURL)
 }
 
 // Provider reports where the server came from.

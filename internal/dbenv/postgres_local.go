@@ -131,7 +131,7 @@ func findServerBinaries() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("dbenv: no PostgreSQL server binaries: looked for initdb and postgres (one directory) on PATH and in %s; "+
-		"install them (apt-get install postgresql postgresql-contrib), or start a Docker engine for Testcontainers, "+
+		"install them (apt-get install postgresql postgresql-contrib), "+
 		"or set %s to a server's connection string", pgBinGlob, EnvDatabaseURL)
 }
 

@@ -3,6 +3,7 @@ package dbenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,25 +225,14 @@ func TestLocalStartFailureSaysWhy(t *testing.T) {
 	}
 }
 
-// TestAutoWithoutDockerFallsBackToLocal points DOCKER_HOST at a socket that
-// does not exist. The time bound is not a speed target: it asserts that the
-// decision does not hang (a Docker client waiting for an engine that never
-// answers), with a generous margin over the 1.5 s it is designed for.
-func TestAutoWithoutDockerFallsBackToLocal(t *testing.T) {
+// TestAutoWithoutContainersIsLocal: this test binary does not link the
+// container provider (as the library's tests do not), so auto takes the
+// local binaries at once, says so first, and never asks a Docker engine.
+func TestAutoWithoutContainersIsLocal(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
-	const decisionBound = 5 * time.Second
-	start := time.Now()
-	err := DockerAvailable(context.Background())
-	if took := time.Since(start); took > decisionBound {
-		t.Errorf("DockerAvailable took %v; want under %v (it must not hang)", took, decisionBound)
-	}
-	if err == nil || !strings.Contains(err.Error(), "no-docker.sock") {
-		t.Fatalf("DockerAvailable = %v; want an error naming the socket", err)
-	}
-
 	var logs []string
 	pg, err := StartPostgres(context.Background(), PostgresOptions{Logf: func(f string, a ...any) {
-		logs = append(logs, f)
+		logs = append(logs, fmt.Sprintf(f, a...))
 		t.Logf(f, a...)
 	}})
 	if err != nil {
@@ -252,8 +242,18 @@ func TestAutoWithoutDockerFallsBackToLocal(t *testing.T) {
 	if pg.Provider() != ProviderLocal {
 		t.Errorf("auto chose %q; want local", pg.Provider())
 	}
-	if len(logs) == 0 || !strings.Contains(logs[0], "provider local") {
-		t.Errorf("auto did not log its choice first: %q", logs)
+	if len(logs) == 0 || !strings.Contains(logs[0], "provider local") || !strings.Contains(logs[0], "no container provider") {
+		t.Errorf("auto did not log its choice and reason first: %q", logs)
+	}
+}
+
+// TestTestcontainersNotLinked: asking for containers in a binary without
+// the container provider fails at once and says where servers come from.
+func TestTestcontainersNotLinked(t *testing.T) {
+	t.Parallel()
+	_, err := StartPostgres(context.Background(), PostgresOptions{Provider: ProviderTestcontainers})
+	if !errors.Is(err, errNoContainers) || !strings.Contains(err.Error(), EnvDatabaseURL) {
+		t.Fatalf("StartPostgres(testcontainers) without the provider = %v; want errNoContainers naming %s", err, EnvDatabaseURL)
 	}
 }
 
@@ -267,7 +267,7 @@ func TestMissingServerBinaries(t *testing.T) {
 	if err == nil {
 		t.Fatal("StartPostgres found server binaries in an empty PATH")
 	}
-	for _, want := range []string{"initdb", "postgres", pgBinGlob, "apt-get install postgresql", "Docker", EnvDatabaseURL} {
+	for _, want := range []string{"initdb", "postgres", pgBinGlob, "apt-get install postgresql", EnvDatabaseURL} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

@@ -8,6 +8,12 @@
 //
 //	func TestMain(m *testing.M) { dbtest.Main(m) }
 //
+// dbtest imports no container code: a test binary gets containers only by
+// importing internal/dbenv/container itself. The library's tests do not,
+// so that a module requiring relaybus gets no Docker or Testcontainers
+// module in its go.sum; they take PostgreSQL from RELAYBUS_TEST_DATABASE_URL
+// or the local server binaries, and MongoDB from RELAYBUS_TEST_MONGO_URI.
+//
 // PostgreSQL tests never skip: when no server can be had the test fails and
 // says how to get one. MongoDB tests skip, saying why, where no replica set
 // can be had (dbenv.ErrUnavailable): no MongoDB server is faked.

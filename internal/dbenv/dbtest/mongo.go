@@ -40,12 +40,14 @@ var mongoShared struct {
 }
 
 // TestMongoURI returns a MongoDB replica-set URI for tests:
-// RELAYBUS_TEST_MONGO_URI if set; else the URI of a container (image
-// RELAYBUS_MONGO_IMAGE or dbenv.DefaultMongoImage, a single-member replica
-// set) shared by the test binary, which must run its tests with Main or
-// Run. Where no replica set can be had (dbenv.ErrUnavailable: no Docker
-// engine, no image) the test is skipped with the reason; a server that
-// fails to start fails the test.
+// RELAYBUS_TEST_MONGO_URI if set. Otherwise, in a test binary that links
+// the container provider (imports internal/dbenv/container, as the
+// harness's tests may; the library's tests do not), the URI of a container
+// (a single-member replica set) shared by the test binary, which must run
+// its tests with Main or Run. Where no replica set can be had
+// (dbenv.ErrUnavailable: no URI, no container provider, no Docker engine,
+// no image) the test is skipped with the reason; a server that fails to
+// start fails the test.
 //
 // Tests share the server: give each its own database
 // (MongoTestDatabaseName) and drop it in t.Cleanup.
@@ -62,7 +64,8 @@ func TestMongoURI(t testing.TB) string {
 	}
 	m, err := sharedMongo(ctx)
 	if errors.Is(err, dbenv.ErrUnavailable) {
-		t.Skipf("MongoDB tests need a replica set: set %s, or give a Docker engine a mongo image (%v)", EnvMongoURI, err)
+		t.Skipf("MongoDB tests need a replica set and none was given: set %s to one (mongodb://host:port/?replicaSet=NAME); "+
+			"no MongoDB server is faked (%v)", EnvMongoURI, err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,10 @@ var pgShared struct {
 //
 // The server is started on first use: RELAYBUS_TEST_DATABASE_URL selects a
 // given server (provider dsn); otherwise RELAYBUS_TEST_DB_PROVIDER (auto,
-// local, testcontainers; default auto). The test package must stop it with
+// local, testcontainers; default auto). testcontainers, and auto's choice of
+// a container, need a test binary that imports internal/dbenv/container:
+// the library's tests do not (their server is local binaries or the DSN),
+// the harness's worker tests do. The test package must stop it with
 // `func TestMain(m *testing.M) { dbtest.Main(m) }`. If no server can be had,
 // the test fails with the reason and how to get one: a database test never
 // skips silently.

@@ -1,4 +1,4 @@
-package dbenv
+package container
 
 import (
 	"bufio"

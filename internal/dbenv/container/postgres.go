@@ -1,17 +1,20 @@
-package dbenv
+package container
 
 import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/berkcansavur/relaybus/internal/dbenv"
 )
 
-// PostgreSQL in a container (provider testcontainers).
+// PostgreSQL in a container (dbenv's provider testcontainers).
 
 // containerStopTimeout is what the engine gives postgres to shut down before
 // it kills the container (Restart and Stop).
@@ -26,13 +29,18 @@ type containerServer struct {
 	dsn   string
 }
 
-func startContainer(ctx context.Context, image string, settings map[string]string, logf func(string, ...any)) (*Postgres, error) {
+// StartPostgres implements dbenv.Containers: settings are dbenv's, already
+// validated and with fsync set.
+func (provider) StartPostgres(ctx context.Context, image string, settings map[string]string, logf func(string, ...any)) (string, dbenv.Server, error) {
+	if image == "" {
+		image = postgresImage()
+	}
 	if err := DockerAvailable(ctx); err != nil {
-		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
+		return "", nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
 	}
 	prepareTestcontainersEnv(ctx, logf)
 	if err := ensureImage(ctx, image, logf); err != nil {
-		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
+		return "", nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
 	}
 
 	// The module starts postgres with fsync=off; the command is replaced so
@@ -48,10 +56,19 @@ func startContainer(ctx context.Context, image string, settings map[string]strin
 		return runContainer(ctx, image, cmd, p, logf)
 	})
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	logf("dbenv: container %s on 127.0.0.1:%d ready after %v", image, port, time.Since(start).Round(time.Millisecond))
-	return &Postgres{provider: ProviderTestcontainers, adminDSN: s.dsn, backend: s, settings: settings, logf: logf}, nil
+	return s.dsn, s, nil
+}
+
+// postgresImage is the image when the caller names none: RELAYBUS_PG_IMAGE,
+// else DefaultImage.
+func postgresImage() string {
+	if img := os.Getenv(EnvImage); img != "" {
+		return img
+	}
+	return DefaultImage
 }
 
 func runContainer(ctx context.Context, image string, cmd []string, port int, logf func(string, ...any)) (_ *containerServer, err error) {
@@ -67,7 +84,7 @@ func runContainer(ctx context.Context, image string, cmd []string, port int, log
 	s := &containerServer{ctr: ctr, image: image, logf: logf}
 	defer func() {
 		if err != nil && ctr != nil {
-			_ = s.stop(context.WithoutCancel(ctx))
+			_ = s.Stop(context.WithoutCancel(ctx))
 		}
 	}()
 	if err != nil {
@@ -89,15 +106,15 @@ func runContainer(ctx context.Context, image string, cmd []string, port int, log
 		return nil, fmt.Errorf("dbenv: provider testcontainers: port 5432 mapped to %d, not the requested %d", mapped.Num(), port)
 	}
 	s.dsn = fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	if err := waitReady(ctx, s.dsn, nil, nil); err != nil {
+	if err := dbenv.WaitReady(ctx, s.dsn); err != nil {
 		return nil, fmt.Errorf("dbenv: provider testcontainers: %w", err)
 	}
 	return s, nil
 }
 
-func (s *containerServer) source() string { return s.image }
+func (s *containerServer) Source() string { return s.image }
 
-func (s *containerServer) restart(ctx context.Context) error {
+func (s *containerServer) Restart(ctx context.Context) error {
 	start := time.Now()
 	timeout := containerStopTimeout
 	if err := s.ctr.Stop(ctx, &timeout); err != nil {
@@ -106,21 +123,21 @@ func (s *containerServer) restart(ctx context.Context) error {
 	if err := s.ctr.Start(ctx); err != nil {
 		return fmt.Errorf("dbenv: restart: start container: %w", err)
 	}
-	if err := waitReady(ctx, s.dsn, nil, nil); err != nil {
+	if err := dbenv.WaitReady(ctx, s.dsn); err != nil {
 		return fmt.Errorf("dbenv: restart: %w", err)
 	}
 	s.logf("dbenv: container restarted in %v", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// crash sends SIGQUIT to the container's postmaster (its pid from
-// postmaster.pid: PID 1 is the entrypoint script, which waits for it): an
-// immediate shutdown, after which the entrypoint and so the container
-// exit; then it starts the container again.
 // crashCommand signals the postmaster of the container's data directory.
 const crashCommand = `kill -QUIT "$(head -n 1 "${PGDATA:-/var/lib/postgresql/data}/postmaster.pid")"`
 
-func (s *containerServer) crash(ctx context.Context) error {
+// Crash sends SIGQUIT to the container's postmaster (its pid from
+// postmaster.pid: PID 1 is the entrypoint script, which waits for it): an
+// immediate shutdown, after which the entrypoint and so the container
+// exit; then it starts the container again.
+func (s *containerServer) Crash(ctx context.Context) error {
 	start := time.Now()
 	code, _, err := s.ctr.Exec(ctx, []string{"sh", "-c", crashCommand})
 	if err != nil {
@@ -148,15 +165,15 @@ func (s *containerServer) crash(ctx context.Context) error {
 	if err := s.ctr.Start(ctx); err != nil {
 		return fmt.Errorf("dbenv: crash: start container: %w", err)
 	}
-	if err := waitReady(ctx, s.dsn, nil, nil); err != nil {
+	if err := dbenv.WaitReady(ctx, s.dsn); err != nil {
 		return fmt.Errorf("dbenv: crash: %w", err)
 	}
 	s.logf("dbenv: container crashed and restarted in %v", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// stop removes the container and its anonymous volumes (the data).
-func (s *containerServer) stop(ctx context.Context) error {
+// Stop removes the container and its anonymous volumes (the data).
+func (s *containerServer) Stop(ctx context.Context) error {
 	if err := s.ctr.Terminate(ctx); err != nil {
 		return fmt.Errorf("dbenv: remove container: %w", err)
 	}
