@@ -6,7 +6,7 @@ import (
 )
 
 // Capabilities a worker's hello may list that change how the harness
-// treats its side. A relaybus worker lists neither; a peer worker (a
+// treats its side. A relaybus worker lists none of the peer ones; a peer worker (a
 // worker of another library, built from bench/peers/<name>) lists
 // CapabilityPeer and CapabilityPeerPrefix+name, and CapabilityNoKeyOrder
 // when the library does not handle one key's events in commit order.
@@ -19,6 +19,13 @@ const (
 	// records no per-key sequence, so the validator does not check order
 	// for its side (every other check still applies).
 	CapabilityNoKeyOrder = "no-key-order"
+	// CapabilityCompletionRecords: the worker's dispatchers write a
+	// completion line (bench/record's C) for every completion the store
+	// confirmed, after it returned, so the validator checks each
+	// completion against its handle and every handle against the
+	// completions before it. A worker without it (v0.2.2 and earlier, a
+	// peer) is reported as not checked for completions.
+	CapabilityCompletionRecords = "completion-records"
 )
 
 // HasCapability reports whether caps (a hello's capabilities) lists c.

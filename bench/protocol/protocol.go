@@ -236,7 +236,28 @@ type Inspect struct {
 	DeadLetters []DeadLetter `json:"dead_letters,omitempty"`
 	// DeadLettersTruncated: there were more than the worker lists.
 	DeadLettersTruncated bool `json:"dead_letters_truncated,omitempty"`
+	// KeysReported: Keys is the store's per-key state, every key (up
+	// to MaxKeyStates, then KeysTruncated). A worker that cannot read it
+	// (older than the field, a peer, a store it does not read) leaves it
+	// false and the validator reports the keys as not checked.
+	KeysReported  bool       `json:"keys_reported,omitempty"`
+	Keys          []KeyState `json:"keys,omitempty"`
+	KeysTruncated bool       `json:"keys_truncated,omitempty"`
 }
+
+// KeyState is one key as the store holds it after the drain: the key's
+// sequence counter, and the events of the key it still holds with their
+// highest sequence. A store whose per-key sequences run 1, 2, 3, ...
+// has LastSequence == Events == MaxSequence while it keeps every event.
+type KeyState struct {
+	Key          string `json:"key"`
+	LastSequence int64  `json:"last_sequence"`
+	Events       int64  `json:"events"`
+	MaxSequence  int64  `json:"max_sequence"`
+}
+
+// MaxKeyStates bounds Inspect.Keys.
+const MaxKeyStates = 200_000
 
 // DeadLetter is one dead delivery.
 type DeadLetter struct {

@@ -121,11 +121,13 @@ func (c *checker) check() *Result {
 	c.readHandles(nHandled)
 	c.pairs()
 	c.keysAndSequences()
+	c.keyStates()
 	c.causality()
 	c.deadLetters()
 	c.lost()
 	c.unexplained()
 	c.leaseTokens()
+	c.completions()
 	if in.Expect.NoKeyOrder {
 		c.skipOrder()
 	} else {
@@ -713,7 +715,8 @@ func (c *checker) keysAndSequences() {
 // committed and that no handle of any process recorded (one the
 // publisher did not record either, or lost), not a rolled-back call.
 // (The highest sequences of a key are seen only where something handled
-// them; the store's per-key counters would show a lost tail.)
+// them; keyStates holds them against the store's per-key counters, which
+// show a lost tail.)
 func (c *checker) sequenceGaps() {
 	if c.in.Expect.NoKeyOrder {
 		return

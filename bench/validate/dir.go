@@ -127,7 +127,7 @@ func ReadDir(dir string) (m *Manifest, files []File, found bool, err error) {
 			return nil, nil, false, fmt.Errorf("validate: %w", err)
 		}
 		files = append(files, File{Name: strings.TrimSuffix(e.Name(), RecordFileExt),
-			Published: f.Published, Handled: f.Handled, TruncatedTail: f.TruncatedTail})
+			Published: f.Published, Handled: f.Handled, Completed: f.Completed, TruncatedTail: f.TruncatedTail})
 	}
 	if len(files) == 0 {
 		return nil, nil, false, fmt.Errorf("validate: %s holds no %s record files", dir, RecordFileExt)

@@ -37,7 +37,7 @@ func TestReadDirV010Records(t *testing.T) {
 		t.Fatalf("ReadDir: %v found %v files %d", err, found, len(files))
 	}
 	r := Validate(m.Input(files))
-	if !r.Valid || r.Redeliveries != 1 || r.DeadExpected != 1 || r.CommitOrderSkipped != 3 || len(r.Notes) != 5 || !r.ProcessesUnchecked || r.CausalityUnchecked != 5 ||
+	if !r.Valid || r.Redeliveries != 1 || r.DeadExpected != 1 || r.CommitOrderSkipped != 3 || len(r.Notes) != 6 || !r.ProcessesUnchecked || r.CausalityUnchecked != 5 ||
 		r.TokensUnchecked != 5 || r.OverlapUnchecked != 5 {
 		t.Fatalf("%s %q %q", r, r.Examples, r.Notes)
 	}

@@ -35,6 +35,11 @@ type Process struct {
 	Drain    bool   `json:"drain,omitempty"`
 	Replaces string `json:"replaces,omitempty"`
 	Template bool   `json:"template,omitempty"`
+	// CompletionRecords: a dispatcher whose worker writes a completion
+	// line (record.Completed) for every completion the store confirmed
+	// (its hello listed protocol.CapabilityCompletionRecords); its file
+	// is checked for them.
+	CompletionRecords bool `json:"completion_records,omitempty"`
 	// End is how it ended (EndDone, EndKilled, EndFailed); Error, for
 	// EndFailed, what the harness saw.
 	End   string `json:"end"`
@@ -112,7 +117,7 @@ func (c *checker) processes() {
 	in, r := c.in, c.r
 	if len(in.Processes) == 0 {
 		r.ProcessesUnchecked = true
-		c.note("records not checked against the processes: the manifest lists none (a run recorded before the field, or a hand-made record set)")
+		c.note("records not checked against the processes, nor for completions: the manifest lists none (a run recorded before the field, or a hand-made record set)")
 		return
 	}
 	files := make(map[string]int, len(in.Files))

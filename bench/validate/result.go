@@ -58,6 +58,14 @@ type Result struct {
 	// handler end. Not violations; the notes say so.
 	TokensUnchecked  int64 `json:",omitempty"`
 	OverlapUnchecked int64 `json:",omitempty"`
+	// CompletionViolations: completion lines (dispatchers that write
+	// them) without the ok handle of their claim, before it ended, twice
+	// for one delivery, followed by a handle of the delivery, preceded by
+	// a handle of a higher attempt (a stale lease accepted), of a process
+	// not listed as writing them, or not as many as the process counted;
+	// and, in a cell without faults, a delivery handled ok and never
+	// completed.
+	CompletionViolations int64
 	// CausalityViolations: handles that started before their event's
 	// publish call started, or ended before they started, and publish
 	// records whose call started after their commit returned.
@@ -73,6 +81,11 @@ type Result struct {
 	// SequenceGaps: per key, a sequence missing between 0 and a
 	// sequence a handle reported (a committed event nobody recorded).
 	SequenceGaps int64
+	// KeyStateViolations: the store's per-key state (Final.Keys) against
+	// itself (counter, events and highest sequence disagree) and against
+	// the records (a counter beyond what they can hold: a lost tail; below
+	// a sequence handled; a key on one side only).
+	KeyStateViolations int64
 	// CommitOrderViolations: two commits of one key, the first returned
 	// before the second started, whose sequences do not increase.
 	// CommitOrderChecked: keyed events the check covered (those with a
@@ -213,10 +226,12 @@ func (r *Result) violations() []namedCount {
 		{name: "attempt violations", v: r.AttemptViolations},
 		{name: "order violations", v: r.OrderViolations},
 		{name: "lease token conflicts", v: r.TokenConflicts},
+		{name: "completion violations", v: r.CompletionViolations},
 		{name: "causality violations", v: r.CausalityViolations},
 		{name: "key mismatches", v: r.KeyMismatches},
 		{name: "sequence conflicts", v: r.SequenceConflicts},
 		{name: "sequence gaps", v: r.SequenceGaps},
+		{name: "key states against the store", v: r.KeyStateViolations},
 		{name: "commit-order violations", v: r.CommitOrderViolations},
 		{name: "pending", v: r.Pending},
 		{name: "processing", v: r.Processing},

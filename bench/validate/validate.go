@@ -117,6 +117,9 @@ type File struct {
 	Name      string
 	Published []record.Published
 	Handled   []record.Handled
+	// Completed are its completion lines (a worker that writes them:
+	// Process.CompletionRecords).
+	Completed []record.Completed
 	// TruncatedTail: the file ended in a partial line. Only a process the
 	// fault plan killed may leave one.
 	TruncatedTail bool

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,6 +175,62 @@ func listProcesses(in *Input) {
 	}
 }
 
+// withCompletions gives in the completion lines a worker with
+// completion records writes: one for every ok handle, by its process,
+// completionLag after the handler returned; and lists the processes,
+// their dispatchers as writing them (counters count every ok handle as
+// completed).
+func withCompletions(in *Input) {
+	for fi := range in.Files {
+		f := &in.Files[fi]
+		for _, h := range f.Handled {
+			if h.OK {
+				f.Completed = append(f.Completed, record.Completed{EventID: h.EventID, Handler: h.Handler, Attempt: h.Attempt,
+					Token: h.Token, CompletedNs: h.EndNs + completionLag})
+			}
+		}
+	}
+	listProcesses(in)
+	for i := range in.Processes {
+		in.Processes[i].CompletionRecords = in.Processes[i].Role == protocol.RoleDispatcher
+	}
+}
+
+// withKeys gives in's final state the per-key state a store that kept
+// every event reports: per key of the records, its highest handled
+// sequence as counter, event count and highest sequence.
+func withKeys(in *Input) {
+	top := map[string]int64{}
+	for fi := range in.Files {
+		for _, h := range in.Files[fi].Handled {
+			if h.Key != "" {
+				top[h.Key] = max(top[h.Key], h.Sequence)
+			}
+		}
+	}
+	keys := slices.Sorted(maps.Keys(top))
+	in.Final.KeysReported, in.Final.Keys = true, nil
+	for _, k := range keys {
+		in.Final.Keys = append(in.Final.Keys, protocol.KeyState{Key: k, LastSequence: top[k], Events: top[k], MaxSequence: top[k]})
+	}
+}
+
+// completionLag is how long after a handler returned its completion
+// line is written, in the clean run.
+const completionLag = 50
+
+// completedLine finds the completion line of event id by handler h.
+func completedLine(in *Input, id, h string) *record.Completed {
+	for fi := range in.Files {
+		for ci := range in.Files[fi].Completed {
+			if c := &in.Files[fi].Completed[ci]; c.EventID == id && c.Handler == h {
+				return c
+			}
+		}
+	}
+	panic("no completion " + id + "/" + h)
+}
+
 // proc returns in's listed process of that name.
 func proc(in *Input, name string) *Process {
 	for i := range in.Processes {
@@ -199,6 +256,7 @@ func counts(r *Result) map[string]int64 {
 		"keyOrderSkipped": r.KeyOrderSkipped, "tokenConflicts": r.TokenConflicts, "attempts": r.AttemptViolations, "causality": r.CausalityViolations, "causalityUnchecked": r.CausalityUnchecked, "publishErrorsAllowed": r.PublishErrorsAllowed, "deadMismatch": r.DeadLetterMismatches, "sequenceGaps": r.SequenceGaps, "uncertainUnexplained": r.UncertainUnexplained, "failuresUnexplained": r.FailuresUnexplained, "noHandlers": b2i(r.NoHandlers), "tokensUnchecked": r.TokensUnchecked,
 		"overlapUnchecked": r.OverlapUnchecked, "filesMissing": r.RecordFilesMissing, "filesUnlisted": r.RecordFilesUnlisted,
 		"counterMismatches": r.CounterMismatches, "processList": r.ProcessListViolations,
+		"completion": r.CompletionViolations, "keyStates": r.KeyStateViolations,
 	}
 }
 
@@ -529,6 +587,125 @@ var mutations = []struct {
 		d.Handled = slices.DeleteFunc(d.Handled, func(h record.Handled) bool { return h.EventID == "e7" && h.Handler == "b" })
 		handled(in, "e7", "a").OK = false
 	}, want: map[string]int64{"uncertainHandled": 1, "lost": 2, "handled": 14, "failures": 1}, example: "lost: event e7 handler a"},
+	// Issue 24, completion records: every completion the store confirmed
+	// against the handles and the counters.
+	{name: "completions: one per ok handle, after it", edit: withCompletions, valid: true},
+	{name: "completions: dispatchers that write none are noted", edit: func(in *Input) {
+		withCompletions(in)
+		for fi := range in.Files {
+			in.Files[fi].Completed = nil
+		}
+		for i := range in.Processes {
+			in.Processes[i].CompletionRecords = false
+		}
+	}, valid: true, example: "2 of 2 dispatchers not checked for completions"},
+	{name: "completions: a completion under a token no handle of its process ran", edit: func(in *Input) {
+		withCompletions(in)
+		completedLine(in, "e2", "a").Token = "t-other"
+	}, want: map[string]int64{"completion": 2},
+		example: "completion without its handle: disp-0 completed event e2 handler a attempt 1 under token t-other, and holds no ok handle of that claim"},
+	{name: "completions: a completion in another process's file", edit: func(in *Input) {
+		withCompletions(in)
+		d0, d1 := file(in, "disp-0"), file(in, "disp-1")
+		d1.Completed = append(d1.Completed, d0.Completed[0])
+		d0.Completed = d0.Completed[1:]
+		proc(in, "disp-0").Counters.Completed--
+		proc(in, "disp-1").Counters.Completed++
+	}, want: map[string]int64{"completion": 2}, example: "completion without its handle: disp-1 completed event e0 handler a"},
+	{name: "completions: a completion before its handler returned", edit: func(in *Input) {
+		withCompletions(in)
+		completedLine(in, "e3", "b").CompletedNs -= completionLag + 30
+	}, want: map[string]int64{"completion": 1}, example: "completion before its handle ended: disp-1 completed event e3 handler b"},
+	{name: "completions: one delivery completed twice", edit: func(in *Input) {
+		withCompletions(in)
+		d := file(in, "disp-1")
+		d.Completed = append(d.Completed, *completedLine(in, "e5", "a"))
+		proc(in, "disp-1").Counters.Completed++
+	}, want: map[string]int64{"completion": 1}, example: "completed twice: event e5 handler a was completed by disp-1 and again by disp-1"},
+	{name: "completions: a handle after the delivery's completion, which a crash would explain", edit: func(in *Input) {
+		withCompletions(in)
+		done := completedLine(in, "e4", "a").CompletedNs
+		crashAt(in, done+5)
+		h := *handled(in, "e4", "a")
+		h.Attempt, h.HandleNs, h.OK = 2, done+10, false
+		rerun(file(in, "disp-1"), h)
+		listProcesses(in)
+		for i := range in.Processes {
+			in.Processes[i].CompletionRecords = in.Processes[i].Role == protocol.RoleDispatcher
+		}
+	}, want: map[string]int64{"completion": 1, "redeliveries": 1, "failures": 1},
+		example: "handled after its completion: event e4 handler a ran again (disp-1, attempt 2) 10 ns after disp-0's completion of attempt 1 committed"},
+	{name: "completions: a completion after a takeover had started a higher attempt", edit: func(in *Input) {
+		withCompletions(in)
+		killAt(in, "disp-0", handleStart+6*step+handlerLen+completionLag+5)
+		// disp-1 took e6/a over (attempt 2) while disp-0 still ran attempt
+		// 1, whose completion the store accepted afterwards.
+		h := *handled(in, "e6", "a")
+		h.Attempt, h.HandleNs = 2, h.HandleNs+handlerLen/2
+		h.OK = false
+		rerun(file(in, "disp-1"), h)
+		listProcesses(in)
+		for i := range in.Processes {
+			in.Processes[i].CompletionRecords = in.Processes[i].Role == protocol.RoleDispatcher
+		}
+	}, want: map[string]int64{"completion": 1, "duplicates": 1, "failures": 1, "failuresUnexplained": 1},
+		example: "completion under a superseded lease: disp-0 completed event e6 handler a attempt 1, after disp-1 had started attempt 2 of it"},
+	{name: "completions: a completion the process counted is missing", edit: func(in *Input) {
+		withCompletions(in)
+		d := file(in, "disp-0")
+		d.Completed = d.Completed[:len(d.Completed)-1]
+	}, want: map[string]int64{"completion": 2}, example: "completion records: disp-0 ended with its done line counting 8 completions; its record file holds 7"},
+	{name: "completions: lines from a process not listed as writing them", edit: func(in *Input) {
+		withCompletions(in)
+		proc(in, "disp-1").CompletionRecords = false
+	}, want: map[string]int64{"completion": 1}, example: "completion: disp-1 wrote 8 completion lines, but the manifest does not list it"},
+	{name: "completions: a killed process may lose its last completion lines", edit: func(in *Input) {
+		withCompletions(in)
+		killAt(in, "disp-0", handleStart+100*step)
+		listProcesses(in)
+		for i := range in.Processes {
+			in.Processes[i].CompletionRecords = in.Processes[i].Role == protocol.RoleDispatcher
+		}
+		d := file(in, "disp-0")
+		d.Completed = d.Completed[:len(d.Completed)-2]
+	}, valid: true},
+	// Issue 24, class 5: the store's per-key counters show a lost tail.
+	{name: "keys: the store's counters match the records", edit: withKeys, valid: true},
+	{name: "keys: not reported by the side, noted", edit: func(*Input) {}, valid: true,
+		example: "keys not checked against the store's counters (a lost tail)"},
+	{name: "class 5: a lost tail (the last event of a key, recorded and handled by nobody)", edit: func(in *Input) {
+		withKeys(in)
+		in.Final.Keys[1].LastSequence++ // k1 has one more event in the store
+		in.Final.Keys[1].Events++
+		in.Final.Keys[1].MaxSequence++
+	}, want: map[string]int64{"keyStates": 1},
+		example: `lost tail: the store's counter of key "k1" is at 5, the handles show sequences up to 4: 1 committed events of the key were never handled (0 published records of the key have no handle)`},
+	{name: "class 5: an uncertain commit the store's counter shows committed, and nobody handled", edit: func(in *Input) {
+		withKeys(in)
+		in.Final.Keys[1].LastSequence++
+		in.Final.Keys[1].Events++
+		in.Final.Keys[1].MaxSequence++
+		p := file(in, "pub-0")
+		p.Published = append(p.Published, record.Published{EventID: "e9", EventType: "t", Key: "k1", CallStartNs: 1, CommitNs: 2, Uncertain: true})
+		in.Expect.AllowRedelivery, in.Expect.AllowPublishErrors = true, true
+		crashAt(in, handleStart+100*step)
+	}, want: map[string]int64{"uncertain": 1, "published": 9, "keyStates": 1}, example: "(1 published records of the key have no handle)"},
+	{name: "class 5: the store's counter below a handled sequence", edit: func(in *Input) {
+		withKeys(in)
+		in.Final.Keys[0].LastSequence--
+	}, want: map[string]int64{"keyStates": 2}, example: `key state: the store's counter of key "k0" is at 3, and it holds 4 events`},
+	{name: "class 5: the store deleted an event row", edit: func(in *Input) {
+		withKeys(in)
+		in.Final.Keys[1].Events--
+	}, want: map[string]int64{"keyStates": 1}, example: `key state: the store's counter of key "k1" is at 4, and it holds 3 events of the key up to sequence 4`},
+	{name: "class 5: a key the store does not hold", edit: func(in *Input) {
+		withKeys(in)
+		in.Final.Keys = in.Final.Keys[1:]
+	}, want: map[string]int64{"keyStates": 1}, example: `key state: key "k0", handled up to sequence 4, is not in the store's keys`},
+	{name: "class 5: a key no record names", edit: func(in *Input) {
+		withKeys(in)
+		in.Final.Keys = append(in.Final.Keys, protocol.KeyState{Key: "k-ghost", LastSequence: 1, Events: 1, MaxSequence: 1})
+	}, want: map[string]int64{"keyStates": 1}, example: `key state: the store holds key "k-ghost" (counter 1, 1 events), which no record names`},
 	// Issue 24, class 9: the handlers come from the manifest or the
 	// caller, never from the records.
 	{name: "class 9: no handler list", edit: func(in *Input) { in.Handlers = nil },

@@ -26,6 +26,21 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 	// completion is sent, so a SIGKILL cannot lose the record of a
 	// completed delivery.
 	cfg.BeforeComplete = func(context.Context, []*relaybus.Delivery) error { return rec.flush() }
+	// Each completion the store confirmed gets a C line, written to the
+	// kernel with the next batch's handles or at the end: a kill may lose
+	// the last ones, so they bound what happened from below.
+	cfg.AfterComplete = func(_ context.Context, ds []*relaybus.Delivery) {
+		now := time.Now().UnixNano()
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, d := range ds {
+			if err := rec.w.AddCompleted(record.Completed{
+				EventID: d.EventID, Handler: d.Handler, Attempt: d.Attempts, Token: d.LeaseToken, CompletedNs: now,
+			}); err != nil {
+				w.Log.Error("worker: recording a completion", "error", err)
+			}
+		}
+	}
 	bus, err := relaybus.New(st, cfg)
 	if err != nil {
 		return err

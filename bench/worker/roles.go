@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -15,10 +16,25 @@ import (
 
 type pgxTx = pgx.Tx
 
-func runRole[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) error {
+// keyStatesFunc reads the store's per-key state for role inspect; nil
+// where the worker cannot (the Inspect then says the keys were not
+// reported).
+type keyStatesFunc func(ctx context.Context) (keys []protocol.KeyState, truncated bool, err error)
+
+func runRole[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx], keys keyStatesFunc) error {
 	return w.RunRole(ctx, workerkit.Roles{
-		Setup:    st.Setup,
-		Inspect:  func(ctx context.Context) (*protocol.Inspect, error) { return inspect(ctx, st) },
+		Setup: st.Setup,
+		Inspect: func(ctx context.Context) (*protocol.Inspect, error) {
+			in, err := inspect(ctx, st)
+			if err != nil || keys == nil {
+				return in, err
+			}
+			if in.Keys, in.KeysTruncated, err = keys(ctx); err != nil {
+				return nil, fmt.Errorf("worker: inspect: key states: %w", err)
+			}
+			in.KeysReported = true
+			return in, nil
+		},
 		Publish:  func(ctx context.Context) error { return publish(ctx, w, st) },
 		Dispatch: func(ctx context.Context) error { return dispatch(ctx, w, st) },
 	})

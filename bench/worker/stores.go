@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/relaybus"
 	mongostore "github.com/berkcansavur/relaybus/relaybus/mongo"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
@@ -43,7 +45,9 @@ func (w *worker) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return runRole(ctx, w, relaybus.Store[pgxTx](st))
+		return runRole(ctx, w, relaybus.Store[pgxTx](st), func(ctx context.Context) ([]protocol.KeyState, bool, error) {
+			return pgKeyStates(ctx, pool)
+		})
 	case "mongo":
 		opts := options.Client().ApplyURI(w.Cfg.Store.MongoURI).SetAppName(ApplicationName)
 		if w.Cfg.Store.PoolSize > 0 {
@@ -58,7 +62,45 @@ func (w *worker) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return runRole(ctx, w, relaybus.Store[context.Context](st))
+		// The MongoDB store's key counters are not read (there is no
+		// server here to test a reader against): inspect says so.
+		return runRole(ctx, w, relaybus.Store[context.Context](st), nil)
 	}
 	return fmt.Errorf("worker: unknown store kind %q", w.Cfg.Store.Kind)
+}
+
+// pgKeyStates reads every key's sequence counter and the events the
+// store holds for it, from the tables of the store's default schema and
+// prefix (the worker's store uses them), in key order, at most
+// protocol.MaxKeyStates keys. A key with events but no counter row, or a
+// counter without events, is reported too (with 0 for what is missing).
+func pgKeyStates(ctx context.Context, pool *pgxpool.Pool) ([]protocol.KeyState, bool, error) {
+	keys := pgx.Identifier{postgres.DefaultSchema, postgres.DefaultTablePrefix + "keys"}.Sanitize()
+	events := pgx.Identifier{postgres.DefaultSchema, postgres.DefaultTablePrefix + "events"}.Sanitize()
+	rows, err := pool.Query(ctx, `
+SELECT coalesce(k.key, e.key), coalesce(k.last_sequence, 0), coalesce(e.events, 0), coalesce(e.max_sequence, 0)
+FROM `+keys+` k
+FULL JOIN (
+    SELECT key, count(*) AS events, max(sequence) AS max_sequence
+    FROM `+events+`
+    WHERE key IS NOT NULL AND key <> ''
+    GROUP BY key
+) e ON e.key = k.key
+ORDER BY 1
+LIMIT $1`, protocol.MaxKeyStates+1)
+	if err != nil {
+		return nil, false, err
+	}
+	ks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.KeyState, error) {
+		var k protocol.KeyState
+		err := r.Scan(&k.Key, &k.LastSequence, &k.Events, &k.MaxSequence)
+		return k, err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(ks) > protocol.MaxKeyStates {
+		return ks[:protocol.MaxKeyStates], true, nil
+	}
+	return ks, false, nil
 }

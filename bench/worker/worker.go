@@ -53,6 +53,7 @@ func capabilities() []string {
 		"role:setup", "role:preload", "role:publisher", "role:dispatcher", "role:inspect",
 		"record:v1", "workload:poison", "workload:fail_first", "dispatcher:extra_cost",
 		"profile:cpu", "dispatcher:completion_window_disabled",
+		protocol.CapabilityCompletionRecords,
 	}
 }
 
