@@ -20,6 +20,10 @@ import (
 // that failed.
 var ErrUnavailable = errors.New("dbenv: no server available")
 
+// EnvMongoURI names a MongoDB replica set (or mongos) for the tests; dbenv
+// does not read it, dbtest does, and cmd/dbserver writes it.
+const EnvMongoURI = "RELAYBUS_TEST_MONGO_URI"
+
 // mongoStopTimeout bounds Mongo.Stop.
 const mongoStopTimeout = 30 * time.Second
 

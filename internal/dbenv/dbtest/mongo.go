@@ -16,7 +16,7 @@ import (
 )
 
 // EnvMongoURI selects a given MongoDB replica set (or mongos) for tests.
-const EnvMongoURI = "RELAYBUS_TEST_MONGO_URI"
+const EnvMongoURI = dbenv.EnvMongoURI
 
 // Limits of the shared MongoDB.
 const (
