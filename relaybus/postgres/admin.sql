@@ -41,8 +41,8 @@ WHERE d.status = 'pending' AND d.available_at <= $1
 
 -- Purge, in id order and bounded by $2 (NULL: no bound). Dead rows
 -- through their index; completed rows exist only as 0.1.0 left them
--- and in the history. The 0.1.0 rows have no index any more (0.2.0
--- does not write them), so their purge is a scan of the table.
+-- and in the history. No index covers the 0.1.0 rows (this store never
+-- writes one), so their purge is a scan of the table.
 {{define "purgeDead" -}}
 WITH victims AS (
 	SELECT id FROM {{.Deliveries}} WHERE status = 'dead' AND updated_at < $1 ORDER BY id LIMIT $2

@@ -11,14 +11,14 @@
 --
 -- The claim commits synchronously (the server's synchronous_commit,
 -- on by default): a lease token is returned only once the write that
--- issued it is durable. Until 0.2.1 claims committed with
--- synchronous_commit off; a database crash within the WAL writer's
--- delay lost the claim, the lane came back at its previous epoch, and
--- the next take rebuilt the identical token lane:epoch:claims for
--- another holder (or the same holder's next claim returned the same
--- delivery under the same token): the stale holder's completion was
--- accepted and the key's next delivery was handed out while the
--- first still ran. A round trip that issued no token (it only locked
+-- issued it is durable. A claim committed without waiting for its flush
+-- is lost when the database crashes within the WAL writer's delay: the
+-- lane comes back at its previous epoch, and the next take rebuilds the
+-- identical token lane:epoch:claims for another holder (or the same
+-- holder's next claim returns the same delivery under the same token),
+-- so the stale holder's completion would be accepted and the key's next
+-- delivery handed out while the first still ran (TestDatabaseCrashAfterAClaim).
+-- A round trip that issued no token (it only locked
 -- its lanes, handed drained ones back or charged a takeover's lost
 -- deliveries) ends with claimAsync, which turns the flush wait off:
 -- losing such a commit loses no token.
@@ -325,10 +325,11 @@ SELECT set_config('relaybus.want', coalesce((SELECT array_agg(lane ORDER BY lane
 -- in flight. A statement of its own, so that it reads the lanes at the
 -- versions claimTake locked: when a lane changed after claimTake's
 -- snapshot, its lock followed the row to its newest version, while an
--- UPDATE in the same statement would have read the snapshot's version
--- again and queued for that version's tuple lock, which a claimLock
--- waiting on the row holds while it waits for us: a deadlock on one
--- row (found under mixed load on 0.2.1). $1 owner, $2 holder, $3 now,
+-- UPDATE in the same statement would read the snapshot's version again
+-- and queue for that version's tuple lock, which a claimLock waiting on
+-- the row holds while it waits for us: a deadlock on one row (see
+-- lockLane in lease.sql; TestNoDeadlockUnderMixedLoad). $1 owner, $2
+-- holder, $3 now,
 -- $4 the new lease expiry, $5 the last error of a delivery buried by
 -- the charge.
 {{define "claimWrite" -}}

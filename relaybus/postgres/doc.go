@@ -20,12 +20,13 @@
 //
 // # Schema
 //
-// The whole schema is one embedded file, schema.sql, rendered with the
-// validated Options.Schema and Options.TablePrefix (lower case letters,
-// digits and underscores only, always double quoted); SchemaSQL returns
-// it. Setup runs it in one transaction under a transaction-level advisory
-// lock. Every statement is idempotent: Setup can run any number of times
-// and from several processes at once.
+// The whole schema is one script, schema.sql with upgrade.sql (see SQL
+// below), rendered with the validated Options.Schema and
+// Options.TablePrefix (lower case letters, digits and underscores only,
+// always double quoted); SchemaSQL returns it. Setup runs it in one
+// transaction under a transaction-level advisory lock. Every statement is
+// idempotent: Setup can run any number of times and from several
+// processes at once.
 //
 //   - relaybus_events: one row per event (id, type, key, sequence, payload
 //     bytea, headers jsonb, created_at) and handlers, every handler the
@@ -56,13 +57,31 @@
 //     and counted as completed, deleted by Purge.
 //   - relaybus_schema_version: the schema version, 2.
 //
-// The seed's design indexed every pending row by (lane, available_at,
-// id). This store indexes only unkeyed ones there: through the seed's
-// index, a claim on lanes whose hot keys have long backlogs behind their
-// running heads walked every one of those followers (with an ordering
-// check each) to find the unkeyed work or the next head. Keyed deliveries
-// are found instead by a skip scan of the key index, one probe per key,
-// and TestPlans bounds the buffers a claim touches on such a backlog.
+// The (lane, available_at, id) index holds unkeyed deliveries only: were
+// every pending row in it, a claim on lanes whose hot keys have long
+// backlogs behind their running heads would walk every one of those
+// followers (with an ordering check each) to find the unkeyed work or the
+// next head. Keyed deliveries are found by a skip scan of the key index
+// instead, one probe per key, and TestPlans bounds the buffers a claim
+// touches on such a backlog.
+//
+// # SQL
+//
+// Every statement is in a .sql file of this package, one file per
+// concern, embedded and parsed at init into one text/template set:
+// schema.sql (the schema script, rendered whole) and upgrade.sql (its
+// 0.1.0 upgrade step), publish.sql, claim.sql, lease.sql (renewal, the
+// lane locks, reschedule, bury, release, relinquish), complete.sql,
+// admin.sql, and delivery.sql (the columns a delivery is read with, and
+// DeliveryList). A statement is a {{define "name"}} block with its
+// comment above it, outside the block, so that the comment is not sent;
+// name is the field of the store's queries it is rendered into, once, at
+// New. Shared pieces are templates too ({{template "fenced" .}}), and the
+// table names and limits are fields ({{.Deliveries}}, {{.ClaimQuota}}).
+// DeliveryList's statement is rendered per call, its filters being
+// {{with}} blocks that hold only parameter numbers. TestStatementsGolden
+// compares every rendered statement with testdata/statements.golden, and
+// TestPlans checks the plans of the hot ones.
 //
 // # Claims, leases and fencing
 //
@@ -101,13 +120,12 @@
 // A claim round trip that hands out deliveries commits synchronously (as
 // the server's synchronous_commit says, on by default; one that hands out
 // nothing commits without waiting for its flush): a lease token is handed
-// out only once the write that issued it is durable, so a database crash cannot
-// make the store issue one token twice. (0.2.0 and 0.2.1 committed claims
-// with synchronous_commit off; a crash within the WAL writer's delay lost
-// the claim, and the next take rebuilt the same token for another holder.
-// Fixed in 0.2.2.) A server configured with synchronous_commit off for
-// every transaction gives that guarantee up, for claims and completions
-// alike.
+// out only once the write that issued it is durable, so a database crash
+// cannot make the store issue one token twice (a claim lost in a crash
+// leaves its lane at the previous epoch, and the next take would rebuild
+// the same token for another holder). A server configured with
+// synchronous_commit off for every transaction gives that guarantee up,
+// for claims and completions alike.
 //
 // The lease token is "lane:epoch:claims" (relaybus.LaneToken). A fenced
 // write holds when the lane still has the epoch and lists the delivery in
@@ -133,8 +151,10 @@
 // several deliveries in physical order (a completion's TID scan, a
 // takeover's charge and a relinquish all sort by ctid). A completion
 // locks no lane and a renewal no delivery, so the two never wait on each
-// other (0.1.0 deadlocked there). TestNoDeadlockRenewalsCompletionsClaims
-// runs all of them at once.
+// other. No statement locks a lane row in one part and writes it in
+// another: the lock comes first, in a statement of its own (lease.sql).
+// TestNoDeadlockRenewalsCompletionsClaims and TestNoDeadlockUnderMixedLoad
+// run all of them at once.
 //
 // # Costs
 //
@@ -170,7 +190,8 @@
 //   - Reschedule, bury and requeue update indexed columns (not HOT): the
 //     rare path.
 //   - Listings, statistics and the purge of 0.1.0's completed rows scan
-//     the table (no index on status or created_at any more).
+//     the table (no index on status or created_at: it would cover columns
+//     the happy path writes).
 //   - An attempt is charged when it ends or at takeover; between a crash
 //     and the takeover the deliveries are listed as processing.
 //   - Events outlive their deliveries until Purge; after a purge a

@@ -210,7 +210,7 @@ func (s *Store) endClaim(ctx context.Context, op string, l relaybus.Lease, sql s
 		return false, err
 	}
 	// The lane first, in a statement of its own (see lockLane in
-	// schema.go), then the write, in one round trip and transaction.
+	// lease.sql), then the write, in one round trip and transaction.
 	var n int64
 	batch := &pgx.Batch{}
 	batch.Queue(s.q.lockLane, int16(pl.Token.Lane), pl.Token.Epoch)
@@ -241,7 +241,7 @@ func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelin
 }
 
 // lockFirst returns a batch that starts with the lane lock statement
-// lockSQL (lockLane, lockHeld or lockOwned in schema.go): the caller
+// lockSQL (lockLane, lockHeld or lockOwned in lease.sql): the caller
 // queues the statement that writes those lanes after it, and the two run
 // in one round trip and one implicit transaction, so that the write reads
 // the lanes at the versions the lock holds (see lockLane for the deadlock

@@ -11,8 +11,8 @@
 -- the snapshot's version (n) and queues for the tuple lock of version
 -- n, which a claim waiting on the row holds while it waits for
 -- version n+1: a deadlock on one row, within one store instance
--- (found under mixed load on 0.2.1: claimLock against reschedule,
--- release and renewal). Locked first, the writing statement's
+-- (claimLock against reschedule, release or renewal;
+-- TestNoDeadlockUnderMixedLoad). Locked first, the writing statement's
 -- snapshot is taken after every other writer of those rows committed,
 -- and it reads the rows at the versions it holds.
 --

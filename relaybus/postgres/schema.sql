@@ -1,8 +1,10 @@
 -- relaybus 0.2.0 schema: lane leases, delete on complete.
 --
--- This file is a text/template. Its only fields are Schema and Prefix: the
--- validated Options.Schema and Options.TablePrefix (see schema.go), which
--- can hold nothing but [a-z0-9_], and which the template always quotes.
+-- This file is a text/template, in one set with the store's other .sql
+-- files (sql.go); step 3 is upgrade.sql's upgradeFrom010. Its only fields
+-- are Schema and Prefix: the validated Options.Schema and
+-- Options.TablePrefix, which can hold nothing but [a-z0-9_], and which
+-- the template always quotes.
 --
 -- Setup runs it in one transaction under an advisory lock, and SchemaSQL
 -- returns it. Every statement is idempotent, so it can run any number of
@@ -50,9 +52,9 @@ BEGIN
     -- Every table with a relaybus name must be the one that version has:
     -- its columns (by name) all there. A table of that name that relaybus
     -- did not make (another application's, or one made by hand) is
-    -- refused by name, before anything is written: Setup used to create
-    -- the other tables beside it and record the version, and the first
-    -- publish then failed on a missing column. A version without a table
+    -- refused by name, before anything is written: with the other tables
+    -- created beside it and the version recorded, the first publish
+    -- would fail on a missing column. A version without a table
     -- (NULL) means the table must not exist: a fresh schema has none, and
     -- 0.1.0 had no lanes and no history.
     FOR t IN SELECT * FROM (VALUES
@@ -177,7 +179,7 @@ CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}deliveries" (
 -- key (idempotent publish):
 
 -- Claims: the pending unkeyed deliveries of a lane by due time. Unkeyed
--- only (the seed indexed every pending row here): a claim looking for
+-- only: a claim looking for
 -- unkeyed work would otherwise walk every keyed row of the lane, and a
 -- hot key's backlog behind its running head is thousands of rows none of
 -- which may run (see the package documentation).
@@ -209,7 +211,7 @@ ALTER TABLE "{{.Schema}}"."{{.Prefix}}deliveries" SET (autovacuum_vacuum_scale_f
 -- its predecessor's lanes; in_flight are the ids of the deliveries the
 -- holder claimed and has not finished; picks counts the deliveries
 -- claimed from the lane since it was taken (a held lane gives a bounded
--- number, then is handed back: see claimQuota in schema.go). No secondary
+-- number, then is handed back: see claimQuota in claim.go). No secondary
 -- index and half of every page free, so that an update of a lane row can
 -- be heap-only (HOT): it adds no index entry. toast_tuple_target keeps an
 -- in_flight list of up to about a thousand ids in the row, uncompressed,
@@ -224,7 +226,8 @@ CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}lanes" (
     picks            integer     NOT NULL DEFAULT 0
 ) WITH (fillfactor = 50, toast_tuple_target = 8160);
 
--- picks came after the first 0.2.0 development schemas.
+-- A lanes table made without picks gets it (step 1 does not require the
+-- column); on any other this changes nothing.
 ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" ADD COLUMN IF NOT EXISTS picks integer NOT NULL DEFAULT 0;
 
 ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" SET (fillfactor = 50, toast_tuple_target = 8160);
@@ -232,9 +235,9 @@ ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" SET (fillfactor = 50, toast_tuple_t
 -- Each lane gets a page of its own. A HOT update needs room in the row's
 -- page for the new version until the old one is pruned, and an in_flight
 -- list of 200 ids is 1.7 KB: 67 lane rows to a page, updated by several
--- claimers at once, left too little room, and many updates were not HOT
--- (BenchmarkClaimCompleteParallel reports the share). So each row
--- is first inserted with a filler of 300 ids (2.4 KB, more than half of
+-- claimers at once, would leave too little room, and many updates would
+-- not be HOT (BenchmarkClaimCompleteParallel reports the share). So each
+-- row is first inserted with a filler of 300 ids (2.4 KB, more than half of
 -- what fillfactor 50 lets an insert use, so no second row joins it), and
 -- then emptied, in place. Only rows inserted by this statement carry the
 -- filler (-1 is never a delivery id); the UPDATE finds nothing on a

@@ -7,21 +7,10 @@ import (
 	"text/template"
 )
 
-// The store's SQL is the .sql files of this package, one per concern, all
-// parsed into one text/template set (see "# SQL" in the package
-// documentation):
-//
-//   - schema.sql: the schema script, the one file rendered whole; it
-//     includes upgrade.sql's upgradeFrom010.
-//   - upgrade.sql: the in-place upgrade of a 0.1.0 schema.
-//   - publish.sql, claim.sql, lease.sql (renewal, the locks and the
-//     writes that end a claim), complete.sql, admin.sql: one
-//     {{define "name"}} per statement, commented above it; the name is
-//     the queries field the statement is rendered into.
-//   - delivery.sql: the columns scanDelivery reads, and DeliveryList.
-//
-// A file's text outside its defines is never rendered (schema.sql
-// aside), so the comments there cost the statements nothing.
+// sqlFiles are the store's statements, one file per concern, parsed
+// into one template set: see SQL in the package documentation. A file's
+// text outside its {{define}} blocks is never rendered (schema.sql, the
+// one file rendered whole, aside), so the comments there are not sent.
 //
 //go:embed *.sql
 var sqlFiles embed.FS
