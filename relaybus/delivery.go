@@ -12,10 +12,10 @@ const (
 	// back or taken over. Lane-lease stores do not store it: they report a
 	// pending delivery as processing while its lane lists it in flight.
 	StatusProcessing Status = "processing"
-	// StatusCompleted: its handler succeeded. Since 0.2.0 a completed
-	// delivery is deleted; it is listed and counted as completed only where
-	// the store keeps a completion history (or rows left by 0.1.0), until
-	// retention purges it.
+	// StatusCompleted: its handler succeeded. A lane-lease store deletes
+	// a completed delivery; it is listed and counted as completed only
+	// where the store keeps a completion history (or holds rows a 0.1.0
+	// store completed), until retention purges it.
 	StatusCompleted Status = "completed"
 	// StatusDead: its attempt budget is spent (a dead letter). Only
 	// Requeue brings it back.

@@ -13,10 +13,9 @@ import (
 // lease, or another worker runs the delivery again although its handler
 // succeeded. A lease found lost cancels its handler; a finishing lease
 // that is lost is left to its own write, which reports it. The bound of a
-// final write's retries moves with its renewed lease (see write). In
-// 0.2.0 a renewal writes lane rows only and a completion deletes delivery
-// rows, so the two cannot wait on each other (0.1.0's wrote the same
-// delivery rows and deadlocked). The renewal runs on its own goroutine
+// final write's retries moves with its renewed lease (see write). A
+// renewal writes lane rows only and a completion deletes delivery rows,
+// so neither waits for the other's row locks. The renewal runs on its own goroutine
 // and takes the dispatcher's lock only to copy and update the leases, so
 // it never waits for a completion.
 

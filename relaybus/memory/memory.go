@@ -419,22 +419,15 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	expiresAt := params.ExpiresAt.Round(0)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]bool, len(ls))
-	for i, pl := range ls {
+	return s.writeCurrent(ctx, ls, func(pl lease, _ *delivery) bool {
 		l := &s.lanes[pl.Token.Lane]
-		if l.owner != params.Owner || l.holder != s.holder || s.current(pl) == nil {
-			continue
+		if l.owner != params.Owner || l.holder != s.holder {
+			return false
 		}
 		l.expiresAt = expiresAt
-		out[i] = true
-	}
-	return out, nil
+		return true
+	})
 }
 
 // DeliveryComplete implements relaybus.Store.
@@ -455,20 +448,8 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.Deliv
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	now := params.Now.Round(0)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]bool, len(ls))
-	for i, pl := range ls {
-		if d := s.current(pl); d != nil {
-			s.complete(d, now)
-			out[i] = true
-		}
-	}
-	return out, nil
+	return s.writeCurrent(ctx, ls, func(_ lease, d *delivery) bool { s.complete(d, now); return true })
 }
 
 // DeliveryReschedule implements relaybus.Store. The failed attempt is
@@ -515,24 +496,36 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryRe
 }
 
 // fenced is the shape of every single-lease write (validated already):
-// parse the lease, honour a cancelled ctx, and apply write under the lock
-// only if the lease is still current, reporting whether it was.
+// parse the lease, then writeCurrent.
 func (s *Store) fenced(ctx context.Context, op string, l relaybus.Lease, write func(*delivery)) (bool, error) {
 	pl, err := parseLease(op, l)
 	if err != nil {
 		return false, err
 	}
-	if err := ctx.Err(); err != nil {
+	out, err := s.writeCurrent(ctx, []lease{pl}, func(_ lease, d *delivery) bool { write(d); return true })
+	if err != nil {
 		return false, err
+	}
+	return out[0], nil
+}
+
+// writeCurrent is the shape of every lease write, once its leases are
+// parsed: honour a cancelled ctx, then under the lock call write for each
+// lease that is still current (in its order), reporting per lease
+// whether it was current and write took it.
+func (s *Store) writeCurrent(ctx context.Context, ls []lease, write func(pl lease, d *delivery) bool) ([]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.current(pl)
-	if d == nil {
-		return false, nil
+	out := make([]bool, len(ls))
+	for i, pl := range ls {
+		if d := s.current(pl); d != nil {
+			out[i] = write(pl, d)
+		}
 	}
-	write(d)
-	return true, nil
+	return out, nil
 }
 
 // OwnerRelinquish implements relaybus.Store: every lane (params.Owner,

@@ -154,8 +154,8 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		// Completed ones kept forever (CompletedBefore zero), dead ones
 		// purged: the events must stay, since with delete on complete an
 		// event is what keeps a republish from running a completed
-		// handler again (0.2.1 deleted them by the dead cutoff, and the
-		// republished event ran its handler a second time).
+		// handler again (a purge by the dead cutoff alone would delete
+		// it, and the republished event would run that handler twice).
 		done, _ := e.publish(&eventOpts{Handlers: []string{"done"}})
 		mixed, _ := e.publish(&eventOpts{Handlers: []string{"mixedDone", "mixedDead"}})
 		dead, _ := e.publish(&eventOpts{Handlers: []string{"dead"}})

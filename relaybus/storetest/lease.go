@@ -48,8 +48,8 @@ func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		requireInvalid(t, err, "no leases")
 		_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Leases: []relaybus.Lease{d.Lease()}, ExpiresAt: At(time.Minute), Now: At(time.Second)})
 		requireInvalid(t, err, "no owner")
-		// An extension past MaxLeaseDuration (a century, found from
-		// outside on 0.2.1, which kept the lane leased until 2126).
+		// An extension past MaxLeaseDuration: a century ahead would keep
+		// the lane leased, and its keys stalled, for ever.
 		_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", Leases: []relaybus.Lease{d.Lease()},
 			ExpiresAt: At(time.Second).AddDate(100, 0, 0), Now: At(time.Second)})
 		requireInvalid(t, err, "expiry 100 years ahead")
