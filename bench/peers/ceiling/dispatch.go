@@ -141,9 +141,17 @@ type failure struct {
 	err     string
 }
 
+// completion is a success to complete, and its completion record.
+type completion struct {
+	ctid             pgtype.TID
+	eventID, handler string
+	attempt          int
+	token            string
+}
+
 // outcome is what a claim's handling left to write.
 type outcome struct {
-	done     []pgtype.TID
+	done     []completion
 	failures []failure
 	buried   int
 	released int // claimed, not run (behind a failure of their key, or not due)
@@ -202,6 +210,11 @@ func dispatcherFor(w *worker, connCfg *pgx.ConnConfig) (*dispatcher, error) {
 		d.streams = min(d.streams, p)
 	}
 	d.workers = max(1, cmp.Or(dc.Concurrency, defaultConcurrency)/d.streams)
+	if d.cost == 0 && d.extra == 0 {
+		// A no-op handler spread over goroutines only spends CPU the
+		// server needs: each stream runs its claims' inline.
+		d.workers = 1
+	}
 	if d.keyed {
 		d.lockSQL, d.claimSQL = fmt.Sprintf(lockSQLFormat, keyedWork), claimKeyedSQL
 	} else {
@@ -323,7 +336,11 @@ func (s *stream) run(ctx context.Context) {
 		writes := len(prev.done) + len(prev.failures)
 		if inTx {
 			if len(prev.done) > 0 {
-				b.Queue(completeSQL, prev.done)
+				ctids := make([]pgtype.TID, len(prev.done))
+				for i := range prev.done {
+					ctids[i] = prev.done[i].ctid
+				}
+				b.Queue(completeSQL, ctids)
 			}
 			if len(prev.failures) > 0 {
 				ids, delays, dead, errs := failureArgs(prev.failures)
@@ -377,6 +394,7 @@ func (s *stream) run(ctx context.Context) {
 		}
 		backoff = errorBackoffMin
 		if inTx && writes > 0 {
+			d.recordCompletions(prev.done)
 			d.counters.completed.Add(int64(len(prev.done)))
 			d.counters.buried.Add(int64(prev.buried))
 			d.counters.rescheduled.Add(int64(len(prev.failures) - prev.buried))
@@ -570,7 +588,8 @@ func (d *dispatcher) runOne(run []delivery, xid int64) outcome {
 		}
 		ok, f := d.handleOne(c, xid)
 		if ok {
-			out.done = append(out.done, c.ctid)
+			out.done = append(out.done, completion{ctid: c.ctid, eventID: c.eventID, handler: c.handler,
+				attempt: c.attempts + 1, token: leaseToken(c.lane, xid)})
 			continue
 		}
 		out.failures = append(out.failures, f)
@@ -628,6 +647,26 @@ func (d *dispatcher) handleOne(c *delivery, xid int64) (bool, failure) {
 		f.delayUs = d.schedule.delay(attempt, rand.Float64()).Microseconds()
 	}
 	return false, f
+}
+
+// recordCompletions writes a completion line for each delivery whose
+// completion committed; they reach the kernel with the next claim's
+// handles or when the record file is closed (a kill may lose the last
+// ones: they bound from below what was completed).
+func (d *dispatcher) recordCompletions(done []completion) {
+	now := time.Now().UnixNano()
+	for _, c := range done {
+		rc := record.Completed{EventID: c.eventID, Handler: c.handler, Attempt: c.attempt, Token: c.token, CompletedNs: now}
+		err := d.rec.AddCompleted(rc)
+		if errors.Is(err, record.ErrBatchFull) {
+			if err = d.rec.Flush(); err == nil {
+				err = d.rec.AddCompleted(rc)
+			}
+		}
+		if err != nil {
+			d.w.Log.Error("ceiling: recording a completion", "error", err)
+		}
+	}
 }
 
 // leaseToken names the claim a handle ran under: the lane and the id of

@@ -271,12 +271,12 @@ func readRecords(t testing.TB, paths ...string) *record.File {
 		}
 		all.Published = append(all.Published, f.Published...)
 		all.Handled = append(all.Handled, f.Handled...)
+		all.Completed = append(all.Completed, f.Completed...)
 	}
 	return all
 }
 
 type pair struct{ event, handler string }
-
 
 // checkHandles checks the handle records of a run without faults against
 // its published events: every (event, handler) handled ok exactly once
@@ -352,6 +352,30 @@ func checkHandles(t *testing.T, recs *record.File, handlers []string, failFirst,
 				t.Errorf("(%s, %s): handled ok %v, want %v", id, h, got, want)
 			}
 		}
+	}
+	// Every ok handle's completion committed and was recorded once,
+	// after the handle, with its attempt and token.
+	type claim struct {
+		event, handler, token string
+		attempt               int
+	}
+	okEnd := map[claim]int64{}
+	for _, h := range recs.Handled {
+		if h.OK {
+			okEnd[claim{h.EventID, h.Handler, h.Token, h.Attempt}] = h.EndNs
+		}
+	}
+	completed := map[claim]bool{}
+	for _, c := range recs.Completed {
+		k := claim{c.EventID, c.Handler, c.Token, c.Attempt}
+		end, ok := okEnd[k]
+		if !ok || completed[k] || c.CompletedNs < end {
+			t.Errorf("completion %+v: no ok handle of that claim, completed twice, or before the handle ended", c)
+		}
+		completed[k] = true
+	}
+	if len(completed) != len(okEnd) {
+		t.Errorf("%d completions recorded, want one per ok handle (%d)", len(completed), len(okEnd))
 	}
 	for k, hs := range perKey {
 		slices.SortFunc(hs, func(a, b record.Handled) int { return cmpInt64(a.HandleNs, b.HandleNs) })

@@ -210,15 +210,6 @@ func (s *localServer) stopProcess() error {
 	return fmt.Errorf("postgres (pid %d) did not exit after SIGKILL", cmd.Process.Pid)
 }
 
-// restart stops the server and starts it again on the same port, as the
-// harness's database restart fault does.
-func (s *localServer) restart() error {
-	if err := s.stopProcess(); err != nil {
-		return err
-	}
-	return s.startProcess()
-}
-
 // stop stops the server and removes its directory.
 func (s *localServer) stop() error {
 	return errors.Join(s.stopProcess(), os.RemoveAll(s.dir))

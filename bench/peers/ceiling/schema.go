@@ -9,15 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The tables, named for the harness's per-table metrics (their role:
-// ceiling_deliveries one row per delivery, ceiling_lanes the lanes).
-const (
-	tableEvents     = "ceiling_events"
-	tableKeys       = "ceiling_keys"
-	tableDeliveries = "ceiling_deliveries"
-	tableLanes      = "ceiling_lanes"
-)
-
 // setupLockKey is the advisory lock setup runs under, so that two setups
 // at once do not race on CREATE ... IF NOT EXISTS.
 const setupLockKey = 0x6365696c696e67 // "ceiling"

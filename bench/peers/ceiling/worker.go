@@ -49,6 +49,7 @@ func capabilities() []string {
 		"store:postgres",
 		"role:setup", "role:preload", "role:publisher", "role:dispatcher", "role:inspect",
 		"record:v1", "workload:poison", "workload:fail_first", "dispatcher:extra_cost",
+		protocol.CapabilityCompletionRecords,
 	}
 }
 
