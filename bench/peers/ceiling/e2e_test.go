@@ -543,6 +543,9 @@ func TestDispatchCells(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			if testing.Short() {
+				tc.events /= 4
+			}
 			dsn := needDB(t)
 			dir := t.TempDir()
 			store := protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: 8}
