@@ -215,7 +215,14 @@ func (b *Bus[TTx]) PurgeExpired(ctx context.Context, r Retention) (*PurgeResult,
 }
 
 // Run dispatches until ctx is done, then shuts down gracefully and returns
-// nil, or the first fatal error.
+// nil, or the first fatal error. The shutdown logs its cause (ctx's) and
+// what is in flight, stops claiming, cancels the running handlers'
+// contexts and waits for them at most Config.ShutdownTimeout (default
+// DefaultShutdownTimeout); handlers that ignore their context past it are
+// logged and left running, with their leases left to expire (see
+// Config.ShutdownTimeout). Then it writes the completions queued,
+// releases the leases still held and returns. Stop bounds the wait by its
+// own context as well.
 func (b *Bus[TTx]) Run(ctx context.Context) error {
 	if err := b.Start(ctx); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -23,6 +24,7 @@ const (
 	DefaultRetryBaseDelay        = time.Second
 	DefaultRetryMaxDelay         = time.Hour
 	DefaultRetryJitter           = 0.1
+	DefaultShutdownTimeout       = 10 * time.Second
 	// DefaultMaxPayloadBytes is Config.MaxPayloadBytes (and a store's
 	// payload option) when unset: 1 MiB.
 	DefaultMaxPayloadBytes = 1 << 20
@@ -106,6 +108,21 @@ type Config struct {
 	// whatever it does. The harness uses it to record which claim each
 	// completion ended.
 	AfterComplete func(ctx context.Context, ds []*Delivery)
+	// ShutdownTimeout bounds how long the shutdown waits for running
+	// handlers, whose contexts are cancelled when it begins. 0 means
+	// DefaultShutdownTimeout; Disabled waits as long as they take; else
+	// [MinShutdownTimeout, MaxShutdownTimeout]. When it passes, the
+	// handlers still running are logged and left running, their leases
+	// are neither renewed nor released but left to expire (as after a
+	// crash, so no other process takes their deliveries before then),
+	// what else the shutdown writes is written, and Run returns. Set it
+	// below the time an orchestrator waits between its stop signal and
+	// its kill.
+	ShutdownTimeout time.Duration
+	// Middleware wraps every handler's calls (see Middleware), the first
+	// outermost, outside each handler's HandlerOptions.Middleware. A nil
+	// entry is an error.
+	Middleware []Middleware
 }
 
 // withDefaults returns cfg with defaults filled in, or the first field out of
@@ -168,6 +185,15 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err := intField("MaxPayloadBytes", &c.MaxPayloadBytes, DefaultMaxPayloadBytes, 1, MaxPayloadBytesLimit); err != nil {
 		return c, err
 	}
+	if c.ShutdownTimeout != Disabled {
+		if err := durField("ShutdownTimeout", &c.ShutdownTimeout, DefaultShutdownTimeout, MinShutdownTimeout, MaxShutdownTimeout); err != nil {
+			return c, err
+		}
+	}
+	if slices.ContainsFunc(c.Middleware, func(m Middleware) bool { return m == nil }) {
+		return c, invalidf("Config.Middleware: a nil Middleware")
+	}
+	c.Middleware = slices.Clip(slices.Clone(c.Middleware)) // the caller's slice may change later
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -118,6 +118,11 @@ func (d *dispatcher[TTx]) run(ctx context.Context) error {
 
 	d.claimLoop(ctx)
 
+	d.mu.Lock()
+	inFlight := len(d.held)
+	d.mu.Unlock()
+	d.log.Info("relaybus: dispatcher stopping", "owner", d.cfg.Owner, "cause", context.Cause(ctx), "in_flight", inFlight,
+		"shutdown_timeout", d.cfg.ShutdownTimeout)
 	d.shutdown(renewStop, &bg)
 	d.log.Info("relaybus: dispatcher stopped", "owner", d.cfg.Owner)
 	return nil

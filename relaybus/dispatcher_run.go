@@ -39,7 +39,7 @@ func (d *dispatcher[TTx]) runJob(ctx context.Context, j *job, h *handler[TTx]) {
 		d.runTx(ctx, runCtx, j, h)
 		return
 	}
-	err := d.call(runCtx, j, func(c context.Context) error { return h.fn(c, j.d) })
+	err := d.call(runCtx, j, chain(h.middleware, j.d, func(c context.Context) error { return h.fn(c, j.d) }))
 	d.finish(ctx, runCtx, j, h, err)
 }
 
@@ -90,7 +90,7 @@ func (d *dispatcher[TTx]) runTx(ctx, runCtx context.Context, j *job, h *handler[
 			d.logJob(slog.LevelWarn, "relaybus: rollback failed", j, rbErr)
 		}
 	}
-	herr := d.call(runCtx, j, func(c context.Context) error { return h.txFn(c, tx, j.d) })
+	herr := d.call(runCtx, j, chain(h.middleware, j.d, func(c context.Context) error { return h.txFn(c, tx, j.d) }))
 	if !d.beginFinish(j) {
 		rollback()
 		return

@@ -2,9 +2,12 @@ package relaybus
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -101,4 +104,101 @@ func TestShutdownDuringAClaim(t *testing.T) {
 			require.Equal(t, int64(4), tb.bus.DispatcherStats().Released)
 		})
 	}
+}
+
+// syncBuffer is a log sink the test reads while the bus writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestShutdownTimeout: a handler that ignores its cancelled context holds
+// the shutdown at most Config.ShutdownTimeout; its lease is left to
+// expire (neither relinquished nor released) and the shutdown says so.
+// With Disabled the shutdown waits for it.
+func TestShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	t.Run("bounded", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.ShutdownTimeout = 20 * time.Millisecond
+		var logs syncBuffer
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		tb := setup(t, cfg)
+		started, release := make(chan struct{}), make(chan struct{})
+		returned := make(chan struct{})
+		require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error {
+			defer close(returned)
+			close(started)
+			<-release // ignores its context
+			return nil
+		}, nil))
+		publishN(t, tb.bus, "t", 1, nil)
+		require.NoError(t, tb.bus.Start(context.Background()))
+		<-started
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, tb.bus.Stop(ctx), "Stop returns once the shutdown timeout passed")
+		d := tb.store.snapshot()[0]
+		require.Equal(t, StatusProcessing, d.Status, "the lease is left to expire")
+		tb.spy.with(func(s *spyStore[*fakeTx]) {
+			require.Zero(t, s.relinquishes, "nothing relinquished while a handler runs")
+		})
+		out := logs.String()
+		require.Contains(t, out, "dispatcher stopping")
+		require.Contains(t, out, "in_flight=1")
+		require.Contains(t, out, "shutdown timeout passed with handlers still running")
+		require.Contains(t, out, "still running at the shutdown timeout")
+		require.Contains(t, out, "event_id="+d.EventID)
+		close(release)
+		<-returned // no goroutine outlives the test
+	})
+	t.Run("disabled waits", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.ShutdownTimeout = Disabled
+		tb := setup(t, cfg)
+		started, release := make(chan struct{}), make(chan struct{})
+		require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error {
+			close(started)
+			<-release
+			return nil
+		}, nil))
+		publishN(t, tb.bus, "t", 1, nil)
+		require.NoError(t, tb.bus.Start(context.Background()))
+		<-started
+		stopped := make(chan error, 1)
+		go func() { stopped <- tb.bus.Stop(context.Background()) }()
+		select {
+		case err := <-stopped:
+			t.Fatalf("Stop returned (%v) while the handler ran, with no shutdown timeout", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(release)
+		require.NoError(t, <-stopped)
+		require.Equal(t, StatusCompleted, tb.store.snapshot()[0].Status, "it finished its work and was completed")
+		tb.spy.with(func(s *spyStore[*fakeTx]) { require.Equal(t, 1, s.relinquishes) })
+	})
+	t.Run("out of range", func(t *testing.T) {
+		t.Parallel()
+		for _, d := range []time.Duration{-2, time.Microsecond, MaxShutdownTimeout + 1} {
+			cfg := testConfig()
+			cfg.ShutdownTimeout = d
+			_, err := New[*fakeTx](spy[*fakeTx](newFakeStore()), cfg)
+			require.ErrorIs(t, err, ErrInvalid, "%v", d)
+			require.ErrorContains(t, err, "Config.ShutdownTimeout")
+		}
+	})
 }

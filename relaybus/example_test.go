@@ -216,3 +216,56 @@ func Example_transactionalHandler() {
 	// receipts: {Pending:0 Processing:0 Completed:1 Dead:0}
 	// orders: {Pending:0 Processing:0 Completed:1 Dead:0}
 }
+
+// Middleware wraps every handler of a bus: here it logs each attempt with
+// the delivery's attributes and the handler's context, and turns an
+// error a downstream marks as final into a dead letter at once.
+func ExampleMiddleware() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var log strings.Builder
+	var logMu sync.Mutex
+	errRejected := errors.New("rejected downstream")
+	logged := func(ctx context.Context, d *relaybus.Delivery, next func(context.Context) error) error {
+		err := next(ctx)
+		if errors.Is(err, errRejected) {
+			err = relaybus.Permanent(err)
+		}
+		logMu.Lock()
+		fmt.Fprintf(&log, "handler=%s key=%s attempt=%d error=%v\n", d.Handler, d.Key, d.Attempts, err)
+		logMu.Unlock()
+		return err
+	}
+	store := memory.New(nil)
+	bus, err := relaybus.New[*memory.Tx](store, relaybus.Config{PollInterval: 5 * time.Millisecond, Middleware: []relaybus.Middleware{logged}})
+	if err != nil {
+		panic(err)
+	}
+	var done sync.WaitGroup
+	done.Add(2)
+	err = bus.Handle("invoice.sent", "ledger", func(_ context.Context, d *relaybus.Delivery) error {
+		defer done.Done()
+		if string(d.Payload) == "bad" {
+			return errRejected
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		panic(err)
+	}
+	err = bus.Publish(ctx,
+		&relaybus.Event{Type: "invoice.sent", Key: "customer-7", Payload: []byte("ok")},
+		&relaybus.Event{Type: "invoice.sent", Key: "customer-7", Payload: []byte("bad")},
+	)
+	if err != nil {
+		panic(err)
+	}
+	go func() { done.Wait(); cancel() }()
+	if err := bus.Run(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Print(log.String())
+	// Output:
+	// handler=ledger key=customer-7 attempt=1 error=<nil>
+	// handler=ledger key=customer-7 attempt=1 error=permanent: rejected downstream
+}

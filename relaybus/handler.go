@@ -3,6 +3,7 @@ package relaybus
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -17,6 +18,27 @@ type HandlerFunc func(ctx context.Context, d *Delivery) error
 // writes happen effectively once.
 type TxHandlerFunc[TTx any] func(ctx context.Context, tx TTx, d *Delivery) error
 
+// Middleware wraps every call of a handler, plain or transactional: it
+// runs with the attempt's context and delivery and calls next to go on, to
+// the next middleware and last to the handler; what it returns is the
+// attempt's outcome, as a handler's error is (nil completes the delivery,
+// and a middleware that does not call next completes it without running
+// the handler). Logging with the delivery's attributes, tracing, metrics,
+// a per-call timeout or an error mapping are middleware. It must not
+// modify d, and next must not be called after the middleware returned.
+// A panic in a middleware is recovered like a handler's. For a
+// transactional handler the whole chain runs inside the transaction.
+type Middleware func(ctx context.Context, d *Delivery, next func(ctx context.Context) error) error
+
+// chain wraps call in mws, the first outermost.
+func chain(mws []Middleware, d *Delivery, call func(context.Context) error) func(context.Context) error {
+	for i := len(mws) - 1; i >= 0; i-- {
+		mw, next := mws[i], call
+		call = func(ctx context.Context) error { return mw(ctx, d, next) }
+	}
+	return call
+}
+
 // HandlerOptions tune one handler. A nil *HandlerOptions takes every default.
 type HandlerOptions struct {
 	// MaxAttempts is the attempt budget of the handler's deliveries. 0 means
@@ -27,6 +49,9 @@ type HandlerOptions struct {
 	// the attempt fails. 0 means none; else [MinHandlerTimeout,
 	// MaxHandlerTimeout].
 	Timeout time.Duration
+	// Middleware wraps this handler's calls, inside Config.Middleware;
+	// the first is outermost. A nil entry is an error.
+	Middleware []Middleware
 }
 
 // handler is one registered handler: run here (fn or txFn set) or only
@@ -36,8 +61,10 @@ type handler[TTx any] struct {
 	eventType   string
 	maxAttempts int
 	timeout     time.Duration
-	fn          HandlerFunc
-	txFn        TxHandlerFunc[TTx]
+	// middleware: Config.Middleware, then HandlerOptions.Middleware.
+	middleware []Middleware
+	fn         HandlerFunc
+	txFn       TxHandlerFunc[TTx]
 }
 
 func (h *handler[TTx]) runs() bool { return h.fn != nil || h.txFn != nil }
@@ -94,6 +121,9 @@ func (b *Bus[TTx]) register(eventType, name string, opts *HandlerOptions, fn Han
 	if o.Timeout != 0 && (o.Timeout < MinHandlerTimeout || o.Timeout > MaxHandlerTimeout) {
 		return invalidf("handler %q: Timeout %v out of range [%v, %v]", name, o.Timeout, MinHandlerTimeout, MaxHandlerTimeout)
 	}
+	if slices.ContainsFunc(o.Middleware, func(m Middleware) bool { return m == nil }) {
+		return invalidf("handler %q: a nil Middleware", name)
+	}
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -106,7 +136,8 @@ func (b *Bus[TTx]) register(eventType, name string, opts *HandlerOptions, fn Han
 	if len(b.byType[eventType]) >= MaxHandlersPerEvent {
 		return invalidf("event type %q: over the limit of %d handlers", eventType, MaxHandlersPerEvent)
 	}
-	h := &handler[TTx]{name: name, eventType: eventType, maxAttempts: o.MaxAttempts, timeout: o.Timeout, fn: fn, txFn: txFn}
+	h := &handler[TTx]{name: name, eventType: eventType, maxAttempts: o.MaxAttempts, timeout: o.Timeout, fn: fn, txFn: txFn,
+		middleware: append(b.cfg.Middleware, o.Middleware...)}
 	b.handlers[name] = h
 	b.byType[eventType] = append(b.byType[eventType], DeliverySpec{Handler: name, MaxAttempts: o.MaxAttempts})
 	return nil

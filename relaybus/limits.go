@@ -93,6 +93,11 @@ const (
 	// is renewed all that time.
 	MinHandlerTimeout = time.Millisecond
 	MaxHandlerTimeout = 24 * time.Hour
+	// MinShutdownTimeout and MaxShutdownTimeout bound
+	// Config.ShutdownTimeout: below a millisecond no handler could finish,
+	// and past a day the wait is a hang (Disabled says so outright).
+	MinShutdownTimeout = time.Millisecond
+	MaxShutdownTimeout = 24 * time.Hour
 )
 
 // Limits on store calls, checked by the params' Validate methods.
