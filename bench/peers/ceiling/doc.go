@@ -195,7 +195,9 @@
 // flight only inside a dispatcher's open transaction); processing is 0;
 // dead the dead rows, each listed as a dead letter (event id, handler,
 // attempts, last error); completed is the deliveries the events were
-// published with (events.handlers) less the pending and dead ones.
+// published with (events.handlers) less the pending and dead ones; keys
+// are every key's sequence counter beside its events' count and highest
+// sequence, as the relaybus worker reports its store's.
 //
 // # Stopping
 //

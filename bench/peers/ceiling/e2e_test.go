@@ -498,6 +498,14 @@ func TestEndToEnd(t *testing.T) {
 	}
 	const deliveries = events * 2
 	okDeliveries := int64(deliveries - 2*10)
+	if !final.KeysReported || len(final.Keys) != wl.KeyCount {
+		t.Errorf("final inspect reports keys %v: %+v, want the %d keys", final.KeysReported, final.Keys, wl.KeyCount)
+	}
+	for _, k := range final.Keys {
+		if k.LastSequence != k.Events || k.MaxSequence != k.Events {
+			t.Errorf("key state %+v: want sequences 1..events", k)
+		}
+	}
 	if final.Completed != okDeliveries || final.Dead != 20 || final.Pending != 0 || final.Processing != 0 {
 		t.Errorf("final inspect %+v, want %d completed, 20 dead, nothing left", final, okDeliveries)
 	}

@@ -66,6 +66,10 @@ func inspect(ctx context.Context, pool *pgxpool.Pool) (*protocol.Inspect, error)
 		return nil, fmt.Errorf("ceiling: counting deliveries: %w", err)
 	}
 	in.Completed = published - in.Pending - in.Dead
+	if in.Keys, in.KeysTruncated, err = keyStates(ctx, pool); err != nil {
+		return nil, fmt.Errorf("ceiling: inspect: key states: %w", err)
+	}
+	in.KeysReported = true
 	if in.Dead == 0 {
 		return in, nil
 	}
@@ -86,4 +90,37 @@ func inspect(ctx context.Context, pool *pgxpool.Pool) (*protocol.Inspect, error)
 		in.DeadLetters, in.DeadLettersTruncated = in.DeadLetters[:protocol.MaxDeadLetters], true
 	}
 	return in, nil
+}
+
+// keyStates reads every key's sequence counter and the events held for
+// it, in key order, at most protocol.MaxKeyStates keys, as the relaybus
+// worker reads its store's: a key with events but no counter row, or a
+// counter without events, is reported too (0 for what is missing).
+func keyStates(ctx context.Context, pool *pgxpool.Pool) ([]protocol.KeyState, bool, error) {
+	rows, err := pool.Query(ctx, `
+SELECT coalesce(k.key, e.key), coalesce(k.last_sequence, 0), coalesce(e.events, 0), coalesce(e.max_sequence, 0)
+FROM ceiling_keys k
+FULL JOIN (
+	SELECT key, count(*) AS events, max(sequence) AS max_sequence
+	FROM ceiling_events
+	WHERE key IS NOT NULL AND key <> ''
+	GROUP BY key
+) e ON e.key = k.key
+ORDER BY 1
+LIMIT $1`, protocol.MaxKeyStates+1)
+	if err != nil {
+		return nil, false, err
+	}
+	ks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.KeyState, error) {
+		var k protocol.KeyState
+		err := r.Scan(&k.Key, &k.LastSequence, &k.Events, &k.MaxSequence)
+		return k, err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(ks) > protocol.MaxKeyStates {
+		return ks[:protocol.MaxKeyStates], true, nil
+	}
+	return ks, false, nil
 }
