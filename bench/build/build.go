@@ -39,6 +39,18 @@ func DefaultCacheDir() (string, error) {
 	return filepath.Join(d, "relaybus-bench"), nil
 }
 
+// NewBuilder is a Builder of the repository at repoDir with its cache in
+// cacheDir, or in DefaultCacheDir when cacheDir is "".
+func NewBuilder(repoDir, cacheDir string, logf func(format string, args ...any)) (*Builder, error) {
+	if cacheDir == "" {
+		var err error
+		if cacheDir, err = DefaultCacheDir(); err != nil {
+			return nil, err
+		}
+	}
+	return &Builder{RepoDir: repoDir, CacheDir: cacheDir, Logf: logf}, nil
+}
+
 func (b *Builder) logf(format string, args ...any) {
 	if b.Logf != nil {
 		b.Logf(format, args...)

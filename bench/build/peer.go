@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berkcansavur/relaybus/bench/peer"
 	"github.com/berkcansavur/relaybus/bench/refs"
 )
 
@@ -25,7 +26,7 @@ const pinnedKey = "pinned"
 // commit and the library version (CacheDir/peers/<name>/<sha>-<version
 // or "pinned">/<name>), or of the working tree in place when ref.Worktree
 // (never cached). The peer module's replace directive makes it build
-// against that same tree's main-module packages (refs.Peer.Inputs), so
+// against that same tree's main-module packages (peer.Descriptor.Inputs), so
 // an older ref, which may predate the peer, is never needed.
 //
 // With ref.PeerVersion the module is copied, its requirements of the
@@ -34,7 +35,7 @@ const pinnedKey = "pinned"
 // release's API may differ from the one the peer was written for: the
 // build error then says so.
 func (b *Builder) buildPeer(ctx context.Context, side string, ref refs.Ref, tmpDir string) (string, error) {
-	p, ok := refs.PeerByName(ref.Peer)
+	p, ok := peer.ByName(ref.Peer)
 	if !ok {
 		return "", fmt.Errorf("build: unknown peer %q", ref.Peer)
 	}
@@ -76,7 +77,7 @@ func (b *Builder) buildPeer(ctx context.Context, side string, ref refs.Ref, tmpD
 
 // buildPeerIn builds peer p of the tree at tree into out, at the
 // library version its go.mod pins (version "") or at version.
-func buildPeerIn(ctx context.Context, tree string, p refs.Peer, version, tmpDir, out string) error {
+func buildPeerIn(ctx context.Context, tree string, p *peer.Descriptor, version, tmpDir, out string) error {
 	// Absolute paths: go runs in other directories, and a copied module's
 	// replace directive must point back at this tree.
 	dir, err := filepath.Abs(filepath.Join(tree, filepath.FromSlash(p.Dir())))
@@ -89,6 +90,9 @@ func buildPeerIn(ctx context.Context, tree string, p refs.Peer, version, tmpDir,
 	if version == "" {
 		_, err := goCmd(ctx, dir, "build", "-o", out, ".")
 		return err
+	}
+	if !p.Versioned() {
+		return fmt.Errorf("the %s peer has no library version to choose (%s)", p.Name, version)
 	}
 	work, err := os.MkdirTemp(tmpDir, "peer-"+p.Name+"-"+version+"-")
 	if err != nil {
@@ -135,7 +139,7 @@ type goModJSON struct {
 // versions the release needs), and replace directives with a relative
 // path (the peer's points at the tree's root) made absolute, since the
 // copy lives elsewhere.
-func versionEdits(ctx context.Context, dir, work string, p refs.Peer, version string) ([]string, error) {
+func versionEdits(ctx context.Context, dir, work string, p *peer.Descriptor, version string) ([]string, error) {
 	out, err := goCmd(ctx, work, "mod", "edit", "-json")
 	if err != nil {
 		return nil, err

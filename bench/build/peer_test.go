@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berkcansavur/relaybus/bench/peer"
 	"github.com/berkcansavur/relaybus/bench/proc"
 	"github.com/berkcansavur/relaybus/bench/refs"
 )
@@ -133,7 +134,7 @@ require (
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := refs.PeerByName("river")
+	p := peer.River
 	edits, err := versionEdits(context.Background(), dir, dir, p, "v0.50.0")
 	if err != nil {
 		t.Fatal(err)

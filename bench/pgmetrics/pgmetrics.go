@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/berkcansavur/relaybus/bench/peer"
 	"github.com/berkcansavur/relaybus/bench/result"
 )
 
@@ -26,43 +27,11 @@ import (
 // and the harness's statements are never the workers' statements.
 const harnessTag = "/* relaybus-bench */"
 
-// Tables names the tables a side's per-table metrics are read from, by
-// their role (result.MetricTableRole): a relaybus window database has
-// relaybus_deliveries and, from 0.2.0, relaybus_lanes; River's has
-// river_job, one row per job (one job per delivery), and no lanes.
-type Tables struct {
-	// Deliveries is the table with one row per delivery (or job).
-	Deliveries string
-	// Lanes is relaybus's lane table ("" for a store without one).
-	Lanes string
-}
-
-// The table sets the harness knows.
-var (
-	RelaybusTables = Tables{Deliveries: "relaybus_deliveries", Lanes: "relaybus_lanes"}
-	RiverTables    = Tables{Deliveries: "river_job"}
-)
-
-// tablePatterns select the tables ReadSnapshot reads (LIKE patterns).
-var tablePatterns = []string{`relaybus\_%`, `river\_%`}
-
-// TablesOf is the table set of the side that set up the window database
-// s was read from: every window database is created by one side's setup,
-// so it holds one side's tables. A database with neither delivery table
-// gets RelaybusTables, whose metrics then read 0 or stay absent.
-func TablesOf(s *Snapshot) Tables {
-	if _, ok := s.Tables[RelaybusTables.Deliveries]; !ok {
-		if _, ok := s.Tables[RiverTables.Deliveries]; ok {
-			return RiverTables
-		}
-	}
-	return RelaybusTables
-}
-
-// Labels maps each table role to the table of t that s has, for
+// TableLabels maps each table role to the table of t that s has, for
 // run.json (result.Sample.Tables), so a report can say which table a
-// per-table metric of each side came from.
-func (t Tables) Labels(s *Snapshot) map[string]string {
+// per-table metric of each side came from. t is the side's
+// (peer.Descriptor.Tables, chosen by its worker's hello).
+func TableLabels(t peer.Tables, s *Snapshot) map[string]string {
 	m := map[string]string{}
 	for role, name := range map[string]string{result.TableRoleDeliveries: t.Deliveries, result.TableRoleLanes: t.Lanes} {
 		if _, ok := s.Tables[name]; ok && name != "" {
@@ -139,7 +108,8 @@ type Snapshot struct {
 	ByStatement map[int64]StatementStat
 }
 
-// ReadSnapshot reads the counters. conn must be connected to the window's
+// ReadSnapshot reads the counters, of the tables of every kind of side
+// (peer.TablePatterns). conn must be connected to the window's
 // database (pg_stat_user_tables is per database).
 func ReadSnapshot(ctx context.Context, conn *pgx.Conn, statements bool) (*Snapshot, error) {
 	s := &Snapshot{Tables: map[string]TableStats{}, Statements: -1}
@@ -157,7 +127,7 @@ func ReadSnapshot(ctx context.Context, conn *pgx.Conn, statements bool) (*Snapsh
 		s.HasWALStats = true
 	}
 	rows, err := conn.Query(ctx, harnessTag+` SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup
-		FROM pg_stat_user_tables WHERE relname LIKE ANY($1)`, tablePatterns)
+		FROM pg_stat_user_tables WHERE relname LIKE ANY($1)`, peer.TablePatterns())
 	if err != nil {
 		return nil, fmt.Errorf("pgmetrics: reading table statistics: %w", err)
 	}
@@ -286,15 +256,15 @@ func Checkpoint(ctx context.Context, conn *pgx.Conn) error {
 // WindowMetrics turns two snapshots into per-unit metrics. units is the
 // number of deliveries (or events, for publish-only cells) of the window;
 // perEvent selects the publish metric names. The per-table metrics are
-// read from the tables of the side (TablesOf); WAL and statements are
-// the database's and compare across sides as they are.
+// read from tables, the side's (peer.Descriptor.Tables); WAL and
+// statements are the database's and compare across sides as they are.
 //
 // When the cumulative statistics were reset between the snapshots (the
 // server crashed: CountersReset), the metrics of ResetByCrash are left
 // out, so the report shows them as not measured; WAL bytes, a difference
 // of WAL positions, are kept, and so are statements unless
 // pg_stat_statements lost its counts too (StatementsReset).
-func WindowMetrics(m map[string]float64, before, after *Snapshot, units float64, perEvent bool) {
+func WindowMetrics(m map[string]float64, before, after *Snapshot, units float64, perEvent bool, tables peer.Tables) {
 	if units <= 0 {
 		return
 	}
@@ -314,7 +284,6 @@ func WindowMetrics(m map[string]float64, before, after *Snapshot, units float64,
 		m[result.MetricWALRecordsPerDelivery] = float64(after.WALRecords-before.WALRecords) / units
 		m[result.MetricWALFPIPerDelivery] = float64(after.WALFPI-before.WALFPI) / units
 	}
-	tables := TablesOf(after)
 	d := diffTable(before, after, tables.Deliveries)
 	m[result.MetricInsertsPerDelivery] = float64(d.Inserted) / units
 	m[result.MetricUpdatesPerDelivery] = float64(d.Updated) / units

@@ -5,20 +5,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berkcansavur/relaybus/bench/peer"
 	"github.com/berkcansavur/relaybus/bench/result"
 )
 
 func TestPGWindowMetrics(t *testing.T) {
 	before := &Snapshot{WALPos: 1 << 32, HasWALStats: true, WALRecords: 100, WALFPI: 10, Statements: 50, Tables: map[string]TableStats{
-		RelaybusTables.Deliveries: {Inserted: 1000, Updated: 200, HotUpdated: 0, Deleted: 0},
-		RelaybusTables.Lanes:      {Inserted: 256, Updated: 10, HotUpdated: 10},
+		peer.Relaybus.Tables.Deliveries: {Inserted: 1000, Updated: 200, HotUpdated: 0, Deleted: 0},
+		peer.Relaybus.Tables.Lanes:      {Inserted: 256, Updated: 10, HotUpdated: 10},
 	}}
 	after := &Snapshot{WALPos: 1<<32 + 250_000, HasWALStats: true, WALRecords: 1100, WALFPI: 60, Statements: 150, Tables: map[string]TableStats{
-		RelaybusTables.Deliveries: {Inserted: 1000, Updated: 200, HotUpdated: 0, Deleted: 500, Dead: 480},
-		RelaybusTables.Lanes:      {Inserted: 256, Updated: 110, HotUpdated: 100},
+		peer.Relaybus.Tables.Deliveries: {Inserted: 1000, Updated: 200, HotUpdated: 0, Deleted: 500, Dead: 480},
+		peer.Relaybus.Tables.Lanes:      {Inserted: 256, Updated: 110, HotUpdated: 100},
 	}}
 	m := map[string]float64{}
-	WindowMetrics(m, before, after, 500, false)
+	WindowMetrics(m, before, after, 500, false, peer.Relaybus.Tables)
 	want := map[string]float64{
 		result.MetricWALBytesPerDelivery:   500,
 		result.MetricWALRecordsPerDelivery: 2,
@@ -41,20 +42,20 @@ func TestPGWindowMetrics(t *testing.T) {
 		t.Errorf("HOT %% of deliveries without updates = %v, want absent", v)
 	}
 	m = map[string]float64{}
-	WindowMetrics(m, before, after, 0, false)
+	WindowMetrics(m, before, after, 0, false, peer.Relaybus.Tables)
 	if len(m) != 0 {
 		t.Errorf("no deliveries: metrics %v, want none", m)
 	}
 	m = map[string]float64{}
-	WindowMetrics(m, before, after, 2500, true)
+	WindowMetrics(m, before, after, 2500, true, peer.Relaybus.Tables)
 	if len(m) != 1 || m[result.MetricWALBytesPerEvent] != 100 {
 		t.Errorf("per event: %v", m)
 	}
 }
 
 // TestRiverWindowMetrics: a River window database has river_job and
-// River's other tables; the per-table metrics come from river_job, and
-// the labels say so.
+// River's other tables; the per-table metrics of a River side (its hello
+// chose peer.River) come from river_job, and the labels say so.
 func TestRiverWindowMetrics(t *testing.T) {
 	before := &Snapshot{WALPos: 1000, Statements: -1, Tables: map[string]TableStats{
 		"river_job":    {Inserted: 2000, Updated: 0},
@@ -64,11 +65,8 @@ func TestRiverWindowMetrics(t *testing.T) {
 		"river_job":    {Inserted: 3000, Updated: 2000, HotUpdated: 1500, Dead: 800},
 		"river_leader": {Inserted: 1, Updated: 9, HotUpdated: 9},
 	}}
-	if got := TablesOf(after); got != RiverTables {
-		t.Fatalf("TablesOf = %+v, want %+v", got, RiverTables)
-	}
 	m := map[string]float64{}
-	WindowMetrics(m, before, after, 1000, false)
+	WindowMetrics(m, before, after, 1000, false, peer.River.Tables)
 	want := map[string]float64{
 		result.MetricWALBytesPerDelivery:   600,
 		result.MetricInsertsPerDelivery:    1,
@@ -88,16 +86,16 @@ func TestRiverWindowMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want absent", absent, v)
 		}
 	}
-	if got := TablesOf(after).Labels(after); len(got) != 1 || got[result.TableRoleDeliveries] != "river_job" {
+	if got := TableLabels(peer.River.Tables, after); len(got) != 1 || got[result.TableRoleDeliveries] != "river_job" {
 		t.Errorf("labels %v", got)
 	}
 	relaybus := &Snapshot{Tables: map[string]TableStats{"relaybus_deliveries": {}, "relaybus_lanes": {}, "relaybus_events": {}}}
-	if got := TablesOf(relaybus).Labels(relaybus); len(got) != 2 || got[result.TableRoleLanes] != "relaybus_lanes" {
+	if got := TableLabels(peer.Relaybus.Tables, relaybus); len(got) != 2 || got[result.TableRoleLanes] != "relaybus_lanes" {
 		t.Errorf("relaybus labels %v", got)
 	}
 	// A 0.1.0 database: deliveries and no lanes.
 	v010 := &Snapshot{Tables: map[string]TableStats{"relaybus_deliveries": {}}}
-	if got := TablesOf(v010).Labels(v010); len(got) != 1 || got[result.TableRoleDeliveries] != "relaybus_deliveries" {
+	if got := TableLabels(peer.Relaybus.Tables, v010); len(got) != 1 || got[result.TableRoleDeliveries] != "relaybus_deliveries" {
 		t.Errorf("v0.1.0 labels %v", got)
 	}
 }
@@ -138,20 +136,20 @@ func TestWindowMetricsAcrossCrash(t *testing.T) {
 	before := &Snapshot{WALPos: 1 << 32, HasWALStats: true, WALRecords: 50_000, WALFPI: 900, Statements: 50,
 		StatsReset: "2026-12-01 20:00:00+00", ServerStart: "2026-12-01 20:00:00+00", StatementsReset: "2026-12-01 20:00:00+00",
 		Tables: map[string]TableStats{
-			RelaybusTables.Deliveries: {Inserted: 9000, Updated: 200, HotUpdated: 20, Deleted: 8000, Dead: 700},
-			RelaybusTables.Lanes:      {Inserted: 256, Updated: 5000, HotUpdated: 5000},
+			peer.Relaybus.Tables.Deliveries: {Inserted: 9000, Updated: 200, HotUpdated: 20, Deleted: 8000, Dead: 700},
+			peer.Relaybus.Tables.Lanes:      {Inserted: 256, Updated: 5000, HotUpdated: 5000},
 		}}
 	after := &Snapshot{WALPos: 1<<32 + 1_500_000, HasWALStats: true, WALRecords: 3, WALFPI: 1, Statements: 600,
 		StatsReset: "2026-12-01 20:00:07+00", ServerStart: "2026-12-01 20:00:06+00", StatementsReset: "2026-12-01 20:00:00+00",
 		Tables: map[string]TableStats{
-			RelaybusTables.Deliveries: {Inserted: 100, Updated: 10, HotUpdated: 1, Deleted: 90},
-			RelaybusTables.Lanes:      {Inserted: 0, Updated: 40, HotUpdated: 40},
+			peer.Relaybus.Tables.Deliveries: {Inserted: 100, Updated: 10, HotUpdated: 1, Deleted: 90},
+			peer.Relaybus.Tables.Lanes:      {Inserted: 0, Updated: 40, HotUpdated: 40},
 		}}
 	if !CountersReset(before, after) || StatementsReset(before, after) {
 		t.Fatalf("CountersReset %v, StatementsReset %v; want true, false", CountersReset(before, after), StatementsReset(before, after))
 	}
 	m := map[string]float64{}
-	WindowMetrics(m, before, after, 500, false)
+	WindowMetrics(m, before, after, 500, false, peer.Relaybus.Tables)
 	for _, k := range ResetByCrash {
 		if v, ok := m[k]; ok {
 			t.Errorf("%s = %v after a crash, want it not measured", k, v)
@@ -170,7 +168,7 @@ func TestWindowMetricsAcrossCrash(t *testing.T) {
 	// pg_stat_statements lost its counts too (its stats_reset moved).
 	after.StatementsReset = "2026-12-01 20:00:07+00"
 	m = map[string]float64{}
-	WindowMetrics(m, before, after, 500, false)
+	WindowMetrics(m, before, after, 500, false, peer.Relaybus.Tables)
 	if v, ok := m[result.MetricStmtsPerDelivery]; ok {
 		t.Errorf("stmts/delivery = %v after pg_stat_statements was reset, want it not measured", v)
 	}
@@ -180,7 +178,7 @@ func TestWindowMetricsAcrossCrash(t *testing.T) {
 	after.StatsReset, after.StatementsReset = before.StatsReset, before.StatementsReset
 	after.WALRecords, after.WALFPI, after.Tables = 51_000, 950, before.Tables
 	m = map[string]float64{}
-	WindowMetrics(m, before, after, 500, false)
+	WindowMetrics(m, before, after, 500, false, peer.Relaybus.Tables)
 	for _, k := range []string{result.MetricWALRecordsPerDelivery, result.MetricDeletesPerDelivery, result.MetricStmtsPerDelivery, result.MetricDeadTuplesAfter} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("%s not measured across a clean restart", k)

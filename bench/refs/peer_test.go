@@ -104,14 +104,3 @@ func TestResolvePeerErrors(t *testing.T) {
 		t.Errorf("HEAD without the peer: %v", err)
 	}
 }
-
-func TestPeerByName(t *testing.T) {
-	t.Parallel()
-	p, ok := PeerByName("river")
-	if !ok || p.Dir() != "bench/peers/river" || len(p.Modules) == 0 || p.Modules[0] != "github.com/riverqueue/river" {
-		t.Fatalf("PeerByName(river) = %+v, %v", p, ok)
-	}
-	if _, ok := PeerByName("HEAD"); ok {
-		t.Fatal("HEAD is a peer")
-	}
-}

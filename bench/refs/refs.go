@@ -81,11 +81,11 @@ func Resolve(ctx context.Context, repoDir, name string) (Ref, error) {
 	if _, err := Git(ctx, repoDir, "rev-parse", "--git-dir"); err != nil {
 		return Ref{}, fmt.Errorf("refs: %s is not a git repository: %w", repoDir, err)
 	}
-	if peer, version, ok := parsePeer(name); ok {
+	if p, version, ok := parsePeer(name); ok {
 		if strings.HasSuffix(name, "@") {
-			return Ref{}, fmt.Errorf("refs: %q: want %s or %s@vX.Y.Z", name, peer.Name, peer.Name)
+			return Ref{}, fmt.Errorf("refs: %q: want %s or %s@vX.Y.Z", name, p.Name, p.Name)
 		}
-		return ResolvePeer(ctx, repoDir, peer, version)
+		return ResolvePeer(ctx, repoDir, p, version)
 	}
 	if name == Worktree {
 		sha, err := Git(ctx, repoDir, "rev-parse", "--verify", "HEAD^{commit}")

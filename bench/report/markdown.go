@@ -122,12 +122,14 @@ func (g *group) rows() [][]string {
 	return rows
 }
 
-// notes are the lines under a table: the tables per-table metrics came
-// from where the sides' differ, the metrics a cell that crashes the
+// notes are the lines under a table: the settings each side ran a cell
+// with where they are its own, the tables per-table metrics came from
+// where the sides' differ, the metrics a cell that crashes the
 // server does not measure, ignored options per side and the invalid
 // samples.
 func (g *group) notes(a *compare.Analysis) []string {
-	out := append(g.tableNotes(), g.crashNotes()...)
+	out := append(g.settingsNotes(), g.tableNotes()...)
+	out = append(out, g.crashNotes()...)
 	for _, side := range []string{result.SideBase, result.SideCandidate} {
 		set := map[string]bool{}
 		for _, c := range g.cells {

@@ -6,35 +6,50 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/peer"
 	"github.com/berkcansavur/relaybus/bench/result"
 )
 
 // What a report adds when a side is a peer (a worker of another library,
-// such as River): its label, the validity of a side whose key order was
-// not checked, and which table each side's per-table metrics came from.
-
-// peerName is the peer a side is ("river"), "" for a relaybus build.
-func peerName(r result.RefInfo) string {
-	return protocol.PeerName(r.Capabilities)
-}
+// described in bench/peer): its label, the validity of a side whose key
+// order was not checked, which table each side's per-table metrics came
+// from and which settings each side ran a cell with.
 
 // refLabel describes a side in the report's header: a relaybus build by
 // its version, a peer by what it is and the tree it was built from.
 func refLabel(r result.RefInfo) string {
-	if p := peerName(r); p != "" {
-		return fmt.Sprintf("`%s`: peer %s (%s), built from bench/peers/%s of the harness's tree at %s, protocol %d",
-			r.Ref, p, r.Version, p, r.SHA, r.Protocol)
+	if d := peer.OfHello(r.Capabilities); d.IsPeer() {
+		return fmt.Sprintf("`%s`: peer %s (%s), built from %s of the harness's tree at %s, protocol %d",
+			r.Ref, d.Title, r.Version, d.Dir(), r.SHA, r.Protocol)
 	}
 	return fmt.Sprintf("`%s` %s (version %s, protocol %d)", r.Ref, r.SHA, r.Version, r.Protocol)
 }
 
 // termRefLabel is refLabel for the terminal's first line.
 func termRefLabel(r result.RefInfo) string {
-	if p := peerName(r); p != "" {
+	if d := peer.OfHello(r.Capabilities); d.IsPeer() {
 		return fmt.Sprintf("%s (peer: %s, tree %s)", r.Ref, r.Version, short(r.SHA))
 	}
 	return fmt.Sprintf("%s (%s)", r.Ref, short(r.SHA))
+}
+
+// settingsNotes say, per cell of the group whose sides ran it with
+// settings of their own (result.Cell.Settings), what each side ran.
+func (g *group) settingsNotes() []string {
+	var out []string
+	for _, c := range g.cells {
+		if len(c.Settings) == 0 {
+			continue
+		}
+		var parts []string
+		for _, side := range []string{result.SideBase, result.SideCandidate} {
+			if s := c.Settings[side]; s != "" {
+				parts = append(parts, side+" runs "+s)
+			}
+		}
+		out = append(out, fmt.Sprintf("settings of %s: %s", c.Name, strings.Join(parts, "; ")))
+	}
+	return out
 }
 
 // keyOrderNote is " (no key order: base)" when some VALID window of a

@@ -24,7 +24,9 @@ func riverRun() *result.Run {
 		Started:   start, Finished: start.Add(10 * time.Minute),
 		Notes: []string{"skipped for base (river): keyed / 1 inst, 4 hot keys: no key order"},
 	}
-	cell := &result.Cell{Scenario: "mixed", Store: "postgres", Name: "500/s, tuned dispatchers"}
+	cell := &result.Cell{Scenario: "mixed", Store: "postgres", Name: "500/s, tuned dispatchers", Settings: map[string]string{
+		result.SideBase:      "River with MaxWorkers 200 (concurrency), FetchPollInterval 50 ms (poll_ms), FetchCooldown 2 ms (fetch_cooldown_ms, as its own benchmark runs it)",
+		result.SideCandidate: "relaybus with concurrency 200, batch 200, poll 50 ms (the cell's settings, as relaybus.Config takes them)"}}
 	riverOK := &validate.Result{Valid: true, Published: 2000, Expected: 2000, HandledOK: 2000, KeyOrderSkipped: 2000,
 		Notes: []string{"per-key order not checked for 2000 keyed handles: the side keeps no per-key order (no-key-order)"}}
 	for round := range 4 {

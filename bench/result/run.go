@@ -83,9 +83,14 @@ type Cell struct {
 	Store    string // "postgres", "mongo", "memory"
 	// Name is the row title, e.g. "1 inst, defaults (conc 10, batch 10,
 	// pool 10, poll 1s)".
-	Name    string
-	Config  map[string]any
-	Samples []*Sample
+	Name   string
+	Config map[string]any
+	// Settings says, per side (SideBase, SideCandidate), what the side's
+	// library ran the cell's settings as and why, where the sides' differ
+	// (a peer side: how the settings map onto it, its own tuning); empty
+	// when both ran Config as it is.
+	Settings map[string]string `json:",omitempty"`
+	Samples  []*Sample
 }
 
 // Sample is one window of one side.

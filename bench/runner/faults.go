@@ -145,7 +145,7 @@ func (w *windowRun) replaceExited() error {
 			continue
 		}
 		w.restarts++
-		np, err := w.startDispatcher(fmt.Sprintf("%s-re%d", p.Name(), w.restarts), w.c.Dispatcher, w.c.DispatcherPool)
+		np, err := w.startDispatcher(fmt.Sprintf("%s-re%d", p.Name(), w.restarts), w.c.DispatcherFor(w.side.Name), w.c.DispatcherPool)
 		if err != nil {
 			return err
 		}

@@ -10,10 +10,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/berkcansavur/relaybus/bench/peer"
 	"github.com/berkcansavur/relaybus/bench/result"
 	"github.com/berkcansavur/relaybus/bench/scenarios"
 	"github.com/berkcansavur/relaybus/bench/validate"
@@ -34,6 +36,14 @@ type Side struct {
 	// lists protocol.CapabilityNoKeyOrder): its windows are validated
 	// without the order checks (validate.Expect.NoKeyOrder).
 	NoKeyOrder bool
+	// CompletionRecords: the side's dispatchers write a completion line
+	// for every completion the store confirmed (their hello lists
+	// protocol.CapabilityCompletionRecords); the manifest says so of each
+	// process (validate.Process.CompletionRecords).
+	CompletionRecords bool
+	// Tables are the tables the side's per-table metrics are read from
+	// (peer.Descriptor.Tables of its hello's kind).
+	Tables peer.Tables
 }
 
 // Runner runs every window of a matrix.
@@ -73,46 +83,54 @@ func New(m scenarios.Matrix, base, candidate *Side, step *Step, runDir string, l
 // Windows is the plan: every window in the order Run runs them.
 func (r *Runner) Windows() []Window { return r.windows }
 
-// Run runs every window and returns the run's cells with their samples,
-// INVALID ones included and marked. On cancellation it returns what ran
-// so far with ctx's error.
-func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
+// Run runs every window and returns the run: head, which holds what the
+// caller knows before the windows (refs, machine, databases, notes, its
+// warnings), completed with the matrix's mode, the cells and their
+// samples (INVALID ones included and marked), the upgrade, the times and
+// the step's warnings. On cancellation it returns what ran so far with
+// ctx's error.
+func (r *Runner) Run(ctx context.Context, head result.Run) (*result.Run, error) {
 	r.started = time.Now()
-	run := &result.Run{Schema: result.SchemaVersion, Mode: r.matrix.Mode, Started: r.started}
+	run := &head
+	run.Schema, run.Mode, run.Started = result.SchemaVersion, r.matrix.Mode, r.started
 	for i := range r.matrix.Cells {
 		c := &r.matrix.Cells[i]
-		run.Cells = append(run.Cells, &result.Cell{Scenario: scenarios.Names[c.Scenario], Store: "postgres", Name: c.Name, Config: c.Config()})
+		run.Cells = append(run.Cells, &result.Cell{Scenario: scenarios.Names[c.Scenario], Store: "postgres", Name: c.Name,
+			Config: c.Config(), Settings: c.SideSettings()})
 	}
-	// Window i+1 is prepared (database, setup, preload, vacuum) while
-	// window i drains and validates: the measured part of every window
-	// still runs alone, after the previous window's workers have stopped
-	// and its database is gone.
-	prepare := func(i int) *Prepared {
-		w := r.windows[i]
+	// pending are the windows still to run, in order. Window i+1 is
+	// prepared (database, setup, preload, vacuum) while window i drains
+	// and validates: the measured part of every window still runs alone,
+	// after the previous window's workers have stopped and its database
+	// is gone.
+	pending := slices.Clone(r.windows)
+	prepare := func() *Prepared {
+		if len(pending) == 0 {
+			return nil
+		}
+		w := pending[0]
 		return r.step.Prepare(ctx, w, &r.matrix.Cells[w.Cell], r.sides[w.Side], filepath.Join(r.runDir, w.Dir))
 	}
 	var err error
-	var next *Prepared
-	if len(r.windows) > 0 {
-		next = prepare(0)
-	}
+	next := prepare()
 	raised := map[int]int{} // cell: times its preload was doubled
-	for i := 0; i < len(r.windows); i++ {
-		w := r.windows[i]
+	for done := 0; len(pending) > 0; done++ {
+		w := pending[0]
+		pending = pending[1:]
 		if err = ctx.Err(); err != nil {
 			break
 		}
 		c := &r.matrix.Cells[w.Cell]
 		r.logf("cell %d/%d [%s] %s: round %d/%d, %s (%s left)", w.Cell+1, len(r.matrix.Cells), scenarios.Names[c.Scenario], c.Name,
-			w.Round, c.Rounds(r.matrix.Rounds), w.Side, r.eta(i))
+			w.Round, c.Rounds(r.matrix.Rounds), w.Side, r.eta(done, len(pending)+1))
 		cur := next
 		var prepared chan struct{}
 		windowDone := func() {
-			if i+1 < len(r.windows) {
+			if len(pending) > 0 {
 				prepared = make(chan struct{})
 				go func() {
 					defer close(prepared)
-					next = prepare(i + 1)
+					next = prepare()
 				}()
 			}
 		}
@@ -120,28 +138,16 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 		switch {
 		case prepared != nil:
 			<-prepared
-		case i+1 < len(r.windows):
+		case len(pending) > 0:
 			// The window failed before its end: prepare the next now.
-			next = prepare(i + 1)
+			next = prepare()
 		}
 		if cur.RanOut() && raised[w.Cell] < MaxPreloadRaises && c.Preload*2 <= scenarios.MaxPreload {
-			// The cell's preload is too small for this store: run the
-			// whole cell again with twice the preload, so that every
-			// window of both sides starts on the same backlog.
 			raised[w.Cell]++
 			r.step.warnf("cell %d (%s): the preload of %d ran out in window %d (%s, round %d): the cell was run again with a preload of %d; %d window(s) discarded",
 				w.Cell+1, c.Name, c.Preload, w.Order, w.Side, w.Round, c.Preload*2, len(run.Cells[w.Cell].Samples)+1)
-			c.Preload *= 2
-			run.Cells[w.Cell].Config = c.Config()
-			run.Cells[w.Cell].Samples = nil
-			r.step.Discard(ctx, next)
-			r.step.dropTemplates(ctx, func(cell int) bool { return cell == w.Cell })
-			first := i
-			for first > 0 && r.windows[first-1].Cell == w.Cell {
-				first--
-			}
-			next = prepare(first)
-			i = first - 1
+			pending = r.rerunCell(ctx, w.Cell, pending, next, run.Cells[w.Cell])
+			next = prepare()
 			continue
 		}
 		run.Cells[w.Cell].Samples = append(run.Cells[w.Cell].Samples, s)
@@ -169,8 +175,58 @@ func (r *Runner) Run(ctx context.Context) (*result.Run, error) {
 		}
 	}
 	run.Finished = time.Now()
-	run.Warnings = r.step.Warnings()
+	run.Warnings = append(run.Warnings, r.step.Warnings()...)
+	if r.step.Profile {
+		run.Warnings = append(run.Warnings, profileWarnings(run)...)
+	}
 	return run, err
+}
+
+// rerunCell readies cell to run again from its first window with twice
+// its preload, because its preload ran out for this store, so that every
+// window of both sides starts on the same backlog: it doubles the
+// preload, forgets the cell's samples and preload templates, drops the
+// database prepared for the next window, and returns the windows to run:
+// every window of the cell, then the rest of pending after it.
+func (r *Runner) rerunCell(ctx context.Context, cell int, pending []Window, prepared *Prepared, rc *result.Cell) []Window {
+	c := &r.matrix.Cells[cell]
+	c.Preload *= 2
+	rc.Config, rc.Samples = c.Config(), nil
+	r.step.Discard(ctx, prepared)
+	r.step.dropTemplates(ctx, func(i int) bool { return i == cell })
+	var again []Window
+	for _, w := range r.windows {
+		if w.Cell == cell {
+			again = append(again, w)
+		}
+	}
+	rest := slices.DeleteFunc(slices.Clone(pending), func(w Window) bool { return w.Cell == cell })
+	return append(again, rest...)
+}
+
+// profileWarnings says which side has no CPU profile (--profile): its
+// workers ignore cpu_profile_path (they predate it), or none was left.
+func profileWarnings(run *result.Run) []string {
+	var out []string
+	for _, side := range []string{result.SideBase, result.SideCandidate} {
+		ignored, profiled := false, 0
+		for _, c := range run.Cells {
+			for _, s := range c.Samples {
+				if s.Side != side {
+					continue
+				}
+				profiled += len(s.Profiles)
+				ignored = ignored || slices.Contains(s.Ignored, "cpu_profile_path")
+			}
+		}
+		switch {
+		case ignored:
+			out = append(out, fmt.Sprintf("--profile: no CPU profile from %s: its workers ignore cpu_profile_path (they predate it)", side))
+		case profiled == 0 && len(run.Cells) > 0:
+			out = append(out, fmt.Sprintf("--profile: no CPU profile from %s: its workers left none", side))
+		}
+	}
+	return out
 }
 
 // MaxPreloadRaises bounds how many times a run doubles the preload of a
@@ -196,16 +252,15 @@ func describeUpgrade(u *result.Upgrade) string {
 	return s
 }
 
-// eta estimates the time left before window i from the windows so far.
-func (r *Runner) eta(i int) string {
-	left := time.Duration(len(r.windows) - i)
-	if i == 0 {
+// eta estimates the time the left windows take from the done ones.
+func (r *Runner) eta(done, left int) string {
+	if done == 0 {
 		// Setup, preload and drain: a guess until measured.
 		per := r.step.Warmup + r.step.Window + 8*time.Second
-		return "~" + (per * left).Round(time.Second).String()
+		return "~" + (per * time.Duration(left)).Round(time.Second).String()
 	}
-	per := time.Since(r.started) / time.Duration(i)
-	return "~" + (per * left).Round(time.Second).String()
+	per := time.Since(r.started) / time.Duration(done)
+	return "~" + (per * time.Duration(left)).Round(time.Second).String()
 }
 
 func headline(s *result.Sample) string {

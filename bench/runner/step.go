@@ -235,7 +235,8 @@ func (w *windowRun) config(role, name string, pool int) protocol.Config {
 func (w *windowRun) start(cfg protocol.Config) (Worker, error) {
 	p, err := w.step.Launch(w.side.Bin, cfg, filepath.Join(w.dir, cfg.Name+".log"))
 	if err == nil && cfg.RecordPath != "" {
-		w.procs = append(w.procs, &startedProc{w: p, p: validate.Process{Name: cfg.Name, Role: cfg.Role, Record: filepath.Base(cfg.RecordPath)}})
+		w.procs = append(w.procs, &startedProc{w: p, p: validate.Process{Name: cfg.Name, Role: cfg.Role, Record: filepath.Base(cfg.RecordPath),
+			CompletionRecords: w.side.CompletionRecords && cfg.Role == protocol.RoleDispatcher}})
 	}
 	return p, err
 }
@@ -451,7 +452,7 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	// Start the window's processes and wait until all are ready, so the
 	// clock starts with everyone connected.
 	for i := 0; i < c.DispatcherProcs; i++ {
-		p, err := w.startDispatcher(fmt.Sprintf("disp-%d", i), c.Dispatcher, c.DispatcherPool)
+		p, err := w.startDispatcher(fmt.Sprintf("disp-%d", i), c.DispatcherFor(w.side.Name), c.DispatcherPool)
 		if err != nil {
 			return err
 		}
@@ -587,12 +588,12 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 		w.sample.Metrics[k] = v
 	}
 	if wm.units > 0 {
-		pgmetrics.WindowMetrics(w.sample.Metrics, before, after, wm.units, c.DispatcherProcs == 0)
+		pgmetrics.WindowMetrics(w.sample.Metrics, before, after, wm.units, c.DispatcherProcs == 0, w.side.Tables)
 		if s.Profile && before.ByStatement != nil && after.ByStatement != nil {
 			w.sample.Statements, w.sample.StatementsTotalMs = pgmetrics.TopStatements(before.ByStatement, after.ByStatement, topStatements)
 			w.sample.StatementUnits = wm.units
 		}
-		w.sample.Tables = pgmetrics.TablesOf(after).Labels(after)
+		w.sample.Tables = pgmetrics.TableLabels(w.side.Tables, after)
 	}
 	w.sample.Series, w.sample.Latencies = wm.series, wm.latencies
 	if c.AllowRedelivery {

@@ -414,7 +414,7 @@ func runCell(t *testing.T, fc *fakeCluster, c *scenarios.Cell, step *Step) *resu
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := r.Run(context.Background())
+	run, err := r.Run(context.Background(), result.Run{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,6 +87,47 @@ type Cell struct {
 	// AllowRedelivery: the validator counts extra handles as
 	// redeliveries (at-least-once), not duplicates.
 	AllowRedelivery bool
+	// Tuned: the dispatcher settings are tuned for throughput, so a
+	// peer side runs its own throughput tuning here (peer.Descriptor.Tune).
+	Tuned bool
+	// Sides, when set, says per side (result.SideBase, SideCandidate) how
+	// it runs the cell: in a comparison with a peer, what each side's
+	// library makes of the settings, and where the sides run settings of
+	// their own (peer.Fit), the dispatcher settings each side runs.
+	Sides map[string]SideRun
+}
+
+// SideRun is how one side runs a cell.
+type SideRun struct {
+	// Dispatcher is the side's window dispatchers' settings.
+	Dispatcher protocol.Dispatcher
+	// Settings says what they are in the side's library and why, for the
+	// report ("River with MaxWorkers 200, ...").
+	Settings string
+}
+
+// DispatcherFor is the dispatcher settings side runs the cell's window
+// dispatchers with.
+func (c *Cell) DispatcherFor(side string) protocol.Dispatcher {
+	if r, ok := c.Sides[side]; ok {
+		return r.Dispatcher
+	}
+	return c.Dispatcher
+}
+
+// SideSettings is what each side runs the cell with (Sides' Settings),
+// nil when the sides run it alike.
+func (c *Cell) SideSettings() map[string]string {
+	var m map[string]string
+	for side, r := range c.Sides {
+		if r.Settings != "" {
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[side] = r.Settings
+		}
+	}
+	return m
 }
 
 // DrainDispatcher drains every cell after its window (not measured).
@@ -297,15 +338,16 @@ func poolName(pool int) string {
 type dispatchConfig struct {
 	name                      string
 	conc, batch, pool, pollMs int
+	tuned                     bool // tuned for throughput (Cell.Tuned)
 }
 
 var (
-	defaults   = dispatchConfig{"defaults (conc 10, batch 10, pool 10, poll 1s)", 10, 10, 10, 1000}
-	conc10b50  = dispatchConfig{"conc 10, batch 50", 10, 50, 10, 1000}
-	conc50b50  = dispatchConfig{"conc 50, batch 50, pool 20", 50, 50, 20, 1000}
-	conc50b200 = dispatchConfig{"conc 50, batch 200, pool 20", 50, 200, 20, 1000}
-	tuned      = dispatchConfig{"tuned (conc 200, batch 200, pool 40, poll 50ms)", 200, 200, 40, 50}
-	tunedPlus  = dispatchConfig{"tuned+ (conc 400, batch 400, pool 64, poll 50ms)", 400, 400, 64, 50}
+	defaults   = dispatchConfig{"defaults (conc 10, batch 10, pool 10, poll 1s)", 10, 10, 10, 1000, false}
+	conc10b50  = dispatchConfig{"conc 10, batch 50", 10, 50, 10, 1000, false}
+	conc50b50  = dispatchConfig{"conc 50, batch 50, pool 20", 50, 50, 20, 1000, false}
+	conc50b200 = dispatchConfig{"conc 50, batch 200, pool 20", 50, 200, 20, 1000, false}
+	tuned      = dispatchConfig{"tuned (conc 200, batch 200, pool 40, poll 50ms)", 200, 200, 40, 50, true}
+	tunedPlus  = dispatchConfig{"tuned+ (conc 400, batch 400, pool 64, poll 50ms)", 400, 400, 64, 50, true}
 )
 
 // dispatchCell: a preloaded backlog for inst dispatcher processes. The
@@ -315,14 +357,14 @@ var (
 func dispatchCell(scenario, inst int, d dispatchConfig, rate float64, w protocol.Workload, label string) Cell {
 	return Cell{Scenario: scenario, Name: fmt.Sprintf("%d inst, %s%s", inst, label, d.name), Workload: w,
 		PreloadRate: rate, PreloadPublishers: 4, PreloadBatch: 500,
-		DispatcherProcs: inst, DispatcherPool: d.pool,
+		DispatcherProcs: inst, DispatcherPool: d.pool, Tuned: d.tuned,
 		Dispatcher: protocol.Dispatcher{Concurrency: d.conc, Batch: d.batch, PollMs: d.pollMs}}
 }
 
 func mixedCell(rate float64, inst int, d dispatchConfig, label string) Cell {
 	return Cell{Scenario: Mixed, Name: fmt.Sprintf("%.0f/s, %s dispatchers", rate, label), Workload: workload("many", 1000),
 		PublisherProcs: 1, Publisher: protocol.Publisher{Publishers: 4, Batch: 1, RatePerSec: rate}, PublisherPool: 8,
-		DispatcherProcs: inst, DispatcherPool: d.pool,
+		DispatcherProcs: inst, DispatcherPool: d.pool, Tuned: d.tuned,
 		Dispatcher: protocol.Dispatcher{Concurrency: d.conc, Batch: d.batch, PollMs: d.pollMs}}
 }
 

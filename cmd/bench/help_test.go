@@ -9,26 +9,22 @@ import (
 // TestHelpListsEveryFlag: every command answers --help on stdout, without
 // an error, with every flag of its flag set and that flag's default.
 func TestHelpListsEveryFlag(t *testing.T) {
-	var o options
-	var lo lifecycleOptions
-	var provider, rules string
-	var vf validateFlags
 	for _, tc := range []struct {
-		args []string
-		fs   *flag.FlagSet
-		want string
+		args      []string
+		cmd, want string
 	}{
-		{[]string{"--help"}, compareFlagSet(&o, &compareVars{}), "bench lifecycle --ref REF"},
-		{[]string{"help"}, compareFlagSet(&o, &compareVars{}), "Each command has its own --help"},
-		{[]string{"compare", "--help"}, compareFlagSet(&o, &compareVars{}), "bench [compare] --base REF"},
-		{[]string{"lifecycle", "--help"}, lifecycleFlagSet(&lo, &provider), "What one delivery leaves behind"},
-		{[]string{"report", "--help"}, reportFlagSet(new(bool)), "usage: bench report [--write] RUN.json"},
-		{[]string{"gate", "-h"}, gateFlagSet(&rules), "usage: bench gate"},
-		{[]string{"validate", "--help"}, validateFlagSet(&vf), "usage: bench validate"},
-		{[]string{"selftest", "--help"}, emptyFlagSet("selftest"), "usage: bench selftest"},
-		{[]string{"version", "--help"}, emptyFlagSet("version"), "usage: bench version"},
-		{[]string{"worker", "--help"}, emptyFlagSet("worker"), "worker protocol 1 entry point"},
+		{[]string{"--help"}, "compare", "bench lifecycle --ref REF"},
+		{[]string{"help"}, "compare", "Each command has its own --help"},
+		{[]string{"compare", "--help"}, "compare", "bench [compare] --base REF"},
+		{[]string{"lifecycle", "--help"}, "lifecycle", "What one delivery leaves behind"},
+		{[]string{"report", "--help"}, "report", "usage: bench report [--write] RUN.json"},
+		{[]string{"gate", "-h"}, "gate", "usage: bench gate"},
+		{[]string{"validate", "--help"}, "validate", "usage: bench validate"},
+		{[]string{"selftest", "--help"}, "selftest", "usage: bench selftest"},
+		{[]string{"version", "--help"}, "version", "usage: bench version"},
+		{[]string{"worker", "--help"}, "worker", "worker protocol 1 entry point"},
 	} {
+		fs := commands[tc.cmd]().flagSet(tc.cmd)
 		out, err := runCLI(t, tc.args...)
 		if err != nil {
 			t.Errorf("%q: %v", tc.args, err)
@@ -38,7 +34,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 			t.Errorf("%q: help lacks %q:\n%s", tc.args, tc.want, out)
 		}
 		n := 0
-		tc.fs.VisitAll(func(f *flag.Flag) {
+		fs.VisitAll(func(f *flag.Flag) {
 			n++
 			if !strings.Contains(out, "  --"+f.Name+" ") && !strings.Contains(out, "  --"+f.Name+"\n") {
 				t.Errorf("%q: help lacks --%s", tc.args, f.Name)

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/berkcansavur/relaybus/bench/build"
+	"github.com/berkcansavur/relaybus/bench/comparison"
 	"github.com/berkcansavur/relaybus/bench/lifecycle"
 	"github.com/berkcansavur/relaybus/bench/proc"
 	"github.com/berkcansavur/relaybus/bench/refs"
@@ -34,15 +34,19 @@ side, and saved as text, JSON and SVG in <out>/<date>-lifecycle-<refs>/.`
 
 type lifecycleOptions struct {
 	refs          []string
-	provider      dbenv.Provider
+	provider      string
 	dsn, image    string
 	out, cacheDir string
 	repo          string
 }
 
-// lifecycleFlagSet is the lifecycle's flags, bound to o and provider.
-func lifecycleFlagSet(o *lifecycleOptions, provider *string) *flag.FlagSet {
-	fs := flag.NewFlagSet("lifecycle", flag.ContinueOnError)
+func lifecycleCommand() *command {
+	o := &lifecycleOptions{}
+	return &command{usage: lifecycleUsage, nargs: 0, flags: o.bind, run: o.run}
+}
+
+// bind binds the lifecycle's flags to o.
+func (o *lifecycleOptions) bind(fs *flag.FlagSet) {
 	fs.Func("ref", "a ref to show (repeatable, at least one, at most 6): tag, branch, commit, HEAD, vX.Y.Z or WORKTREE", func(s string) error {
 		if strings.TrimSpace(s) == "" {
 			return errors.New("empty ref")
@@ -50,44 +54,26 @@ func lifecycleFlagSet(o *lifecycleOptions, provider *string) *flag.FlagSet {
 		o.refs = append(o.refs, s)
 		return nil
 	})
-	fs.StringVar(provider, "db-provider", "auto", "PostgreSQL: auto, local, testcontainers or dsn")
+	fs.StringVar(&o.provider, "db-provider", "auto", "PostgreSQL: auto, local, testcontainers or dsn")
 	fs.StringVar(&o.dsn, "dsn", "", "PostgreSQL server for --db-provider dsn (superuser: pageinspect; a database is created per ref)")
 	fs.StringVar(&o.image, "image", "", "PostgreSQL image for testcontainers")
 	fs.StringVar(&o.out, "out", "results", "results directory")
 	fs.StringVar(&o.cacheDir, "cache-dir", "", "build cache (empty: $XDG_CACHE_HOME/relaybus-bench)")
 	fs.StringVar(&o.repo, "repo", ".", "git repository to resolve refs in")
-	return fs
 }
 
-func parseLifecycle(args []string, stdout io.Writer) (*lifecycleOptions, error) {
-	o := &lifecycleOptions{}
-	var provider string
-	fs := lifecycleFlagSet(o, &provider)
-	if err := parseFlags(fs, lifecycleUsage, args, stdout); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("bench: lifecycle: unexpected argument %q (see bench lifecycle --help)", fs.Arg(0))
-	}
+func (o *lifecycleOptions) run(ctx context.Context, c *call) error {
 	if len(o.refs) == 0 {
-		return nil, errors.New("bench: lifecycle: at least one --ref is needed (e.g. --ref v0.1.0 --ref HEAD)")
+		return errors.New("bench: lifecycle: at least one --ref is needed (e.g. --ref v0.1.0 --ref HEAD)")
 	}
 	if len(o.refs) > maxLifecycleRefs {
-		return nil, fmt.Errorf("bench: lifecycle: %d refs, at most %d", len(o.refs), maxLifecycleRefs)
+		return fmt.Errorf("bench: lifecycle: %d refs, at most %d", len(o.refs), maxLifecycleRefs)
 	}
-	var err error
-	if o.provider, err = dbenv.ParseProvider(provider); err != nil {
-		return nil, err
-	}
-	return o, nil
-}
-
-func runLifecycle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseLifecycle(args, stdout)
+	provider, err := dbenv.ParseProvider(o.provider)
 	if err != nil {
-		return helpOK(err)
+		return err
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	logf, stdout := c.logf, c.stdout
 	resolved := make([]refs.Ref, len(o.refs))
 	for i, name := range o.refs {
 		if resolved[i], err = refs.Resolve(ctx, o.repo, name); err != nil {
@@ -95,12 +81,6 @@ func runLifecycle(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		if resolved[i].Peer != "" {
 			return fmt.Errorf("bench: lifecycle --ref %s: a peer has no relaybus deliveries to follow; lifecycle takes relaybus refs", name)
-		}
-	}
-	cacheDir := o.cacheDir
-	if cacheDir == "" {
-		if cacheDir, err = build.DefaultCacheDir(); err != nil {
-			return err
 		}
 	}
 	tmp, err := os.MkdirTemp("", "relaybus-lifecycle-")
@@ -115,7 +95,10 @@ func runLifecycle(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		os.RemoveAll(tmp)
 	}()
-	b := &build.Builder{RepoDir: o.repo, CacheDir: cacheDir, Logf: logf}
+	b, err := build.NewBuilder(o.repo, o.cacheDir, logf)
+	if err != nil {
+		return err
+	}
 	type built struct {
 		ref     refs.Ref
 		bin     string
@@ -135,14 +118,14 @@ func runLifecycle(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		logf("%s: relaybus %s, protocol %d", ref, hello.Version, hello.Protocol)
 	}
 
-	pg, info, stop, err := startPostgres(ctx, dbenv.PostgresOptions{Provider: o.provider, DSN: o.dsn, Image: o.image,
+	pg, info, stop, err := comparison.StartPostgres(ctx, dbenv.PostgresOptions{Provider: provider, DSN: o.dsn, Image: o.image,
 		Settings: map[string]string{"autovacuum": "off"}, Logf: logf})
 	if err != nil {
 		return err
 	}
 	defer stop()
 	logf("PostgreSQL %s (%s), autovacuum=%s", info.Version, info.Provider, info.Settings["autovacuum"])
-	set := &lifecycle.Set{Started: time.Now(), Machine: machine(),
+	set := &lifecycle.Set{Started: time.Now(), Machine: comparison.Machine(),
 		Database: result.DatabaseInfo{Kind: "postgres", Provider: string(info.Provider), Version: info.Version, Settings: info.Settings}}
 	for i, bi := range bins {
 		name := fmt.Sprintf("rb_lifecycle_%d", i+1)

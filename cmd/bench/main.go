@@ -12,8 +12,10 @@
 //	bench worker   (protocol 1 entry point; the harness starts it)
 //	bench version
 //
-// main only dispatches: each subcommand is a function of its arguments
-// and output streams (run), so the whole CLI is testable.
+// main only dispatches: each subcommand (commands) parses its flags and
+// prints; the work is done by the bench packages (the comparison by
+// bench/comparison). run is a function of the arguments and output
+// streams, so the whole CLI is testable.
 package main
 
 import (
@@ -23,14 +25,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"syscall"
 
 	"github.com/berkcansavur/relaybus/bench/proc"
-	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/worker"
-	"github.com/berkcansavur/relaybus/relaybus"
+	_ "github.com/berkcansavur/relaybus/internal/dbenv/container" // the testcontainers provider (--db-provider)
 )
 
 func main() {
@@ -83,37 +83,32 @@ runs every scenario cell as ABBA-interleaved windows on fresh databases,
 runs scenario 6 (the upgrade) once when the refs differ, validates every
 run and reports the differences.`
 
+// commands are the subcommands by name; each call makes a fresh one (its
+// flags bound to new variables).
+var commands = map[string]func() *command{
+	"compare":   func() *command { return compareCommand(new(compareFlags)) },
+	"lifecycle": lifecycleCommand,
+	"report":    reportCommand,
+	"gate":      gateCommand,
+	"validate":  validateCommand,
+	"selftest":  selftestCommand,
+	"version":   versionCommand,
+	"worker":    workerCommand,
+}
+
+// run runs the command args name (the comparison without one).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	name := "compare"
 	if len(args) > 0 {
 		switch args[0] {
-		case "worker":
-			if _, err := noFlagArgs("worker", workerUsage, args[1:], 0, stdout); err != nil {
-				return helpOK(err)
-			}
-			return errors.New("bench: worker is the protocol entry point; run it as the first argument of the binary")
-		case "version":
-			if _, err := noFlagArgs("version", versionUsage, args[1:], 0, stdout); err != nil {
-				return helpOK(err)
-			}
-			fmt.Fprintf(stdout, "relaybus %s (worker protocol %d, %s)\n", relaybus.Version, protocol.Version, runtime.Version())
-			return nil
-		case "compare":
-			return runCompare(ctx, args[1:], stdout, stderr)
-		case "lifecycle":
-			return runLifecycle(ctx, args[1:], stdout, stderr)
-		case "report":
-			return runReport(args[1:], stdout)
-		case "gate":
-			return runGate(args[1:], stdout)
-		case "validate":
-			return runValidate(args[1:], stdout, stderr)
-		case "selftest":
-			return runSelfTest(args[1:], stdout)
 		case "help", "-h", "-help", "--help":
-			var o options
-			writeHelp(stdout, usage, compareFlagSet(&o, &compareVars{}))
+			cmd := compareCommand(new(compareFlags))
+			writeHelp(stdout, usage, cmd.flagSet("compare"))
 			return nil
 		}
+		if _, ok := commands[args[0]]; ok {
+			name, args = args[0], args[1:]
+		}
 	}
-	return runCompare(ctx, args, stdout, stderr)
+	return commands[name]().invoke(ctx, name, args, stdout, stderr)
 }

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/berkcansavur/relaybus/bench/result/resulttest"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berkcansavur/relaybus/bench/comparison"
+	"github.com/berkcansavur/relaybus/bench/result"
+	"github.com/berkcansavur/relaybus/bench/result/resulttest"
 )
 
 func runCLI(t *testing.T, args ...string) (string, error) {
@@ -142,5 +146,42 @@ func TestReportWrite(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
 	if err != nil || len(md) == 0 {
 		t.Fatalf("report --write: report.md %d bytes, %v", len(md), err)
+	}
+}
+
+func TestSkipCells(t *testing.T) {
+	parse := func(args ...string) (comparison.Options, error) {
+		f := new(compareFlags)
+		rest, err := compareCommand(f).parse("compare", args, io.Discard)
+		if err != nil {
+			return comparison.Options{}, err
+		}
+		o, _, err := f.options(rest)
+		return o, err
+	}
+	o, err := parse("--base", "a", "--candidate", "b", "--full", "--skip-cells", "^8 inst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range o.Matrix.Cells {
+		if strings.HasPrefix(c.Name, "8 inst") {
+			t.Errorf("cell %q not skipped", c.Name)
+		}
+	}
+	if len(o.Warnings) != 6 || o.Matrix.Mode != result.ModeCustom || !strings.HasPrefix(o.Warnings[0], "--skip-cells: cell \"8 inst") {
+		t.Errorf("warnings %q (want the 6 cells of 8 instances), mode %q", o.Warnings, o.Matrix.Mode)
+	}
+	if _, err := parse("--base", "a", "--candidate", "b", "--skip-cells", "^no such cell"); err == nil {
+		t.Error("--skip-cells matching nothing is accepted")
+	}
+	if _, err := parse("--base", "a", "--candidate", "b", "--skip-cells", "("); err == nil {
+		t.Error("an invalid --skip-cells expression is accepted")
+	}
+}
+
+func TestLifecycleRefusesAPeer(t *testing.T) {
+	_, err := runCLI(t, "lifecycle", "--ref", "river", "--repo", "../..")
+	if err == nil || !strings.Contains(err.Error(), "lifecycle takes relaybus refs") {
+		t.Fatalf("lifecycle --ref river: %v", err)
 	}
 }

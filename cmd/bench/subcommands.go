@@ -1,16 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"path/filepath"
-	"strings"
+	"runtime"
 
 	"github.com/berkcansavur/relaybus/bench/compare"
+	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/report"
 	"github.com/berkcansavur/relaybus/bench/result"
+	"github.com/berkcansavur/relaybus/relaybus"
 )
 
 const (
@@ -43,97 +45,96 @@ stderr, and plays one role (setup, preload, publisher, dispatcher,
 inspect). bench/protocol documents the protocol.`
 )
 
-// noFlagArgs parses a command without flags: help, or exactly n
-// arguments.
-func noFlagArgs(name, usage string, args []string, n int, stdout io.Writer) ([]string, error) {
-	fs := emptyFlagSet(name)
-	if err := parseFlags(fs, usage, args, stdout); err != nil {
-		return nil, err
-	}
-	if fs.NArg() != n {
-		first, _, _ := strings.Cut(usage, "\n")
-		return nil, fmt.Errorf("bench: %s (see bench %s --help)", first, name)
-	}
-	return fs.Args(), nil
-}
-
-// helpOK turns the help "error" into a clean exit.
-func helpOK(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	return err
-}
-
-func runReport(args []string, stdout io.Writer) error {
+func reportCommand() *command {
 	var write bool
-	fs := reportFlagSet(&write)
-	if err := parseFlags(fs, reportUsage, args, stdout); err != nil {
-		return helpOK(err)
-	}
-	if fs.NArg() != 1 {
-		return errors.New("bench: usage: bench report [--write] RUN.json (see bench report --help)")
-	}
-	run, err := result.Load(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	analysis := compare.Analyze(run, compare.DefaultSettings())
-	if write {
-		if err := report.WriteFiles(filepath.Dir(fs.Arg(0)), analysis); err != nil {
+	return &command{usage: reportUsage, nargs: 1,
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&write, "write", false, "write report.md, bench.txt and the plots again beside RUN.json")
+		},
+		run: func(_ context.Context, c *call) error {
+			a, err := analyze(c.args[0])
+			if err != nil {
+				return err
+			}
+			if write {
+				if err := report.WriteFiles(filepath.Dir(c.args[0]), a); err != nil {
+					return err
+				}
+			}
+			return report.WriteTerminal(c.stdout, a)
+		}}
+}
+
+func gateCommand() *command {
+	var rules string
+	return &command{usage: gateUsage, nargs: 1,
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&rules, "rules", "", "the rules, METRIC[@SCENARIO]:PCT[,...] (required)")
+		},
+		run: func(_ context.Context, c *call) error {
+			if rules == "" {
+				return errors.New("bench: usage: bench gate --rules METRIC[@SCENARIO]:PCT[,...] RUN.json (see bench gate --help)")
+			}
+			parsed, err := compare.ParseGateRules(rules)
+			if err != nil {
+				return err
+			}
+			a, err := analyze(c.args[0])
+			if err != nil {
+				return err
+			}
+			return verdict(a, parsed, c.stdout)
+		}}
+}
+
+// selftestCommand reports an A/A run's error rates: the false verdicts
+// per comparison and the gates that would fail, per metric, with and
+// without Holm's correction.
+func selftestCommand() *command {
+	return &command{usage: selftestUsage, nargs: 1, run: func(_ context.Context, c *call) error {
+		a, err := analyze(c.args[0])
+		if err != nil {
 			return err
 		}
-	}
-	return report.WriteTerminal(stdout, analysis)
+		run, st := a.Run, compare.RunSelfTest(a)
+		if run.Base.SHA != run.Candidate.SHA || run.Base.Dirty || run.Candidate.Dirty {
+			fmt.Fprintf(c.stdout, "warning: the sides are %s@%s and %s@%s: an A/A run compares one commit with itself\n",
+				run.Base.Ref, run.Base.SHA, run.Candidate.Ref, run.Candidate.SHA)
+		}
+		fmt.Fprintf(c.stdout, "A/A self-test of %s (%d invalid windows left out)\n", c.args[0], len(a.Invalid))
+		fmt.Fprintf(c.stdout, "per comparison: %d of %d comparisons with a verdict are false (better or worse): %s (alpha %.2g)\n",
+			st.False, st.Comparisons, pct(st.False, st.Comparisons), a.Settings.Alpha)
+		fmt.Fprintf(c.stdout, "per gate (one per metric, every cell, limit 0%%): %d of %d fail with Holm's correction (%s), %d without it (%s)\n",
+			st.FailedHolm, st.Gates, pct(st.FailedHolm, st.Gates), st.FailedRaw, pct(st.FailedRaw, st.Gates))
+		for _, m := range st.FailedMetrics {
+			fmt.Fprintf(c.stdout, "  false gate failure: %s\n", m)
+		}
+		return nil
+	}}
 }
 
-func runGate(args []string, stdout io.Writer) error {
-	var rulesFlag string
-	fs := gateFlagSet(&rulesFlag)
-	if err := parseFlags(fs, gateUsage, args, stdout); err != nil {
-		return helpOK(err)
-	}
-	if rulesFlag == "" || fs.NArg() != 1 {
-		return errors.New("bench: usage: bench gate --rules METRIC[@SCENARIO]:PCT[,...] RUN.json (see bench gate --help)")
-	}
-	rules, err := compare.ParseGateRules(rulesFlag)
-	if err != nil {
-		return err
-	}
-	run, err := result.Load(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	return verdict(compare.Analyze(run, compare.DefaultSettings()), rules, stdout)
+func versionCommand() *command {
+	return &command{usage: versionUsage, nargs: 0, run: func(_ context.Context, c *call) error {
+		fmt.Fprintf(c.stdout, "relaybus %s (worker protocol %d, %s)\n", relaybus.Version, protocol.Version, runtime.Version())
+		return nil
+	}}
 }
 
-// runSelfTest reports an A/A run's error rates: the false verdicts per
-// comparison and the gates that would fail, per metric, with and without
-// Holm's correction.
-func runSelfTest(args []string, stdout io.Writer) error {
-	args, err := noFlagArgs("selftest", selftestUsage, args, 1, stdout)
+// workerCommand answers --help; main runs the worker itself, as the
+// binary's first argument.
+func workerCommand() *command {
+	return &command{usage: workerUsage, nargs: 0, run: func(context.Context, *call) error {
+		return errors.New("bench: worker is the protocol entry point; run it as the first argument of the binary")
+	}}
+}
+
+// analyze loads a run.json and analyses it with the default settings.
+func analyze(path string) (*compare.Analysis, error) {
+	run, err := result.Load(path)
 	if err != nil {
-		return helpOK(err)
+		return nil, err
 	}
-	run, err := result.Load(args[0])
-	if err != nil {
-		return err
-	}
-	a := compare.Analyze(run, compare.DefaultSettings())
-	st := compare.RunSelfTest(a)
-	if run.Base.SHA != run.Candidate.SHA || run.Base.Dirty || run.Candidate.Dirty {
-		fmt.Fprintf(stdout, "warning: the sides are %s@%s and %s@%s: an A/A run compares one commit with itself\n",
-			run.Base.Ref, run.Base.SHA, run.Candidate.Ref, run.Candidate.SHA)
-	}
-	fmt.Fprintf(stdout, "A/A self-test of %s (%d invalid windows left out)\n", args[0], len(a.Invalid))
-	fmt.Fprintf(stdout, "per comparison: %d of %d comparisons with a verdict are false (better or worse): %s (alpha %.2g)\n",
-		st.False, st.Comparisons, pct(st.False, st.Comparisons), a.Settings.Alpha)
-	fmt.Fprintf(stdout, "per gate (one per metric, every cell, limit 0%%): %d of %d fail with Holm's correction (%s), %d without it (%s)\n",
-		st.FailedHolm, st.Gates, pct(st.FailedHolm, st.Gates), st.FailedRaw, pct(st.FailedRaw, st.Gates))
-	for _, m := range st.FailedMetrics {
-		fmt.Fprintf(stdout, "  false gate failure: %s\n", m)
-	}
-	return nil
+	return compare.Analyze(run, compare.DefaultSettings()), nil
 }
 
 func pct(n, of int) string {
@@ -141,17 +142,4 @@ func pct(n, of int) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
-}
-
-// gateFlagSet is the gate command's flags, bound to rules.
-func reportFlagSet(write *bool) *flag.FlagSet {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.BoolVar(write, "write", false, "write report.md, bench.txt and the plots again beside RUN.json")
-	return fs
-}
-
-func gateFlagSet(rules *string) *flag.FlagSet {
-	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
-	fs.StringVar(rules, "rules", "", "the rules, METRIC[@SCENARIO]:PCT[,...] (required)")
-	return fs
 }

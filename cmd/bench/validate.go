@@ -1,12 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -39,22 +39,19 @@ type validateFlags struct {
 	faults                              []validate.Fault
 }
 
-func runValidate(args []string, stdout, stderr io.Writer) error {
+func validateCommand() *command {
 	var vf validateFlags
-	fs := validateFlagSet(&vf)
-	if err := parseFlags(fs, validateUsage, args, stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	if fs.NArg() != 1 {
-		return errors.New("bench: usage: bench validate [flags] DIR (see bench validate --help)")
-	}
+	return &command{usage: validateUsage, nargs: 1,
+		flags: func(fs *flag.FlagSet) { vf.bind(fs) },
+		run:   func(_ context.Context, c *call) error { return vf.run(c.args[0], c.stdout) }}
+}
+
+// run validates the record folders in or below root.
+func (vf *validateFlags) run(root string, stdout io.Writer) error {
 	if vf.maxAttempts < 0 || vf.lease < 0 {
 		return errors.New("bench: validate: --max-attempts and --lease must be >= 0")
 	}
-	dirs, err := recordDirs(fs.Arg(0))
+	dirs, err := recordDirs(root)
 	if err != nil {
 		return err
 	}
@@ -91,9 +88,8 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// validateFlagSet is the validate command's flags, bound to vf.
-func validateFlagSet(vf *validateFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+// bind binds the validate command's flags to vf.
+func (vf *validateFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&vf.allowRedelivery, "allow-redelivery", false, "a fault cell: repeats that a fault explains are redeliveries")
 	fs.BoolVar(&vf.allowPublishErrors, "allow-publish-errors", false, "publish errors are allowed (a fault cell)")
 	fs.StringVar(&vf.handlers, "handlers", "", "the workload's handlers, comma separated (default: the manifest's; required without one)")
@@ -114,7 +110,6 @@ func validateFlagSet(vf *validateFlags) *flag.FlagSet {
 	fs.Func("crash", "a database crash (immediate shutdown) and its recovery: START_NS-END_NS (repeatable)", func(s string) error {
 		return vf.addSpan(validate.FaultCrash, s)
 	})
-	return fs
 }
 
 // addSpan adds a fault of kind over START_NS-END_NS.
@@ -172,40 +167,4 @@ func recordDirs(root string) ([]string, error) {
 	}
 	slices.Sort(dirs)
 	return slices.Compact(dirs), nil
-}
-
-// keepRecords copies every window folder of runDir (record files, logs,
-// manifests) into dst, so `bench validate` can re-check them later.
-func keepRecords(runDir, dst string) error {
-	return copyTree(runDir, dst, func(string) bool { return true })
-}
-
-// copyTree copies the regular files under src that keep accepts to the
-// same places under dst.
-func copyTree(src, dst string, keep func(path string) bool) error {
-	runDir := src
-	return filepath.WalkDir(runDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(runDir, path)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return nil
-		}
-		if !d.Type().IsRegular() || !keep(path) {
-			return nil
-		}
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
 }

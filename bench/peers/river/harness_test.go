@@ -9,16 +9,15 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/berkcansavur/relaybus/bench/peer"
 	"github.com/berkcansavur/relaybus/bench/protocol"
-	"github.com/berkcansavur/relaybus/bench/refs"
-	"github.com/berkcansavur/relaybus/bench/scenarios"
 )
 
 // The harness keeps what it must know of this peer in the main module
-// (bench/refs, bench/scenarios); these tests hold it to the peer as built.
+// (bench/peer's River); these tests hold it to the peer as built.
 
 // TestHarnessKnowsTheBuildInputs: every package of the main module this
-// peer's build compiles lies under refs' list of its inputs, so a change
+// peer's build compiles lies under the harness's list of its inputs, so a change
 // to one of them makes the harness build the peer from the working tree
 // instead of HEAD's commit.
 func TestHarnessKnowsTheBuildInputs(t *testing.T) {
@@ -31,9 +30,9 @@ func TestHarnessKnowsTheBuildInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, ok := refs.PeerByName("river")
+	p, ok := peer.ByName("river")
 	if !ok {
-		t.Fatal("refs knows no river peer")
+		t.Fatal("the harness knows no river peer")
 	}
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -54,7 +53,7 @@ func TestHarnessKnowsTheBuildInputs(t *testing.T) {
 			}
 		}
 		if !covered {
-			t.Errorf("the peer compiles %s (%s), which refs' Peer.Inputs %q leaves out", rel, mod, p.Inputs())
+			t.Errorf("the peer compiles %s (%s), which the harness's peer.River.Inputs %q leaves out", rel, mod, p.Inputs())
 		}
 	}
 	if n < 3 {
@@ -63,11 +62,11 @@ func TestHarnessKnowsTheBuildInputs(t *testing.T) {
 }
 
 // TestHarnessRiverSettings: the fetch cooldown the harness's notes state
-// (scenarios.RiverFetchCooldownMs) is the one the peer gives River.
+// (peer.RiverFetchCooldownMs) is the one the peer gives River.
 func TestHarnessRiverSettings(t *testing.T) {
 	t.Parallel()
-	if got := time.Duration(scenarios.RiverFetchCooldownDefaultMs) * time.Millisecond; got != river.FetchCooldownDefault {
-		t.Errorf("scenarios.RiverFetchCooldownDefaultMs is %v, River's FetchCooldownDefault %v", got, river.FetchCooldownDefault)
+	if got := time.Duration(peer.RiverFetchCooldownDefaultMs) * time.Millisecond; got != river.FetchCooldownDefault {
+		t.Errorf("peer.RiverFetchCooldownDefaultMs is %v, River's FetchCooldownDefault %v", got, river.FetchCooldownDefault)
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &deliveryWorker{})
@@ -77,7 +76,7 @@ func TestHarnessRiverSettings(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := cmpOr(cfg.FetchCooldown, river.FetchCooldownDefault)
-		if want := time.Duration(scenarios.RiverFetchCooldownMs(poll)) * time.Millisecond; got != want {
+		if want := time.Duration(peer.RiverFetchCooldownMs(poll)) * time.Millisecond; got != want {
 			t.Errorf("poll %d ms: the peer's cooldown is %v, the harness says %v", poll, got, want)
 		}
 	}
