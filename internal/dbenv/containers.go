@@ -9,6 +9,7 @@ package dbenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -80,8 +81,8 @@ func containersOf() (Containers, error) {
 }
 
 // errNoContainers: this binary does not link the container provider.
-var errNoContainers = errors.New("dbenv: no container provider in this binary: the library's tests take their " +
-	"server from " + EnvDatabaseURL + " or local PostgreSQL binaries; the harness imports internal/dbenv/container")
+var errNoContainers = errors.New("dbenv: no container provider in this binary " +
+	"(internal/dbenv/container: the harness imports it, the library's tests do not)")
 
 // serverBackend adapts a Server to the backend of a Postgres.
 type serverBackend struct{ s Server }
@@ -95,7 +96,7 @@ func (b serverBackend) source() string                    { return b.s.Source() 
 func startContainer(ctx context.Context, image string, settings map[string]string, logf func(string, ...any)) (*Postgres, error) {
 	c, err := containersOf()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w; the library's tests take their server from %s or local PostgreSQL binaries", err, EnvDatabaseURL)
 	}
 	dsn, s, err := c.StartPostgres(ctx, image, settings, logf)
 	if err != nil {

@@ -85,7 +85,7 @@ func StartMongo(ctx context.Context, opts MongoOptions) (*Mongo, error) {
 	}
 	c, err := containersOf()
 	if err != nil {
-		return nil, fmt.Errorf("dbenv: mongo: no URI given, and %w (%w)", ErrUnavailable, err)
+		return nil, fmt.Errorf("dbenv: mongo: no URI given, and this binary has no container provider (%w)", ErrUnavailable)
 	}
 	uri, image, stop, err := c.StartMongo(ctx, opts.Image, logf)
 	if err != nil {

@@ -21,9 +21,9 @@ import (
 // Integration tests of what is particular to the MongoDB lane-lease
 // store: the races between a completion and a takeover, holders, lost
 // ids, parking, suspects, relinquish, completion history and the
-// upgrade from 0.1.0. They need a replica set (RELAYBUS_TEST_MONGO_URI,
-// or a Docker engine with a mongo image) and skip with the reason
-// without one; the generic contract is TestConformance's.
+// upgrade from 0.1.0. They need a replica set (RELAYBUS_TEST_MONGO_URI)
+// and skip with the reason without one; the generic contract is
+// TestConformance's.
 
 // itT0 is the base time of these tests; the store reads no clock.
 var itT0 = time.Date(2031, time.January, 1, 12, 0, 0, 0, time.UTC)

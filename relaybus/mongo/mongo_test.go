@@ -16,10 +16,10 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// TestConformance runs the conformance suite against a real replica set:
-// RELAYBUS_TEST_MONGO_URI, or a container when a Docker engine has (or can
-// pull) a mongo image. Without either it skips and says so. Each subtest
-// gets its own database, dropped when it ends.
+// TestConformance runs the conformance suite against a real replica set,
+// RELAYBUS_TEST_MONGO_URI (these tests link no container code). Without
+// it it skips and says so. Each subtest gets its own database, dropped
+// when it ends.
 //
 // The store deletes a delivery when it completes (completion history is
 // off here), and fails a second transaction publishing to the same key
