@@ -131,6 +131,7 @@ type delivery struct {
 	lane                  int16
 	due                   bool
 	payload               []byte
+	token                 string // set by handle: the claim's lane token
 }
 
 // failure is a failed attempt to record.
@@ -520,12 +521,20 @@ func (s *stream) move(lanes []int16, claims []delivery) (wrapped bool) {
 // completions are sent.
 func (s *stream) handle(claims []delivery, xid int64) outcome {
 	d := s.d
+	tokens := map[int16]string{}
+	for i := range claims {
+		c := &claims[i]
+		if tokens[c.lane] == "" {
+			tokens[c.lane] = leaseToken(c.lane, xid)
+		}
+		c.token = tokens[c.lane]
+	}
 	runs := d.runsOf(claims)
 	results := make([]outcome, len(runs))
 	n := min(d.workers, len(runs))
 	if n <= 1 {
 		for i, r := range runs {
-			results[i] = d.runOne(r, xid)
+			results[i] = d.runOne(r)
 		}
 	} else {
 		var next atomic.Int64
@@ -539,7 +548,7 @@ func (s *stream) handle(claims []delivery, xid int64) outcome {
 					if i >= len(runs) {
 						return
 					}
-					results[i] = d.runOne(runs[i], xid)
+					results[i] = d.runOne(runs[i])
 				}
 			}()
 		}
@@ -578,7 +587,7 @@ func (d *dispatcher) runsOf(claims []delivery) [][]delivery {
 
 // runOne runs one run in order, stopping at the first failure (a key's
 // later deliveries wait for its head) or the first delivery not due.
-func (d *dispatcher) runOne(run []delivery, xid int64) outcome {
+func (d *dispatcher) runOne(run []delivery) outcome {
 	var out outcome
 	for i := range run {
 		c := &run[i]
@@ -586,10 +595,10 @@ func (d *dispatcher) runOne(run []delivery, xid int64) outcome {
 			out.released += len(run) - i
 			return out
 		}
-		ok, f := d.handleOne(c, xid)
+		ok, f := d.handleOne(c)
 		if ok {
 			out.done = append(out.done, completion{ctid: c.ctid, eventID: c.eventID, handler: c.handler,
-				attempt: c.attempts + 1, token: leaseToken(c.lane, xid)})
+				attempt: c.attempts + 1, token: c.token})
 			continue
 		}
 		out.failures = append(out.failures, f)
@@ -605,7 +614,7 @@ func (d *dispatcher) runOne(run []delivery, xid int64) outcome {
 }
 
 // handleOne is the workload's handler for one delivery, and its record.
-func (d *dispatcher) handleOne(c *delivery, xid int64) (bool, failure) {
+func (d *dispatcher) handleOne(c *delivery) (bool, failure) {
 	start := time.Now()
 	if d.cost > 0 {
 		spin(d.cost)
@@ -620,14 +629,14 @@ func (d *dispatcher) handleOne(c *delivery, xid int64) (bool, failure) {
 	err := d.rec.AddHandled(record.Handled{
 		EventID: c.eventID, Handler: c.handler, Key: c.key, Sequence: c.sequence,
 		Attempt: attempt, HandleNs: start.UnixNano(), OK: !fail,
-		EndNs: end.UnixNano(), Holder: d.w.Cfg.Name, Token: leaseToken(c.lane, xid),
+		EndNs: end.UnixNano(), Holder: d.w.Cfg.Name, Token: c.token,
 	})
 	if errors.Is(err, record.ErrBatchFull) {
 		if err = d.rec.Flush(); err == nil {
 			err = d.rec.AddHandled(record.Handled{
 				EventID: c.eventID, Handler: c.handler, Key: c.key, Sequence: c.sequence,
 				Attempt: attempt, HandleNs: start.UnixNano(), OK: !fail,
-				EndNs: end.UnixNano(), Holder: d.w.Cfg.Name, Token: leaseToken(c.lane, xid),
+				EndNs: end.UnixNano(), Holder: d.w.Cfg.Name, Token: c.token,
 			})
 		}
 	}

@@ -250,17 +250,20 @@ func TestRuns(t *testing.T) {
 	if !slices.Equal(ids, []int64{1, 2, 4, 5, 6}) {
 		t.Fatalf("cut kept %v, want [1 2 4 5 6]", ids)
 	}
+	for i := range claims {
+		claims[i].token = leaseToken(claims[i].lane, 9)
+	}
 	runs := d.runsOf(claims)
 	if len(runs) != 3 || len(runs[0]) != 2 || len(runs[1]) != 2 || len(runs[2]) != 1 {
 		t.Fatalf("runs %v", runs)
 	}
 	// The run of a key whose head is not due runs nothing.
-	if out := d.runOne(runs[2], 9); len(out.done)+len(out.failures) != 0 || out.released != 1 {
+	if out := d.runOne(runs[2]); len(out.done)+len(out.failures) != 0 || out.released != 1 {
 		t.Errorf("a head not due: %+v", out)
 	}
 	// k1: sequence 1 at its second attempt succeeds (fail_first 1),
 	// sequence 2 at its first fails and is rescheduled.
-	out := d.runOne(runs[0], 9)
+	out := d.runOne(runs[0])
 	if len(out.done) != 1 || len(out.failures) != 1 || out.failures[0].id != 2 || out.failures[0].dead ||
 		out.failures[0].delayUs != 1000 && (out.failures[0].delayUs < 900 || out.failures[0].delayUs > 1100) {
 		t.Errorf("k1: %+v", out)
@@ -268,12 +271,12 @@ func TestRuns(t *testing.T) {
 	// A failure stops its key's run: k2's sequence 1 is handled, fails
 	// (attempt 1), and the rest of k2 waits.
 	runs[1][0].attempts = 0
-	if out := d.runOne(runs[1], 9); len(out.done) != 0 || len(out.failures) != 1 || out.failures[0].id != 4 || out.released != 1 {
+	if out := d.runOne(runs[1]); len(out.done) != 0 || len(out.failures) != 1 || out.failures[0].id != 4 || out.released != 1 {
 		t.Errorf("k2: %+v", out)
 	}
 	// The last attempt's failure buries.
-	last := []delivery{{id: 8, eventID: "e8", handler: "h", key: "k4", sequence: 1, due: true, attempts: 2, maxAttempts: 3, payload: []byte("P")}}
-	if out := d.runOne(last, 9); len(out.failures) != 1 || !out.failures[0].dead || out.buried != 1 ||
+	last := []delivery{{id: 8, eventID: "e8", handler: "h", key: "k4", sequence: 1, due: true, attempts: 2, maxAttempts: 3, payload: []byte("P"), token: "0:9"}}
+	if out := d.runOne(last); len(out.failures) != 1 || !out.failures[0].dead || out.buried != 1 ||
 		!strings.Contains(out.failures[0].err, "poison=true, attempt 3") {
 		t.Errorf("poison at its last attempt: %+v", out)
 	}
