@@ -67,7 +67,11 @@ func (b *Bus[TTx]) Setup(ctx context.Context) error { return b.store.Setup(ctx) 
 // written back into the events, as is CreatedAt when zero, but only once every
 // event is valid: an invalid event (or a type with no handler, which would
 // otherwise be silently dropped) is an ErrInvalid error and nothing is
-// written. Publishing no events does nothing.
+// written. Publishing no events does nothing. Once the bus's dispatcher
+// has shut down (Run returned, or Stop), PublishTx and Publish return
+// ErrClosed: stop the dispatcher after the code that publishes. A bus
+// that never runs its dispatcher (a publisher-only process) publishes
+// for as long as it lives.
 func (b *Bus[TTx]) PublishTx(ctx context.Context, tx TTx, events ...*Event) error {
 	params, err := b.publishParams(events)
 	if err != nil || params == nil {
@@ -125,6 +129,9 @@ func (b *Bus[TTx]) publishParams(events []*Event) (*EventPublishParams, error) {
 	now := b.cfg.Now()
 	b.mu.RLock()
 	defer b.mu.RUnlock()
+	if b.state == stateStopped {
+		return nil, fmt.Errorf("relaybus: publish: the bus has shut down: %w", ErrClosed)
+	}
 	params := &EventPublishParams{Events: make([]*EventPublish, len(events)), Now: now}
 	for i, e := range events {
 		if e == nil {
@@ -143,7 +150,7 @@ func (b *Bus[TTx]) publishParams(events []*Event) (*EventPublishParams, error) {
 		}
 		params.Events[i] = &EventPublish{Event: &c, Deliveries: b.byType[c.Type]}
 	}
-	if err := params.Validate(b.cfg.MaxPayloadBytes); err != nil {
+	if err := params.validate(b.cfg.MaxPayloadBytes, busPayloadLimit); err != nil {
 		return nil, err
 	}
 	for _, ep := range params.Events {
@@ -174,7 +181,13 @@ func (b *Bus[TTx]) ListDeliveries(ctx context.Context, params *DeliveryListParam
 	return b.store.DeliveryList(ctx, params)
 }
 
-// Statistics counts deliveries per status and handler.
+// Statistics counts deliveries per status and handler. Completed counts
+// only what the store still holds of completed deliveries: a lane-lease
+// store deletes a delivery when it completes, so Completed is 0 unless the
+// store keeps a completion history (the PostgreSQL and MongoDB stores'
+// CompletionHistory option, the memory store's RetainCompleted) or holds
+// rows a 0.1.0 store completed. The counts are read from the deliveries
+// themselves, so on a large backlog the call costs a scan of them.
 func (b *Bus[TTx]) Statistics(ctx context.Context) (*Statistics, error) {
 	return b.store.Statistics(ctx, &StatisticsParams{Now: b.cfg.Now()})
 }

@@ -291,3 +291,26 @@ func TestPublishUsesTheStoresEventPublisher(t *testing.T) {
 	require.Equal(t, 2, rp.attempts)
 	require.Equal(t, 1, tb.countStatus(StatusPending), "the retried publish is visible once")
 }
+
+// TestPublishAfterShutdown: a bus whose dispatcher has shut down refuses
+// to publish (ErrClosed) and writes nothing; before it ran, and while it
+// runs, it publishes.
+func TestPublishAfterShutdown(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, testConfig())
+	require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
+	ctx := context.Background()
+	require.NoError(t, tb.bus.Publish(ctx, &Event{Type: "t"}), "before the dispatcher ran")
+	stop := tb.start(t)
+	require.NoError(t, tb.bus.Publish(ctx, &Event{Type: "t"}), "while it runs")
+	waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 2 })
+	stop()
+	err := tb.bus.Publish(ctx, &Event{Type: "t"})
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorContains(t, err, "the bus has shut down")
+	tx, err := tb.store.TxBegin(ctx)
+	require.NoError(t, err)
+	require.ErrorIs(t, tb.bus.PublishTx(ctx, tx, &Event{Type: "t"}), ErrClosed)
+	require.NoError(t, tb.store.TxRollback(ctx, tx))
+	require.Len(t, tb.store.snapshot(), 2, "nothing written after the shutdown")
+}

@@ -32,8 +32,23 @@ type Event struct {
 
 // ValidateEvent checks e against the limits above and maxPayloadBytes.
 // Stores call it again before they write, so an event that reaches a
-// store directly is held to the same rules. e.ID must be set.
+// store directly is held to the same rules. e.ID must be set. A payload
+// over maxPayloadBytes is an error that names the store's limit.
 func ValidateEvent(e *Event, maxPayloadBytes int) error {
+	return validateEvent(e, maxPayloadBytes, storePayloadLimit)
+}
+
+// The payload limits an error can name: the Bus's (checked first, at
+// Publish and PublishTx) and the store's (checked again by the store,
+// with its own option).
+const (
+	busPayloadLimit   = "Config.MaxPayloadBytes"
+	storePayloadLimit = "the store's MaxPayloadBytes option"
+)
+
+// validateEvent is ValidateEvent with the name of the payload limit that
+// applies.
+func validateEvent(e *Event, maxPayloadBytes int, limit string) error {
 	if e == nil {
 		return invalidf("event is nil")
 	}
@@ -55,7 +70,7 @@ func ValidateEvent(e *Event, maxPayloadBytes int) error {
 		}
 	}
 	if maxPayloadBytes > 0 && len(e.Payload) > maxPayloadBytes {
-		return invalidf("event %q: payload is %d bytes, over the limit of %d (Config.MaxPayloadBytes)", e.ID, len(e.Payload), maxPayloadBytes)
+		return invalidf("event %q: payload is %d bytes, over the limit of %d (%s)", e.ID, len(e.Payload), maxPayloadBytes, limit)
 	}
 	if len(e.Headers) > MaxHeaders {
 		return invalidf("event %q: %d headers, over the limit of %d", e.ID, len(e.Headers), MaxHeaders)

@@ -367,3 +367,31 @@ func TestMemorySuspectWaitsForTheDispatcherToDrain(t *testing.T) {
 	defer mu.Unlock()
 	require.Empty(t, overlaps)
 }
+
+// TestPayloadLimitNamed: a payload over a limit is refused with the limit
+// that applied: the Bus's Config.MaxPayloadBytes, or the store's own
+// option when the Bus allows more than the store does.
+func TestPayloadLimitNamed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name          string
+		bus, store    int
+		size          int
+		limit, naming string
+	}{
+		{name: "the bus's limit", bus: 8, store: 64, size: 9, limit: "over the limit of 8", naming: "(Config.MaxPayloadBytes)"},
+		{name: "the store's limit", bus: 64, store: 8, size: 9, limit: "over the limit of 8", naming: "(the store's MaxPayloadBytes option)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bus, err := relaybus.New[*memory.Tx](memory.New(&memory.Options{MaxPayloadBytes: tc.store}), relaybus.Config{MaxPayloadBytes: tc.bus})
+			require.NoError(t, err)
+			require.NoError(t, bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error { return nil }, nil))
+			err = bus.Publish(ctx, &relaybus.Event{Type: "t", Payload: make([]byte, tc.size)})
+			require.ErrorIs(t, err, relaybus.ErrInvalid)
+			require.ErrorContains(t, err, tc.limit)
+			require.ErrorContains(t, err, tc.naming)
+		})
+	}
+}

@@ -20,6 +20,12 @@ import (
 // that a Bus validated against a payload limit no larger than
 // maxPayloadBytes are not checked again.
 func (p *EventPublishParams) Validate(maxPayloadBytes int) error {
+	return p.validate(maxPayloadBytes, storePayloadLimit)
+}
+
+// validate is Validate with the name of the payload limit that applies
+// (the Bus's when it validates what it hands the store).
+func (p *EventPublishParams) validate(maxPayloadBytes int, limit string) error {
 	if p == nil {
 		return invalidf("publish params are nil")
 	}
@@ -43,7 +49,7 @@ func (p *EventPublishParams) Validate(maxPayloadBytes int) error {
 		if ep == nil || ep.Event == nil {
 			return invalidf("publish: event %d is nil", i)
 		}
-		if err := ValidateEvent(ep.Event, maxPayloadBytes); err != nil {
+		if err := validateEvent(ep.Event, maxPayloadBytes, limit); err != nil {
 			return err
 		}
 		if _, dup := seen[ep.Event.ID]; dup {
