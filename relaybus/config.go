@@ -97,17 +97,17 @@ type Config struct {
 	// batch). For a transactional handler it is called with that one
 	// delivery before DeliveryCompleteTx.
 	BeforeComplete func(ctx context.Context, ds []*Delivery) error
-	// AfterComplete, if set, is called after the store confirmed the
-	// completion of deliveries: with each completion batch's deliveries
-	// whose leases were still held (in their batch's order), once the
-	// write returned; for a transactional handler with its delivery once
-	// the transaction committed. A delivery whose completion failed or
-	// found its lease lost is not passed. It runs on the goroutine that
-	// writes completions, so a slow AfterComplete holds back the next
-	// batch; a panic is recovered and logged. The completion stands
-	// whatever it does. The harness uses it to record which claim each
-	// completion ended.
-	AfterComplete func(ctx context.Context, ds []*Delivery)
+	// AfterFinish, if set, is called once the store has recorded how a
+	// claimed delivery's attempt ended (see Finish): after its completion
+	// returned (for a transactional handler, after the transaction
+	// committed), its reschedule or burial, its release, or the final
+	// write that found its lease lost or failed. A delivery whose lease
+	// the renewal found lost while its handler ran is written nothing and
+	// gets no call. It runs on the goroutine that made the write (the
+	// completer's for batched completions), so it must be quick; a panic
+	// is recovered and logged, and what was written stands. Metrics and
+	// the harness's completion records use it.
+	AfterFinish func(ctx context.Context, f Finish)
 	// ShutdownTimeout bounds how long the shutdown waits for running
 	// handlers, whose contexts are cancelled when it begins. 0 means
 	// DefaultShutdownTimeout; Disabled waits as long as they take; else

@@ -83,3 +83,38 @@ type Lease struct {
 	DeliveryID string
 	Token      string
 }
+
+// Finish is how one claimed delivery's attempt ended, as
+// Config.AfterFinish reports it.
+type Finish struct {
+	// Delivery is the delivery as it was claimed (Attempts is the attempt
+	// that ran, LeaseToken the claim's token). It must not be modified.
+	Delivery *Delivery
+	Outcome  FinishOutcome
+	// Err is the final write's error (FinishWriteFailed); nil otherwise.
+	Err error
+}
+
+// FinishOutcome says what the store recorded for an attempt.
+type FinishOutcome string
+
+// The outcomes of Finish.
+const (
+	// FinishCompleted: the handler succeeded and the completion committed.
+	FinishCompleted FinishOutcome = "completed"
+	// FinishRescheduled: the attempt failed and the delivery will run
+	// again after its backoff.
+	FinishRescheduled FinishOutcome = "rescheduled"
+	// FinishBuried: the attempt failed and the delivery is a dead letter
+	// (its budget spent, or a Permanent error).
+	FinishBuried FinishOutcome = "buried"
+	// FinishReleased: the delivery was given back without spending an
+	// attempt (a shutdown, or Config.BeforeComplete failed).
+	FinishReleased FinishOutcome = "released"
+	// FinishLeaseLost: the final write found the lease taken over; what
+	// the attempt did is not recorded, and the new holder runs it.
+	FinishLeaseLost FinishOutcome = "lease_lost"
+	// FinishWriteFailed: the final write failed until the lease would
+	// expire (Err says why); the delivery runs again after it does.
+	FinishWriteFailed FinishOutcome = "write_failed"
+)

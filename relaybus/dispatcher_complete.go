@@ -73,15 +73,9 @@ func (d *dispatcher[TTx]) completeBatch(_ context.Context, js []*job) (_ []struc
 			}
 			return
 		}
-		var completed []*job
 		for i, j := range js {
-			ok := err == nil && oks[i]
-			d.done(j, "complete", ok, err, &d.stats.completed)
-			if ok {
-				completed = append(completed, j)
-			}
+			d.done(j, "complete", err == nil && oks[i], err, &d.stats.completed)
 		}
-		d.afterComplete(completed)
 	}()
 	if err := d.beforeComplete(js); err != nil {
 		return nil, err
@@ -112,11 +106,9 @@ func (d *dispatcher[TTx]) completeOne(j *job) {
 		d.release(j)
 		return
 	}
-	if d.finalWrite(j, "complete", &d.stats.completed, func(c context.Context, l Lease, now time.Time) (bool, error) {
+	d.finalWrite(j, "complete", &d.stats.completed, func(c context.Context, l Lease, now time.Time) (bool, error) {
 		return d.store.DeliveryComplete(c, &DeliveryCompleteParams{Lease: l, Now: now})
-	}) {
-		d.afterComplete([]*job{j})
-	}
+	})
 }
 
 // errNotRecorded marks a completion that Config.BeforeComplete refused:
@@ -148,22 +140,4 @@ func (d *dispatcher[TTx]) beforeComplete(js []*job) error {
 	}
 	d.log.Error("relaybus: BeforeComplete failed; releasing", "deliveries", len(js), "error", err)
 	return fmt.Errorf("%w: %w", errNotRecorded, err)
-}
-
-// afterComplete calls Config.AfterComplete with the deliveries of js,
-// whose completions the store confirmed; a panic is logged.
-func (d *dispatcher[TTx]) afterComplete(js []*job) {
-	if d.cfg.AfterComplete == nil || len(js) == 0 {
-		return
-	}
-	ds := make([]*Delivery, len(js))
-	for i, j := range js {
-		ds[i] = j.d
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			d.log.Error("relaybus: AfterComplete panicked", "deliveries", len(js), "panic", fmt.Sprint(p))
-		}
-	}()
-	d.cfg.AfterComplete(d.writeCtx, ds)
 }

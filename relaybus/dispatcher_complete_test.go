@@ -238,28 +238,30 @@ func TestCompletionErrors(t *testing.T) {
 	})
 }
 
-func TestAfterComplete(t *testing.T) {
+// TestAfterFinish: every attempt the store recorded is reported once,
+// with its outcome, after the write: a completion (batched, one at a time,
+// or in a handler's transaction) once the store confirmed it; a reschedule
+// and a burial; a completion that found its lease lost. A panic in the
+// hook is logged and changes nothing.
+func TestAfterFinish(t *testing.T) {
 	t.Parallel()
-	// collect records what AfterComplete saw, and checks each delivery is
-	// completed in the store by then.
 	type seen struct {
-		mu    sync.Mutex
-		ids   []string
-		calls int
+		mu  sync.Mutex
+		ids map[FinishOutcome][]string
 	}
-	collect := func(tb **bundle, s *seen) func(context.Context, []*Delivery) {
-		return func(_ context.Context, ds []*Delivery) {
+	collect := func(tb **bundle, s *seen) func(context.Context, Finish) {
+		s.ids = map[FinishOutcome][]string{}
+		return func(_ context.Context, f Finish) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			s.calls++
-			for _, d := range ds {
+			if f.Outcome == FinishCompleted {
 				for _, sd := range (*tb).store.snapshot() {
-					if sd.ID == d.ID && sd.Status != StatusCompleted {
-						panic(fmt.Sprintf("delivery %s is %s in AfterComplete", d.ID, sd.Status))
+					if sd.ID == f.Delivery.ID && sd.Status != StatusCompleted {
+						panic(fmt.Sprintf("delivery %s is %s in AfterFinish", f.Delivery.ID, sd.Status))
 					}
 				}
-				s.ids = append(s.ids, d.ID)
 			}
+			s.ids[f.Outcome] = append(s.ids[f.Outcome], f.Delivery.ID)
 		}
 	}
 	for _, tc := range []struct {
@@ -278,7 +280,7 @@ func TestAfterComplete(t *testing.T) {
 			cfg.CompletionBatchWindow = tc.window
 			var tb *bundle
 			var s seen
-			cfg.AfterComplete = collect(&tb, &s)
+			cfg.AfterFinish = collect(&tb, &s)
 			tb = setup(t, cfg)
 			if tc.tx {
 				require.NoError(t, tb.bus.HandleTx("t", "h", func(context.Context, *fakeTx, *Delivery) error { return nil }, nil))
@@ -288,45 +290,62 @@ func TestAfterComplete(t *testing.T) {
 			publishN(t, tb.bus, "t", 20, nil)
 			stop := tb.start(t)
 			waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 20 })
-			stop() // every AfterComplete call has returned once the dispatcher stopped
+			stop() // every AfterFinish call has returned once the dispatcher stopped
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			require.Len(t, s.ids, 20)
 			var want []string
 			for _, d := range tb.store.snapshot() {
 				want = append(want, d.ID)
 			}
-			require.ElementsMatch(t, want, s.ids, "each completed delivery once")
-			require.Equal(t, int64(20), tb.bus.DispatcherStats().Completed)
-			if tc.window == 20*time.Millisecond {
-				require.Less(t, s.calls, 20, "one call per batch")
-			}
+			require.ElementsMatch(t, want, s.ids[FinishCompleted], "each completed delivery once")
+			require.Len(t, s.ids, 1, "nothing but completions: %v", s.ids)
 		})
 	}
-	t.Run("a lost lease is not passed, a panic is logged", func(t *testing.T) {
+	t.Run("retries, dead letters and a lost lease", func(t *testing.T) {
 		t.Parallel()
 		cfg := testConfig()
 		cfg.CompletionBatchWindow = Disabled
-		var calls atomic.Int64
-		cfg.AfterComplete = func(context.Context, []*Delivery) {
-			calls.Add(1)
-			panic("recorder broke")
-		}
-		tb := setup(t, cfg)
+		cfg.MaxAttempts = 2
+		var tb *bundle
+		var s seen
+		cfg.AfterFinish = collect(&tb, &s)
+		tb = setup(t, cfg)
+		require.NoError(t, tb.bus.Handle("t", "fails", func(context.Context, *Delivery) error { return errors.New("no") }, nil))
 		var first atomic.Bool
-		require.NoError(t, tb.bus.Handle("t", "h", func(_ context.Context, d *Delivery) error {
+		require.NoError(t, tb.bus.Handle("t", "loses", func(_ context.Context, d *Delivery) error {
 			if !first.Swap(true) {
 				tb.store.loseLease(d.ID) // the completion will find the lease gone
 			}
 			return nil
 		}, nil))
-		publishN(t, tb.bus, "t", 2, nil)
+		publishN(t, tb.bus, "t", 1, nil)
 		stop := tb.start(t)
-		waitFor(t, "one completed, one lost", func() bool {
+		waitFor(t, "dead and lost", func() bool {
 			st := tb.bus.DispatcherStats()
-			return st.Completed == 1 && st.LeasesLost == 1
+			return st.Buried == 1 && st.LeasesLost == 1
 		})
 		stop()
-		require.Equal(t, int64(1), calls.Load(), "only the confirmed completion")
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		require.Len(t, s.ids[FinishRescheduled], 1)
+		require.Len(t, s.ids[FinishBuried], 1)
+		require.Len(t, s.ids[FinishLeaseLost], 1)
+	})
+	t.Run("a panic is logged", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		var calls atomic.Int64
+		cfg.AfterFinish = func(context.Context, Finish) {
+			calls.Add(1)
+			panic("recorder broke")
+		}
+		tb := setup(t, cfg)
+		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
+		publishN(t, tb.bus, "t", 3, nil)
+		stop := tb.start(t)
+		waitFor(t, "completed", func() bool { return tb.countStatus(StatusCompleted) == 3 })
+		stop()
+		require.Equal(t, int64(3), calls.Load())
+		require.Equal(t, int64(3), tb.bus.DispatcherStats().Completed)
 	})
 }

@@ -127,5 +127,4 @@ func (d *dispatcher[TTx]) runTx(ctx, runCtx context.Context, j *job, h *handler[
 		return
 	}
 	d.done(j, "complete", true, nil, &d.stats.completed)
-	d.afterComplete([]*job{j})
 }

@@ -156,6 +156,36 @@ func (d *dispatcher[TTx]) done(j *job, what string, ok bool, err error, counter 
 			signal(d.keyFreed)
 		}
 	}
+	d.afterFinish(j, what, ok, err)
+}
+
+// afterFinish calls Config.AfterFinish with how j ended (done's what, ok
+// and err); a panic is logged.
+func (d *dispatcher[TTx]) afterFinish(j *job, what string, ok bool, err error) {
+	if d.cfg.AfterFinish == nil {
+		return
+	}
+	f := Finish{Delivery: j.d, Err: err}
+	switch {
+	case err != nil:
+		f.Outcome = FinishWriteFailed
+	case !ok:
+		f.Outcome = FinishLeaseLost
+	default:
+		f.Outcome = finishOutcomes[what]
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			d.logJob(slog.LevelError, "relaybus: AfterFinish panicked", j, nil, "panic", fmt.Sprint(p))
+		}
+	}()
+	d.cfg.AfterFinish(d.writeCtx, f)
+}
+
+// finishOutcomes are the outcomes of done's final writes that the store
+// took.
+var finishOutcomes = map[string]FinishOutcome{
+	"complete": FinishCompleted, "reschedule": FinishRescheduled, "bury": FinishBuried, "release": FinishReleased,
 }
 
 // signal wakes the one receiver of a channel of capacity 1 without

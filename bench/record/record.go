@@ -33,7 +33,7 @@
 //
 // A C line says the store confirmed the completion of a delivery's
 // attempt under a lease token; it is written after the completion
-// returned (relaybus.Config.AfterComplete), with that time on its last
+// returned (relaybus.Config.AfterFinish), with that time on its last
 // field. The holder is the process whose file holds the line. Workers of
 // v0.2.2 and earlier write none; a worker that does lists the capability
 // completion-records in its hello (bench/protocol). No field may contain a tab, a newline or a

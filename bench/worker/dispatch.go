@@ -29,16 +29,18 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 	// Each completion the store confirmed gets a C line, written to the
 	// kernel with the next batch's handles or at the end: a kill may lose
 	// the last ones, so they bound what happened from below.
-	cfg.AfterComplete = func(_ context.Context, ds []*relaybus.Delivery) {
-		now := time.Now().UnixNano()
+	cfg.AfterFinish = func(_ context.Context, f relaybus.Finish) {
+		if f.Outcome != relaybus.FinishCompleted {
+			return
+		}
+		d := f.Delivery
 		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		for _, d := range ds {
-			if err := rec.w.AddCompleted(record.Completed{
-				EventID: d.EventID, Handler: d.Handler, Attempt: d.Attempts, Token: d.LeaseToken, CompletedNs: now,
-			}); err != nil {
-				w.Log.Error("worker: recording a completion", "error", err)
-			}
+		err := rec.w.AddCompleted(record.Completed{
+			EventID: d.EventID, Handler: d.Handler, Attempt: d.Attempts, Token: d.LeaseToken, CompletedNs: time.Now().UnixNano(),
+		})
+		rec.mu.Unlock()
+		if err != nil {
+			w.Log.Error("worker: recording a completion", "error", err)
 		}
 	}
 	bus, err := relaybus.New(st, cfg)
