@@ -37,6 +37,9 @@ func BenchmarkDispatch(b *testing.B) {
 		d              protocol.Dispatcher
 	}{
 		{"unkeyed_2procs_tuned", 200_000, 2, "none", 0, 40, tuned},
+		{"unkeyed_1proc_tuned", 100_000, 1, "none", 0, 40, tuned},
+		{"unkeyed_2procs_2streams", 200_000, 2, "none", 0, 40, protocol.Dispatcher{Concurrency: 200, Batch: 200, PollMs: 50, Options: map[string]any{optStreams: 2}}},
+		{"unkeyed_1proc_200k", 200_000, 1, "none", 0, 40, tuned},
 		{"keyed_10k_1proc_tuned", 100_000, 1, "many", 10_000, 40, tuned},
 		{"keyed_4hot_1proc_tuned", 20_000, 1, "hot", 4, 40, tuned},
 	} {

@@ -150,9 +150,9 @@
 //	dispatcher.lease_ms          ignored: no lease, a lane is held by a row lock for one transaction
 //	dispatcher.completion_*      ignored: a claim's completions are one statement, sent with the
 //	                             next claim
-//	cpu_profile_path             ignored: this peer writes no CPU profile
 //
-// and so is any other free-form option.
+// and so is any other free-form option. cpu_profile_path is applied: a
+// CPU profile of the role (runtime/pprof), as the relaybus worker writes.
 //
 // # Cells
 //

@@ -8,10 +8,11 @@ import (
 )
 
 // optionRules sort the options of a config into applied and ignored:
-// every top-level field is plumbing or, when set, ignored.
+// every top-level field but cpu_profile_path is plumbing.
 var optionRules = workerkit.OptionRules{
-	Ignored: ignoredFields,
-	Known:   knownOptions,
+	TopLevel: map[string]bool{"cpu_profile_path": true},
+	Ignored:  ignoredFields,
+	Known:    knownOptions,
 }
 
 // ignoredFields are the config fields this worker knows but cannot apply,
@@ -23,7 +24,6 @@ var ignoredFields = map[string]string{
 	"dispatcher.completion_window_us":       "a claim's completions are one statement, sent with the next claim",
 	"dispatcher.completion_batch_max":       "a claim's completions are one statement, sent with the next claim",
 	"dispatcher.completion_window_disabled": "a claim's completions are one statement, sent with the next claim",
-	"cpu_profile_path":                      "this peer writes no CPU profile",
 }
 
 // knownOptions are the free-form Options keys this worker applies, per

@@ -49,7 +49,7 @@ func capabilities() []string {
 		"store:postgres",
 		"role:setup", "role:preload", "role:publisher", "role:dispatcher", "role:inspect",
 		"record:v1", "workload:poison", "workload:fail_first", "dispatcher:extra_cost",
-		protocol.CapabilityCompletionRecords,
+		"profile:cpu", protocol.CapabilityCompletionRecords,
 	}
 }
 
@@ -67,6 +67,17 @@ func workerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) 
 		return s.Out.Fail(2, err)
 	}
 	w := &worker{Session: s, opts: opts}
+	if w.Cfg.CPUProfilePath != "" {
+		stop, err := startCPUProfile(w.Cfg.CPUProfilePath)
+		if err != nil {
+			return w.Out.Fail(1, err)
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				w.Log.Error("cpu profile", "error", err)
+			}
+		}()
+	}
 	if err := w.run(ctx); err != nil {
 		w.Log.Error("role failed", "error", err)
 		return w.Out.Fail(1, err)

@@ -101,12 +101,12 @@ func TestClassifyOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantApplied := []string{
-		"dispatcher.batch", "dispatcher.concurrency", "dispatcher.options.max_lanes", "dispatcher.options.streams", "dispatcher.poll_ms",
+		"cpu_profile_path", "dispatcher.batch", "dispatcher.concurrency", "dispatcher.options.max_lanes", "dispatcher.options.streams", "dispatcher.poll_ms",
 		"store.dsn", "store.kind", "store.pool_size",
 		"workload.event_type", "workload.handlers", "workload.key_count", "workload.keys", "workload.max_attempts", "workload.payload_bytes",
 	}
 	wantIgnored := []string{
-		"cpu_profile_path", "dispatcher.completion_window_disabled", "dispatcher.completion_window_us", "dispatcher.lease_ms",
+		"dispatcher.completion_window_disabled", "dispatcher.completion_window_us", "dispatcher.lease_ms",
 		"dispatcher.options.fetch_cooldown_ms", "future_field", "store.options.completion_history",
 	}
 	if !slices.Equal(applied, wantApplied) {
