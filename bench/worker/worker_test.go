@@ -187,6 +187,12 @@ func TestRolesOnPostgres(t *testing.T) {
 			if in.Dead != 12 || len(in.DeadLetters) != 12 || in.Completed != 0 {
 				t.Fatalf("inspect %+v: want 12 dead, 0 completed (deleted)", in)
 			}
+			// 60 events round robin over 3 keys: 20 each, sequences 1..20.
+			want := []protocol.KeyState{{Key: "0", LastSequence: 20, Events: 20, MaxSequence: 20}}
+			if !in.KeysReported || in.KeysTruncated || len(in.Keys) != 3 || in.Keys[0].LastSequence != 20 ||
+				in.Keys[0].Events != 20 || in.Keys[0].MaxSequence != 20 || in.Keys[2].Events != 20 {
+				t.Fatalf("inspect keys %+v (reported %v): want 3 keys like %+v", in.Keys, in.KeysReported, want)
+			}
 			for _, dl := range in.DeadLetters {
 				idx, err := strconv.ParseInt(strings.TrimPrefix(dl.EventID, "w-"), 10, 64)
 				if err != nil || !protocol.IsPoison(idx, 10) {
@@ -242,6 +248,24 @@ func TestRolesOnPostgres(t *testing.T) {
 	}
 	if ok != 108 {
 		t.Errorf("%d ok handled records, want 108", ok)
+	}
+	// One completion line per completion, under the token of the ok
+	// handle it completed, after that handler returned.
+	okHandle := map[string]record.Handled{}
+	for _, h := range han.Handled {
+		if h.OK {
+			okHandle[h.EventID+"/"+h.Handler] = h
+		}
+	}
+	if len(han.Completed) != 108 {
+		t.Errorf("%d completion records, want 108", len(han.Completed))
+	}
+	for _, c := range han.Completed {
+		h, found := okHandle[c.EventID+"/"+c.Handler]
+		if !found || h.Token != c.Token || h.Attempt != c.Attempt || c.CompletedNs < h.EndNs {
+			t.Errorf("completion %+v: its ok handle %+v (found %v)", c, h, found)
+			break
+		}
 	}
 	for _, h := range han.Handled {
 		// Every handle says when it ended and under which lease.
