@@ -607,11 +607,14 @@ func TestGracefulStop(t *testing.T) {
 	store := protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: 4}
 	wl := protocol.Workload{EventType: "bench.event", Handlers: []string{"h"}, Keys: "hot", KeyCount: 3,
 		PayloadBytes: 32, IDPrefix: "stop-", HandlerCostUs: 300}
-	const events = 3000
+	events, stopAfter := int64(3000), int64(300)
+	if testing.Short() {
+		events, stopAfter = 1000, 100
+	}
 	runRole(t, &protocol.Config{Protocol: 1, Role: protocol.RoleSetup, Name: "setup", Store: store})
 	runRole(t, &protocol.Config{Protocol: 1, Role: protocol.RolePreload, Name: "preload",
 		RecordPath: filepath.Join(dir, "preload.rec"), Store: store, Workload: wl,
-		Publisher: protocol.Publisher{Publishers: 2, Batch: 100, Events: events}})
+		Publisher: protocol.Publisher{Publishers: 2, Batch: 100, Events: int(events)}})
 	disp := protocol.Dispatcher{Concurrency: 8, Batch: 50, PollMs: 20}
 	start := func(name string) *proc {
 		p := startProc(t, &protocol.Config{Protocol: 1, Role: protocol.RoleDispatcher, Name: name,
@@ -621,7 +624,7 @@ func TestGracefulStop(t *testing.T) {
 	}
 	a := start("disp-a")
 	deadline := time.Now().Add(roleTimeout)
-	for a.lastCounters().Handled < 300 {
+	for a.lastCounters().Handled < stopAfter {
 		if time.Now().After(deadline) {
 			t.Fatalf("disp-a handled %d in %v", a.lastCounters().Handled, roleTimeout)
 		}
