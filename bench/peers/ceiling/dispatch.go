@@ -163,8 +163,8 @@ type dispatchCounters struct {
 	handled, failed, completed, claims, claimed, rescheduled, buried, released atomic.Int64
 }
 
-// dispatcher is the dispatcher role: streams claim streams, each on its
-// own connection, sharing the record file and the counters.
+// dispatcher is the dispatcher role: its claim streams, each on its own
+// connection, share the record file and the counters.
 type dispatcher struct {
 	w        *worker
 	connCfg  *pgx.ConnConfig
@@ -226,6 +226,16 @@ func dispatcherFor(w *worker, connCfg *pgx.ConnConfig) (*dispatcher, error) {
 
 func (d *dispatcher) fatal(err error) {
 	d.fatalOnce.Do(func() { d.fatalErr = err; close(d.fatalCh) })
+}
+
+// failed is the fatal error, once there is one.
+func (d *dispatcher) failed() error {
+	select {
+	case <-d.fatalCh:
+		return d.fatalErr
+	default:
+		return nil
+	}
 }
 
 func (d *dispatcher) snapshot() *protocol.Counters {
@@ -290,8 +300,8 @@ func dispatch(ctx context.Context, w *worker, connCfg *pgx.ConnConfig) error {
 	wg.Wait()
 	close(tickStop)
 	closeErr := d.rec.Close()
-	if d.fatalErr != nil {
-		return d.fatalErr
+	if err := d.failed(); err != nil {
+		return err
 	}
 	if closeErr != nil {
 		return fmt.Errorf("ceiling: closing records: %w", closeErr)
@@ -415,7 +425,7 @@ func (s *stream) run(ctx context.Context) {
 			prev = s.handle(claims, xid)
 			err := d.rec.Flush()
 			if err == nil {
-				err = d.fatalErr
+				err = d.failed()
 			}
 			if err != nil {
 				// The completions must not be sent without their records.
