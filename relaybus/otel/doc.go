@@ -1,0 +1,159 @@
+// Package otel instruments a relaybus Bus with OpenTelemetry metrics and
+// traces. It uses only the OpenTelemetry API (go.opentelemetry.io/otel,
+// otel/metric, otel/trace): the program chooses the SDK and exporters and
+// hands their providers to New, or sets the globals. The core package
+// relaybus does not import this one, so a service that does not want
+// telemetry links none. Its name clashes with go.opentelemetry.io/otel:
+// import it under another, such as relaybusotel.
+//
+// It plugs into the hooks the core already has, and nowhere else:
+//
+//   - Instruments.Middleware, a relaybus.Middleware (Config.Middleware,
+//     or HandlerOptions.Middleware for one handler): the per-handler
+//     metrics and the handler span, for plain and transactional handlers
+//     alike;
+//   - Instruments.AfterFinish, as Config.AfterFinish: how each attempt
+//     ended, as the store recorded it;
+//   - WrapStore, a Store decorator: the dispatcher's claims and lease
+//     renewals and the store's publish calls;
+//   - Publish and PublishTx, in place of Bus.Publish and Bus.PublishTx:
+//     the publish span and the trace context in each event's Headers.
+//
+// Wiring (errors elided; Example shows it whole):
+//
+//	in, err := relaybusotel.New(&relaybusotel.Options{
+//		MeterProvider:  meterProvider,
+//		TracerProvider: tracerProvider,
+//		Propagator:     propagation.TraceContext{},
+//	})
+//	bus, err := relaybus.New(relaybusotel.WrapStore(store, in), in.Configure(relaybus.Config{}))
+//	err = bus.Handle("order.placed", "send-receipt", sendReceipt, nil)
+//	err = relaybusotel.PublishTx(ctx, in, bus, tx, &relaybus.Event{Type: "order.placed", Key: "customer-42"})
+//
+// Configure puts the middleware first in Config.Middleware, so that its
+// duration covers the other middleware and its span is their context, and
+// chains AfterFinish before the one cfg has.
+//
+// # Metrics
+//
+// Every instrument is made by the meter named ScopeName. Attributes:
+// relaybus.handler (the handler's name), relaybus.event.type,
+// relaybus.outcome (a relaybus.FinishOutcome), relaybus.store.method,
+// and error.type on a failure: permanent (relaybus.Permanent), timeout
+// (context.DeadlineExceeded: HandlerOptions.Timeout or the handler's own),
+// canceled (context.Canceled: a shutdown or a lost lease), invalid
+// (relaybus.ErrInvalid), closed (relaybus.ErrClosed), panic (the handler
+// panicked) or _OTHER. Event keys, IDs and delivery IDs are never metric
+// attributes (they are unbounded); they are on the spans.
+//
+//	name                        kind           unit        attributes                      what
+//	relaybus.handler.calls      counter        {call}      handler, event.type             handler calls started
+//	relaybus.handler.failures   counter        {call}      handler, event.type, error.type handler calls that failed (error or panic)
+//	relaybus.handler.duration   histogram      s           handler, event.type[, error.type] duration of a handler call
+//	relaybus.handler.lag        histogram      s           handler, event.type             event's CreatedAt to the start of the call
+//	relaybus.handler.active     updowncounter  {call}      handler, event.type             handler calls running now
+//	relaybus.delivery.finished  counter        {attempt}   handler, event.type, outcome    attempts the store recorded, by outcome
+//	relaybus.claim.duration     histogram      s           [error.type]                    DeliveryClaim round trip
+//	relaybus.claim.size         histogram      {delivery}  none                            deliveries one DeliveryClaim returned (0 too)
+//	relaybus.lease.renewals     counter        {lease}     none                            leases a LeaseExtend renewed
+//	relaybus.lease.lost         counter        {lease}     none                            leases a LeaseExtend found no longer held
+//	relaybus.publish.duration   histogram      s           store.method[, error.type]      EventPublishTx or EventPublish call
+//
+// The first five come from Middleware, relaybus.delivery.finished from
+// AfterFinish, the rest from WrapStore. What each one means exactly:
+//
+//   - relaybus.handler.calls counts calls of the middleware, which runs
+//     once per attempt that reached its handler; relaybus.handler.failures
+//     those whose chain returned an error or panicked. A Permanent error
+//     is a failure too, and the delivery is buried.
+//   - relaybus.handler.duration is the time inside the middleware: the
+//     handler and every middleware after this one, and for a
+//     transactional handler not the transaction's begin or commit.
+//   - relaybus.handler.lag is measured from Event.CreatedAt, which the
+//     Bus sets at publish, before the publishing transaction commits: it
+//     includes the rest of that transaction, the wait for a claim, any
+//     backoff of earlier attempts and the wait for a free handler slot.
+//     An event published with a CreatedAt of its own is measured from
+//     that. It reads Options.Now, which must be the bus's clock.
+//   - relaybus.handler.active is the number of handler calls in the
+//     middleware now, exactly (+1 when a call starts, -1 when it ends,
+//     panics included). It is the in-flight measure of this package: a
+//     delivery claimed and not started yet, or whose completion is still
+//     being written, is not in it. (relaybus.DispatcherStats cannot give
+//     an exact in-flight count by subtraction: a final write that failed
+//     is counted in none of its counters, and a lease lost at renewal
+//     is counted while its handler may still run.)
+//   - relaybus.delivery.finished counts Finish outcomes: completed (the
+//     handler's success committed), rescheduled (failed, to be retried),
+//     buried (a dead letter), released (given back, no attempt spent),
+//     lease_lost (the final write found the lease taken over) and
+//     write_failed (the final write kept failing; the delivery runs again
+//     once its lease expires). An attempt whose lease the renewal found
+//     lost while its handler ran gets no Finish, and so is not counted
+//     here: relaybus.lease.lost counts it.
+//   - relaybus.claim.size records every claim that returned, including
+//     empty ones and what a claim that failed part way returned; its sum
+//     is the deliveries claimed, its count the claims made.
+//   - relaybus.lease.lost counts the false results of LeaseExtend: a
+//     lease taken over (or expired and taken), and also a delivery that
+//     finished while its renewal was under way, for which the store no
+//     longer holds a lease. The dispatcher does not count the latter as
+//     lost, so this can exceed DispatcherStats.LeasesLost, and a lease
+//     lost while its completion was being written is counted here and
+//     again as lease_lost in relaybus.delivery.finished.
+//   - relaybus.publish.duration of EventPublishTx covers the inserts in
+//     the caller's transaction, not its commit; of EventPublish (a store
+//     that publishes in a transaction of its own, relaybus/mongo) the
+//     whole transaction with its retries. Bus.Publish on a store without
+//     EventPublisher runs TxBegin, EventPublishTx and TxCommit: only the
+//     middle one is measured.
+//
+// WrapStore is transparent: it returns the wrapped store's results and
+// errors as they are, keeps relaybus.EventPublisher exactly when the
+// wrapped store has it, and adds no other interface. Metrics of several
+// buses on one wrapped store add up.
+//
+// # Traces
+//
+// Publish and PublishTx start a producer span, "publish <event type>"
+// ("publish" when the events' types differ), with messaging.system
+// "relaybus", messaging.operation.type "send", messaging.destination.name
+// (the event type), messaging.batch.message_count for more than one
+// event, and for one event its key and ID. The propagator writes the
+// span's context into each event's Headers: with propagation.TraceContext
+// the W3C traceparent, and tracestate when it is not empty. The headers
+// are written into copies of the events; the caller's events get only what
+// the Bus writes back (ID and CreatedAt), as from Bus.Publish.
+//
+// The middleware starts a consumer span per attempt, "process <event
+// type>", with messaging.system, messaging.operation.type "process",
+// messaging.destination.name, messaging.consumer.group.name (the
+// handler), messaging.message.id (the event ID), relaybus.handler,
+// relaybus.event.type, relaybus.event.key (when set),
+// relaybus.delivery.id and relaybus.delivery.attempt (1 for the first).
+// A failure sets its status to Error with the error's text, records the
+// error as an event and sets error.type; a panic sets status Error
+// "handler panicked" (the dispatcher recovers it, so the middleware does
+// not see its value).
+//
+// The handler span is linked to the publish span it extracts from the
+// delivery's headers and is the root of a trace of its own, by default.
+// That is what OpenTelemetry's messaging conventions recommend for
+// consumers that process messages apart from their producer: an event is
+// handled by several handlers, in other processes, possibly hours later
+// and over many attempts, and its deliveries are claimed in batches; a
+// trace per attempt stays bounded, and sampling is decided per attempt
+// instead of by the publishing request. Options.ChildOfPublish makes it a
+// child instead, for one trace from the request to every handler. Either
+// way a delivery without the headers (published without Publish, or by a
+// propagator that wrote nothing) gets a span with no link, and baggage
+// the propagator carried is put into the handler's context.
+//
+// # Cost
+//
+// The middleware makes a span and five measurements per call; attribute
+// sets are built once per handler and outcome and reused. With the
+// no-op providers (the globals' defaults) it costs little more than the
+// calls themselves. WrapStore adds a clock read and a measurement or two
+// per claim, renewal and publish call.
+package otel

@@ -1,0 +1,277 @@
+package otel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	otelglobal "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+)
+
+// ScopeName is the instrumentation scope of the meter and the tracer.
+const ScopeName = "github.com/berkcansavur/relaybus/relaybus/otel"
+
+// Options configure New. A nil *Options takes every default.
+type Options struct {
+	// MeterProvider makes the instruments. Default: the global one
+	// (go.opentelemetry.io/otel.GetMeterProvider), read once by New.
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes the publish and handler spans. Default: the
+	// global one (GetTracerProvider), read once by New.
+	TracerProvider trace.TracerProvider
+	// Propagator writes the trace context into an event's Headers at
+	// publish and reads it back from a delivery's. Default: the global one
+	// (GetTextMapPropagator), read once by New. The global default
+	// propagator of OpenTelemetry is a no-op until the program sets one:
+	// set propagation.TraceContext{} (W3C traceparent and tracestate) here
+	// or globally, or no header is written.
+	Propagator propagation.TextMapPropagator
+	// ChildOfPublish makes a handler span a child of the publish span it
+	// extracts from the delivery's headers, in the publisher's trace,
+	// instead of the root of a trace of its own linked to it (the
+	// default; see "Traces" in the package doc for why).
+	ChildOfPublish bool
+	// Now is the clock the lag is measured with: set it to the bus's
+	// Config.Now when that is not time.Now. Default time.Now. Durations
+	// are always measured on the monotonic clock.
+	Now func() time.Time
+}
+
+// Instruments are the meters and the tracer of one or more buses. Make
+// them once with New; they are safe for concurrent use.
+type Instruments struct {
+	tracer         trace.Tracer
+	prop           propagation.TextMapPropagator
+	childOfPublish bool
+	now            func() time.Time
+
+	handlerCalls    metric.Int64Counter
+	handlerFailures metric.Int64Counter
+	handlerDuration metric.Float64Histogram
+	handlerLag      metric.Float64Histogram
+	handlerActive   metric.Int64UpDownCounter
+	finished        metric.Int64Counter
+
+	claimDuration   metric.Float64Histogram
+	claimSize       metric.Int64Histogram
+	leaseRenewals   metric.Int64Counter
+	leasesLost      metric.Int64Counter
+	publishDuration metric.Float64Histogram
+
+	// sets caches the measurement options of each attribute combination
+	// (attrKey -> metric.MeasurementOption): handler names, event types,
+	// outcomes and error types are few, and a set built per call would
+	// allocate on the dispatch path.
+	sets sync.Map
+}
+
+// Instrument names: the table in the package doc lists each with its
+// unit and attributes.
+const (
+	NameHandlerCalls    = "relaybus.handler.calls"
+	NameHandlerFailures = "relaybus.handler.failures"
+	NameHandlerDuration = "relaybus.handler.duration"
+	NameHandlerLag      = "relaybus.handler.lag"
+	NameHandlerActive   = "relaybus.handler.active"
+	NameDeliveryFinish  = "relaybus.delivery.finished"
+	NameClaimDuration   = "relaybus.claim.duration"
+	NameClaimSize       = "relaybus.claim.size"
+	NameLeaseRenewals   = "relaybus.lease.renewals"
+	NameLeasesLost      = "relaybus.lease.lost"
+	NamePublishDuration = "relaybus.publish.duration"
+)
+
+// Attribute keys. The messaging.* keys are OpenTelemetry's messaging
+// semantic conventions; error.type is the general one.
+const (
+	AttrHandler       = attribute.Key("relaybus.handler")
+	AttrEventType     = attribute.Key("relaybus.event.type")
+	AttrOutcome       = attribute.Key("relaybus.outcome")
+	AttrStoreMethod   = attribute.Key("relaybus.store.method")
+	AttrEventKey      = attribute.Key("relaybus.event.key")
+	AttrDeliveryID    = attribute.Key("relaybus.delivery.id")
+	AttrAttempt       = attribute.Key("relaybus.delivery.attempt")
+	AttrErrorType     = attribute.Key("error.type")
+	attrSystem        = attribute.Key("messaging.system")
+	attrOperationType = attribute.Key("messaging.operation.type")
+	attrOperationName = attribute.Key("messaging.operation.name")
+	attrDestination   = attribute.Key("messaging.destination.name")
+	attrMessageID     = attribute.Key("messaging.message.id")
+	attrConsumerGroup = attribute.Key("messaging.consumer.group.name")
+	attrBatchCount    = attribute.Key("messaging.batch.message_count")
+)
+
+// Bucket boundaries, in seconds. A handler call or a store call is
+// milliseconds to seconds; a lag includes retry backoff and backlogs, so
+// its buckets reach an hour.
+var (
+	durationBuckets  = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	lagBuckets       = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+	claimSizeBuckets = []float64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10000}
+)
+
+// New makes the instruments on opts' providers. Its errors are the meter
+// provider's (an instrument it refused).
+func New(opts *Options) (*Instruments, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MeterProvider == nil {
+		o.MeterProvider = otelglobal.GetMeterProvider()
+	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = otelglobal.GetTracerProvider()
+	}
+	if o.Propagator == nil {
+		o.Propagator = otelglobal.GetTextMapPropagator()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	in := &Instruments{
+		tracer:         o.TracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(relaybus.Version)),
+		prop:           o.Propagator,
+		childOfPublish: o.ChildOfPublish,
+		now:            o.Now,
+	}
+	m := o.MeterProvider.Meter(ScopeName, metric.WithInstrumentationVersion(relaybus.Version))
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var err error
+	in.handlerCalls, err = m.Int64Counter(NameHandlerCalls, metric.WithUnit("{call}"),
+		metric.WithDescription("Handler calls started (plain and transactional), per handler."))
+	check(err)
+	in.handlerFailures, err = m.Int64Counter(NameHandlerFailures, metric.WithUnit("{call}"),
+		metric.WithDescription("Handler calls that failed (an error or a panic), per handler and error type."))
+	check(err)
+	in.handlerDuration, err = m.Float64Histogram(NameHandlerDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of handler calls, per handler; failed calls carry error.type."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	check(err)
+	in.handlerLag, err = m.Float64Histogram(NameHandlerLag, metric.WithUnit("s"),
+		metric.WithDescription("Time from an event's CreatedAt (set at publish, before the commit) to the start of a handler call on it."),
+		metric.WithExplicitBucketBoundaries(lagBuckets...))
+	check(err)
+	in.handlerActive, err = m.Int64UpDownCounter(NameHandlerActive, metric.WithUnit("{call}"),
+		metric.WithDescription("Handler calls running now, per handler."))
+	check(err)
+	in.finished, err = m.Int64Counter(NameDeliveryFinish, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts the store recorded, per handler and outcome (completed, rescheduled, buried, released, lease_lost, write_failed)."))
+	check(err)
+	in.claimDuration, err = m.Float64Histogram(NameClaimDuration, metric.WithUnit("s"),
+		metric.WithDescription("Round trip of DeliveryClaim calls; failed calls carry error.type."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	check(err)
+	in.claimSize, err = m.Int64Histogram(NameClaimSize, metric.WithUnit("{delivery}"),
+		metric.WithDescription("Deliveries returned by each DeliveryClaim call (0 included); its sum is the deliveries claimed."),
+		metric.WithExplicitBucketBoundaries(claimSizeBuckets...))
+	check(err)
+	in.leaseRenewals, err = m.Int64Counter(NameLeaseRenewals, metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases a LeaseExtend call renewed."))
+	check(err)
+	in.leasesLost, err = m.Int64Counter(NameLeasesLost, metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases a LeaseExtend call found no longer held."))
+	check(err)
+	in.publishDuration, err = m.Float64Histogram(NamePublishDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of the store's publish calls (EventPublishTx: the inserts, not the caller's commit; EventPublish: with its commit)."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	check(err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("relaybus/otel: %w", err)
+	}
+	return in, nil
+}
+
+// Configure returns cfg with the instruments wired in: Middleware first
+// in Config.Middleware (outermost, so its duration covers every other
+// middleware and its span is their context), and AfterFinish called
+// before cfg's own AfterFinish, if any. Pass the result to relaybus.New,
+// with a store wrapped by WrapStore for the dispatcher's metrics.
+func (in *Instruments) Configure(cfg relaybus.Config) relaybus.Config {
+	cfg.Middleware = append([]relaybus.Middleware{in.Middleware()}, cfg.Middleware...)
+	if after := cfg.AfterFinish; after != nil {
+		cfg.AfterFinish = func(ctx context.Context, f relaybus.Finish) {
+			in.AfterFinish(ctx, f)
+			after(ctx, f)
+		}
+	} else {
+		cfg.AfterFinish = in.AfterFinish
+	}
+	return cfg
+}
+
+// attrKey names one cached attribute combination; unset fields are not
+// attributes.
+type attrKey struct {
+	handler, eventType, outcome, errorType, method string
+}
+
+// opt returns the cached measurement option of k.
+func (in *Instruments) opt(k attrKey) metric.MeasurementOption {
+	if o, ok := in.sets.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	kvs := make([]attribute.KeyValue, 0, 4)
+	if k.handler != "" {
+		kvs = append(kvs, AttrHandler.String(k.handler))
+	}
+	if k.eventType != "" {
+		kvs = append(kvs, AttrEventType.String(k.eventType))
+	}
+	if k.outcome != "" {
+		kvs = append(kvs, AttrOutcome.String(k.outcome))
+	}
+	if k.errorType != "" {
+		kvs = append(kvs, AttrErrorType.String(k.errorType))
+	}
+	if k.method != "" {
+		kvs = append(kvs, AttrStoreMethod.String(k.method))
+	}
+	o, _ := in.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kvs...)))
+	return o.(metric.MeasurementOption)
+}
+
+// The error.type values: a handful, so that a metric's series stay few.
+const (
+	errorTypePanic     = "panic"
+	errorTypePermanent = "permanent"
+	errorTypeTimeout   = "timeout"
+	errorTypeCanceled  = "canceled"
+	errorTypeInvalid   = "invalid"
+	errorTypeClosed    = "closed"
+	// errorTypeOther is OpenTelemetry's fallback value of error.type.
+	errorTypeOther = "_OTHER"
+)
+
+// errorType classifies err for the error.type attribute ("" for nil).
+func errorType(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case relaybus.IsPermanent(err):
+		return errorTypePermanent
+	case errors.Is(err, context.DeadlineExceeded):
+		return errorTypeTimeout
+	case errors.Is(err, context.Canceled):
+		return errorTypeCanceled
+	case errors.Is(err, relaybus.ErrInvalid):
+		return errorTypeInvalid
+	case errors.Is(err, relaybus.ErrClosed):
+		return errorTypeClosed
+	default:
+		return errorTypeOther
+	}
+}

@@ -1,0 +1,247 @@
+package otel_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+	relaybusotel "github.com/berkcansavur/relaybus/relaybus/otel"
+)
+
+// stubStore returns fixed results, or err from every method, and records
+// the arguments it got.
+type stubStore struct {
+	err   error
+	tx    int
+	calls []string
+	args  []any
+
+	published *relaybus.EventPublishResult
+	claimed   []*relaybus.Delivery
+	oks       []bool
+	list      *relaybus.DeliveryListResult
+	stats     *relaybus.Statistics
+	purged    *relaybus.PurgeResult
+}
+
+func newStub(err error) *stubStore {
+	return &stubStore{
+		err: err, tx: 7,
+		published: &relaybus.EventPublishResult{Inserted: []bool{true}},
+		claimed:   []*relaybus.Delivery{{ID: "d1"}, {ID: "d2"}},
+		oks:       []bool{true, false, true},
+		list:      &relaybus.DeliveryListResult{Next: "n"},
+		stats:     &relaybus.Statistics{},
+		purged:    &relaybus.PurgeResult{Events: 3},
+	}
+}
+
+func (s *stubStore) rec(name string, arg any) {
+	s.calls = append(s.calls, name)
+	s.args = append(s.args, arg)
+}
+
+func (s *stubStore) Setup(context.Context) error { s.rec("Setup", nil); return s.err }
+func (s *stubStore) TxBegin(context.Context) (int, error) {
+	s.rec("TxBegin", nil)
+	return s.tx, s.err
+}
+func (s *stubStore) TxCommit(_ context.Context, tx int) error { s.rec("TxCommit", tx); return s.err }
+func (s *stubStore) TxRollback(_ context.Context, tx int) error {
+	s.rec("TxRollback", tx)
+	return s.err
+}
+func (s *stubStore) EventPublishTx(_ context.Context, _ int, p *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+	s.rec("EventPublishTx", p)
+	return s.published, s.err
+}
+func (s *stubStore) DeliveryClaim(_ context.Context, p *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
+	s.rec("DeliveryClaim", p)
+	return s.claimed, s.err // a partial claim: deliveries and an error
+}
+func (s *stubStore) LeaseExtend(_ context.Context, p *relaybus.LeaseExtendParams) ([]bool, error) {
+	s.rec("LeaseExtend", p)
+	return s.oks, s.err
+}
+func (s *stubStore) DeliveryComplete(_ context.Context, p *relaybus.DeliveryCompleteParams) (bool, error) {
+	s.rec("DeliveryComplete", p)
+	return true, s.err
+}
+func (s *stubStore) DeliveryCompleteMany(_ context.Context, p *relaybus.DeliveryCompleteManyParams) ([]bool, error) {
+	s.rec("DeliveryCompleteMany", p)
+	return s.oks, s.err
+}
+func (s *stubStore) DeliveryCompleteTx(_ context.Context, _ int, p *relaybus.DeliveryCompleteParams) (bool, error) {
+	s.rec("DeliveryCompleteTx", p)
+	return true, s.err
+}
+func (s *stubStore) DeliveryReschedule(_ context.Context, p *relaybus.DeliveryRescheduleParams) (bool, error) {
+	s.rec("DeliveryReschedule", p)
+	return true, s.err
+}
+func (s *stubStore) DeliveryBury(_ context.Context, p *relaybus.DeliveryBuryParams) (bool, error) {
+	s.rec("DeliveryBury", p)
+	return true, s.err
+}
+func (s *stubStore) DeliveryRelease(_ context.Context, p *relaybus.DeliveryReleaseParams) (bool, error) {
+	s.rec("DeliveryRelease", p)
+	return true, s.err
+}
+func (s *stubStore) OwnerRelinquish(_ context.Context, p *relaybus.OwnerRelinquishParams) (int, error) {
+	s.rec("OwnerRelinquish", p)
+	return 5, s.err
+}
+func (s *stubStore) DeliveryRequeue(_ context.Context, p *relaybus.DeliveryRequeueParams) error {
+	s.rec("DeliveryRequeue", p)
+	return s.err
+}
+func (s *stubStore) DeliveryList(_ context.Context, p *relaybus.DeliveryListParams) (*relaybus.DeliveryListResult, error) {
+	s.rec("DeliveryList", p)
+	return s.list, s.err
+}
+func (s *stubStore) Statistics(_ context.Context, p *relaybus.StatisticsParams) (*relaybus.Statistics, error) {
+	s.rec("Statistics", p)
+	return s.stats, s.err
+}
+func (s *stubStore) Purge(_ context.Context, p *relaybus.PurgeParams) (*relaybus.PurgeResult, error) {
+	s.rec("Purge", p)
+	return s.purged, s.err
+}
+
+// publisherStub is a stubStore with EventPublisher.
+type publisherStub struct{ *stubStore }
+
+func (s publisherStub) EventPublish(_ context.Context, p *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+	s.rec("EventPublish", p)
+	return s.published, s.err
+}
+
+// TestWrapStoreTransparent: every method reaches the wrapped store with
+// the same arguments and returns its results and its error as they are,
+// with or without an error.
+func TestWrapStoreTransparent(t *testing.T) {
+	t.Parallel()
+	for _, storeErr := range []error{nil, errors.New("database on fire")} {
+		in, err := relaybusotel.New(&relaybusotel.Options{MeterProvider: noop.NewMeterProvider()})
+		require.NoError(t, err)
+		stub := newStub(storeErr)
+		w := relaybusotel.WrapStore[int](stub, in)
+		ctx := context.Background()
+		same := func(gotErr error) {
+			t.Helper()
+			require.Equal(t, storeErr, gotErr) // the very error, not wrapped
+		}
+
+		same(w.Setup(ctx))
+		tx, err := w.TxBegin(ctx)
+		same(err)
+		require.Equal(t, 7, tx)
+		same(w.TxCommit(ctx, 8))
+		same(w.TxRollback(ctx, 9))
+		pp := &relaybus.EventPublishParams{}
+		pr, err := w.EventPublishTx(ctx, 3, pp)
+		same(err)
+		require.Same(t, stub.published, pr)
+		cp := &relaybus.DeliveryClaimParams{Owner: "o"}
+		ds, err := w.DeliveryClaim(ctx, cp)
+		same(err)
+		require.Equal(t, stub.claimed, ds)
+		lp := &relaybus.LeaseExtendParams{}
+		oks, err := w.LeaseExtend(ctx, lp)
+		same(err)
+		require.Equal(t, stub.oks, oks)
+		completeP := &relaybus.DeliveryCompleteParams{}
+		ok, err := w.DeliveryComplete(ctx, completeP)
+		same(err)
+		require.True(t, ok)
+		manyP := &relaybus.DeliveryCompleteManyParams{}
+		oks, err = w.DeliveryCompleteMany(ctx, manyP)
+		same(err)
+		require.Equal(t, stub.oks, oks)
+		ok, err = w.DeliveryCompleteTx(ctx, 4, completeP)
+		same(err)
+		require.True(t, ok)
+		rp := &relaybus.DeliveryRescheduleParams{}
+		ok, err = w.DeliveryReschedule(ctx, rp)
+		same(err)
+		require.True(t, ok)
+		bp := &relaybus.DeliveryBuryParams{}
+		ok, err = w.DeliveryBury(ctx, bp)
+		same(err)
+		require.True(t, ok)
+		relP := &relaybus.DeliveryReleaseParams{}
+		ok, err = w.DeliveryRelease(ctx, relP)
+		same(err)
+		require.True(t, ok)
+		op := &relaybus.OwnerRelinquishParams{}
+		n, err := w.OwnerRelinquish(ctx, op)
+		same(err)
+		require.Equal(t, 5, n)
+		qp := &relaybus.DeliveryRequeueParams{}
+		same(w.DeliveryRequeue(ctx, qp))
+		listP := &relaybus.DeliveryListParams{}
+		lr, err := w.DeliveryList(ctx, listP)
+		same(err)
+		require.Same(t, stub.list, lr)
+		sp := &relaybus.StatisticsParams{}
+		st, err := w.Statistics(ctx, sp)
+		same(err)
+		require.Same(t, stub.stats, st)
+		purgeP := &relaybus.PurgeParams{}
+		pur, err := w.Purge(ctx, purgeP)
+		same(err)
+		require.Same(t, stub.purged, pur)
+
+		require.Equal(t, []string{"Setup", "TxBegin", "TxCommit", "TxRollback", "EventPublishTx", "DeliveryClaim",
+			"LeaseExtend", "DeliveryComplete", "DeliveryCompleteMany", "DeliveryCompleteTx", "DeliveryReschedule",
+			"DeliveryBury", "DeliveryRelease", "OwnerRelinquish", "DeliveryRequeue", "DeliveryList", "Statistics", "Purge"}, stub.calls)
+		require.Equal(t, []any{nil, nil, 8, 9, pp, cp, lp, completeP, manyP, completeP, rp, bp, relP, op, qp, listP, sp, purgeP}, stub.args,
+			"the same arguments, the same pointers")
+		require.Same(t, stub, relaybusotel.Unwrap(w))
+	}
+}
+
+// TestWrapStoreEventPublisher: the wrapper is an EventPublisher exactly
+// when the wrapped store is one, its EventPublish reaches the store's
+// and is measured, and Bus.Publish takes the store's path either way.
+func TestWrapStoreEventPublisher(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	in, err := relaybusotel.New(&relaybusotel.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	require.NoError(t, err)
+
+	plain := relaybusotel.WrapStore[int](newStub(nil), in)
+	_, isPublisher := plain.(relaybus.EventPublisher)
+	require.False(t, isPublisher, "no EventPublisher added")
+
+	failing := errors.New("write conflict")
+	stub := newStub(failing)
+	w := relaybusotel.WrapStore[int](publisherStub{stub}, in)
+	p, isPublisher := w.(relaybus.EventPublisher)
+	require.True(t, isPublisher, "EventPublisher kept")
+	require.Equal(t, publisherStub{stub}, relaybusotel.Unwrap(w))
+	params := &relaybus.EventPublishParams{}
+	res, err := p.EventPublish(context.Background(), params)
+	require.Same(t, failing, err)
+	require.Same(t, stub.published, res)
+
+	bus, err := relaybus.New(w, relaybus.Config{})
+	require.NoError(t, err)
+	require.NoError(t, bus.Declare("t", "h", nil))
+	stub.calls = nil
+	err = bus.Publish(context.Background(), &relaybus.Event{Type: "t"})
+	require.ErrorIs(t, err, failing)
+	require.Equal(t, []string{"EventPublish"}, stub.calls, "Bus.Publish used the store's EventPublish, no transaction of its own")
+
+	tb := &bundle{reader: reader}
+	ms := tb.metrics(t)
+	other := attrs("relaybus.store.method", "EventPublish", "error.type", "_OTHER")
+	require.Equal(t, map[attribute.Distinct]uint64{other: 2}, counts(t, ms["relaybus.publish.duration"]))
+	require.NotContains(t, ms, "relaybus.claim.duration", "no claim made")
+}
