@@ -5,6 +5,7 @@
 //	go run ./cmd/bench --base v0.1.0 --candidate HEAD --quick
 //	go run ./cmd/bench --base main --candidate WORKTREE --smoke --gate deliveries_per_s:5
 //	go run ./cmd/bench --base river --candidate HEAD --quick --scenarios 1,2,5
+//	go run ./cmd/bench --base ceiling --candidate HEAD --quick --scenarios 2,3
 //	bench report results/<run>/run.json
 //	bench gate --rules deliveries_per_s:5 results/<run>/run.json
 //	bench validate results/<run>/records   (with --keep-records)
@@ -75,8 +76,9 @@ const usage = `usage:
 Each command has its own --help. REF is a tag, branch, commit, HEAD,
 vX.Y.Z (a tag or the commit with the trailer "Release: vX.Y.Z"), or
 WORKTREE (the working tree, uncommitted changes included). A side may
-also be a peer: river (River, the version bench/peers/river pins) or
-river@vX.Y.Z, built from this tree.
+also be a peer, built from this tree: river (River, the version
+bench/peers/river pins) or river@vX.Y.Z, or ceiling (the lane pattern
+in plain SQL, bench/peers/ceiling).
 
 The comparison (bench compare, or bench with no command) builds both refs,
 runs every scenario cell as ABBA-interleaved windows on fresh databases,
