@@ -13,7 +13,11 @@ import (
 // the Extended JSON of MongoDB's manual). Every time in them has been
 // through bsonTime. A string that comes from a caller (an owner name, an
 // error text) goes into an aggregation pipeline only inside $literal: a
-// pipeline reads a string that starts with "$" as a field path.
+// pipeline reads a string that starts with "$" as a field path. They
+// stand in this one file, past 500 lines, on purpose: each filter is
+// read beside the others that must select the same documents (a claim's
+// and its recheck's, a purge's read and its delete) and beside the
+// indexes of setup.go that serve them.
 
 var (
 	statusPending    = string(relaybus.StatusPending)
