@@ -44,7 +44,8 @@
 // canceled (context.Canceled: a shutdown or a lost lease), invalid
 // (relaybus.ErrInvalid), closed (relaybus.ErrClosed), panic (the handler
 // panicked) or _OTHER. Event keys, IDs and delivery IDs are never metric
-// attributes (they are unbounded); they are on the spans.
+// attributes (they are unbounded); they are on the spans. The table
+// writes the attribute keys without their relaybus. prefix.
 //
 //	name                        kind           unit        attributes                      what
 //	relaybus.handler.calls      counter        {call}      handler, event.type             handler calls started
