@@ -67,12 +67,13 @@ FROM (
 	FOR UPDATE SKIP LOCKED
 ) x`
 
-// Work in a lane: due unkeyed deliveries, or any pending keyed one (a
-// key's head may be waiting for its retry; the claim then takes nothing
-// of that key).
+// Work in a lane: a due pending delivery, unkeyed or keyed. A due keyed
+// one may be behind a head waiting for its retry, and then the claim
+// runs nothing of its key; a lane whose only keyed deliveries are heads
+// waiting for their retries is not locked at all.
 const (
 	unkeyedWork = `d.status = 'pending' AND d.key IS NULL AND d.available_at <= now()`
-	keyedWork   = `d.status = 'pending' AND d.key IS NOT NULL`
+	keyedWork   = `d.status = 'pending' AND d.key IS NOT NULL AND d.available_at <= now()`
 )
 
 // claimUnkeyedSQL: per locked lane, up to $1 due unkeyed deliveries,

@@ -92,10 +92,15 @@
 // stream), past the lanes it took, so every lane with work is served in
 // turn; a claim asks for one lane, then twice as many each time the
 // lanes it got did not fill its batch (up to max_lanes), and for as many
-// as it used when they did. Only lanes with work are locked: due unkeyed
-// deliveries, or any pending keyed one. A claim that ran nothing is
-// rolled back at once, and a stream whose whole turn of the ring ran
-// nothing waits poll_ms. Completions delete by address (a TID scan,
+// as it used when they did. Only lanes with work are locked: a due
+// pending delivery. A claim that ran nothing is rolled back at once, and
+// a stream whose whole turn of the ring ran nothing waits poll_ms. About
+// once a second a stream sends its COMMIT in a round trip of its own and
+// the next claim in another: PostgreSQL flushes a backend's statistics
+// (pg_stat_user_tables, pg_stat_wal, which the harness's per-table and
+// WAL-record metrics read) only while it waits outside a transaction
+// block, which a stream that begins each claim in its commit's round
+// trip never does. Completions delete by address (a TID scan,
 // whatever the statistics): the claim read those rows in the same
 // transaction, under the lanes' locks, and nothing else writes a pending
 // delivery of a locked lane.
