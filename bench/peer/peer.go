@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/scenarios"
@@ -102,8 +103,7 @@ var Relaybus = &Descriptor{
 	Tables:       Tables{Deliveries: "relaybus_deliveries", Lanes: "relaybus_lanes"},
 	TablePattern: `relaybus\_%`,
 	Settings: func(d protocol.Dispatcher) string {
-		return fmt.Sprintf("concurrency %s, batch %s, poll %s (the cell's settings, as relaybus.Config takes them)",
-			orDefault(d.Concurrency, ""), orDefault(d.Batch, ""), orDefault(d.PollMs, " ms"))
+		return cellSettings(d) + " (the cell's settings, as relaybus.Config takes them)"
 	},
 }
 
@@ -132,7 +132,7 @@ func OfHello(caps []string) *Descriptor {
 		return d
 	}
 	return &Descriptor{Name: name, Title: name, Runs: []int{scenarios.Publish, scenarios.Dispatch, scenarios.Faults, scenarios.Mixed},
-		About: "%s is a peer (" + name + "), not a relaybus build, that this harness has no description of: its dispatcher settings and guarantees are its own, and no per-table metric is read for it; see its worker's ready lines (ignored options) and BENCHMARKS.md"}
+		About: "%s is a peer (" + strings.ReplaceAll(name, "%", "%%") + "), not a relaybus build, that this harness has no description of: its dispatcher settings and guarantees are its own, and no per-table metric is read for it; see its worker's ready lines (ignored options) and BENCHMARKS.md"}
 }
 
 // IsPeer reports whether d describes a peer, not relaybus.
@@ -169,9 +169,15 @@ func TablePatterns() []string {
 // settings is what d runs dispatcher settings ds as.
 func (d *Descriptor) settings(ds protocol.Dispatcher) string {
 	if d.Settings == nil {
-		return fmt.Sprintf("concurrency %s, batch %s, poll %s (the cell's settings)", orDefault(ds.Concurrency, ""), orDefault(ds.Batch, ""), orDefault(ds.PollMs, " ms"))
+		return cellSettings(ds) + " (the cell's settings)"
 	}
 	return d.Settings(ds)
+}
+
+// cellSettings is the protocol's dispatcher settings in d, as a cell
+// gives them.
+func cellSettings(d protocol.Dispatcher) string {
+	return fmt.Sprintf("concurrency %s, batch %s, poll %s", orDefault(d.Concurrency, ""), orDefault(d.Batch, ""), orDefault(d.PollMs, " ms"))
 }
 
 // orDefault is n with unit, or "default" for 0 (the library's default).
