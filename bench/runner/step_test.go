@@ -633,3 +633,47 @@ func TestManifestListsTheProcesses(t *testing.T) {
 		})
 	}
 }
+
+// TestSideSettings: where a cell says how each side runs it
+// (scenarios.Cell.Sides), each side's window dispatchers get its own
+// settings, the run's cell records what each side ran, and the head the
+// caller gave is kept.
+func TestSideSettings(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster()
+	c := dispatchTestCell(200, 1)
+	c.Sides = map[string]scenarios.SideRun{
+		result.SideBase:      {Dispatcher: protocol.Dispatcher{Concurrency: 3, Batch: 3}, Settings: "base's own"},
+		result.SideCandidate: {Dispatcher: protocol.Dispatcher{Concurrency: 5, Batch: 5}, Settings: "candidate's own"},
+	}
+	step := &Step{Server: fc, Launch: fc.launch, Window: 200 * time.Millisecond, DrainTimeout: 10 * time.Second}
+	m := scenarios.Matrix{Mode: result.ModeCustom, Rounds: 2, Window: scenarios.MinWindow, Cells: []scenarios.Cell{*c}}
+	r, err := New(m, &Side{Name: result.SideBase, Bin: "b"}, &Side{Name: result.SideCandidate, Bin: "c"}, step, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := r.Run(context.Background(), result.Run{Notes: []string{"a note"}, Warnings: []string{"the caller's"}, Machine: map[string]string{"cpus": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Notes) != 1 || run.Warnings[0] != "the caller's" || run.Machine["cpus"] != "2" || run.Schema != result.SchemaVersion || run.Mode != result.ModeCustom {
+		t.Errorf("the head was not kept: %+v", run)
+	}
+	if s := run.Cells[0].Settings; s[result.SideBase] != "base's own" || s[result.SideCandidate] != "candidate's own" {
+		t.Errorf("settings %q", s)
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	byConc := map[int]int{}
+	for _, cfg := range fc.configs {
+		if cfg.Role == protocol.RoleDispatcher && strings.HasPrefix(cfg.Name, "disp-") {
+			byConc[cfg.Dispatcher.Concurrency]++
+			if cfg.Dispatcher.Batch != cfg.Dispatcher.Concurrency {
+				t.Errorf("%s: %+v, want one side's settings whole", cfg.Name, cfg.Dispatcher)
+			}
+		}
+	}
+	if len(byConc) != 2 || byConc[3] != 2 || byConc[5] != 2 {
+		t.Errorf("window dispatchers by concurrency %v, want 2 windows of each side's", byConc)
+	}
+}
