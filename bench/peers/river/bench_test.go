@@ -40,6 +40,10 @@ func BenchmarkDispatch(b *testing.B) {
 		{"tuned_conc200_poll50ms", 20_000, 40, protocol.Dispatcher{Concurrency: 200, Batch: 200, PollMs: 50}},
 		{"tuned_conc200_poll50ms_cooldown1ms", 20_000, 40, protocol.Dispatcher{Concurrency: 200, Batch: 200, PollMs: 50,
 			Options: map[string]any{optFetchCooldownMs: 1}}},
+		// As River's own benchmark runs it (options.go).
+		{"as_river_bench", 20_000, 40, protocol.Dispatcher{Concurrency: 200, Batch: 200, PollMs: 50,
+			Options: map[string]any{optMaxWorkers: riverBenchMaxWorkers, optFetchCooldownMs: riverBenchFetchCooldownMs,
+				optFetchPollIntervalMs: riverBenchFetchPollIntervalMs}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
