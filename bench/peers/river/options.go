@@ -53,7 +53,11 @@ var knownOptions = map[string]map[string]bool{
 //	},
 //
 // that is max_workers 2000, fetch_cooldown_ms 2 and
-// fetch_poll_interval_ms 20 here ("as its own benchmark runs it").
+// fetch_poll_interval_ms 20 here ("as its own benchmark runs it"). The
+// figures were read from that file in River's repository; the module
+// cache this peer builds from holds River's main module (v0.51.2), whose
+// source has no benchmark, not cmd/river, so the copy released with
+// v0.51.2 was not read itself.
 const (
 	// optMaxWorkers: MaxWorkers of the one queue, [1, maxConcurrency];
 	// replaces dispatcher.concurrency (which stays listed as applied,
