@@ -93,6 +93,8 @@ func TestResolvePeerErrors(t *testing.T) {
 		{"river@v0.50", "want a release version"},
 		{"river@v0.50.0;rm", "want a release version"},
 		{"river@latest", "want a release version"},
+		{"ceiling@", "has no library version"},
+		{"ceiling@v1.0.0", "has no library version"},
 	} {
 		if _, err := Resolve(ctx, dir, tc.name); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Resolve(%q): %v, want %q", tc.name, err, tc.want)

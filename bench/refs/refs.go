@@ -83,6 +83,9 @@ func Resolve(ctx context.Context, repoDir, name string) (Ref, error) {
 	}
 	if p, version, ok := parsePeer(name); ok {
 		if strings.HasSuffix(name, "@") {
+			if !p.Versioned() {
+				return Ref{}, fmt.Errorf("refs: %q: want %s (the peer has no library version to choose)", name, p.Name)
+			}
 			return Ref{}, fmt.Errorf("refs: %q: want %s or %s@vX.Y.Z", name, p.Name, p.Name)
 		}
 		return ResolvePeer(ctx, repoDir, p, version)
