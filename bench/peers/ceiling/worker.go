@@ -101,18 +101,8 @@ func validateConfig(c *protocol.Config) error {
 	if err := validateName("workload event_type", wl.EventType); err != nil {
 		return err
 	}
-	if len(wl.Handlers) == 0 || len(wl.Handlers) > checks.Limits.Handlers {
-		return fmt.Errorf("ceiling: workload needs 1 to %d handlers, got %d", checks.Limits.Handlers, len(wl.Handlers))
-	}
-	seen := map[string]bool{}
-	for _, h := range wl.Handlers {
-		if err := validateName("workload handler", h); err != nil {
-			return err
-		}
-		if seen[h] {
-			return fmt.Errorf("ceiling: workload handler %q listed twice", h)
-		}
-		seen[h] = true
+	if err := checks.Handlers(wl.Handlers, validateName); err != nil {
+		return err
 	}
 	if err := checks.Workload(wl); err != nil {
 		return err
