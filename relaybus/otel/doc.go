@@ -152,9 +152,11 @@
 //
 // # Cost
 //
-// The middleware makes a span and five measurements per call; attribute
-// sets are built once per handler and outcome and reused. With the
-// no-op providers (the globals' defaults) it costs little more than the
-// calls themselves. WrapStore adds a clock read and a measurement or two
-// per claim, renewal and publish call.
+// The middleware makes a span and five measurements per call; the
+// attribute sets of the metrics and the fixed attributes and name of each
+// handler's spans are built once and reused. BenchmarkMiddleware
+// measures a call of a handler that does nothing: 14 allocations (760 B)
+// with the no-op providers, 22 (3.8 KB) with the SDK sampling every span.
+// WrapStore adds a clock read and a measurement or two per claim, renewal
+// and publish call, and nothing to the other calls.
 package otel

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -65,24 +66,19 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 // with Options.ChildOfPublish, a child of) the span context in the
 // delivery's headers, and carries the headers' baggage into ctx.
 func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery) (context.Context, trace.Span) {
-	opts := []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attrSystem.String(system),
-			attrOperationType.String("process"),
-			attrOperationName.String("process"),
-			attrDestination.String(d.EventType),
-			attrConsumerGroup.String(d.Handler),
-			attrMessageID.String(d.EventID),
-			AttrHandler.String(d.Handler),
-			AttrEventType.String(d.EventType),
-			AttrDeliveryID.String(d.ID),
-			AttrAttempt.Int(d.Attempts),
-		),
+	ps := in.processSpan(d.Handler, d.EventType)
+	opts := make([]trace.SpanStartOption, 0, 5)
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindConsumer), ps.static)
+	dynamic := []attribute.KeyValue{
+		attrMessageID.String(d.EventID),
+		AttrDeliveryID.String(d.ID),
+		AttrAttempt.Int(d.Attempts),
+		AttrEventKey.String(d.Key),
 	}
-	if d.Key != "" {
-		opts = append(opts, trace.WithAttributes(AttrEventKey.String(d.Key)))
+	if d.Key == "" {
+		dynamic = dynamic[:3]
 	}
+	opts = append(opts, trace.WithAttributes(dynamic...))
 	parent := ctx
 	if len(d.Headers) > 0 {
 		// Extracted onto an empty context, so that only the headers'
@@ -104,7 +100,35 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery) (
 		// of whatever started Run, which is no parent of this work.
 		opts = append(opts, trace.WithNewRoot())
 	}
-	return in.tracer.Start(parent, "process "+d.EventType, opts...)
+	return in.tracer.Start(parent, ps.name, opts...)
+}
+
+// processSpanStatic is what every handler span of one handler and event
+// type shares: its name and its fixed attributes, built once.
+type processSpanStatic struct {
+	name   string
+	static trace.SpanStartOption
+}
+
+// processSpan returns the cached processSpanStatic of a handler.
+func (in *Instruments) processSpan(handler, eventType string) *processSpanStatic {
+	k := attrKey{handler: handler, eventType: eventType}
+	if ps, ok := in.spans.Load(k); ok {
+		return ps.(*processSpanStatic)
+	}
+	ps, _ := in.spans.LoadOrStore(k, &processSpanStatic{
+		name: "process " + eventType,
+		static: trace.WithAttributes(
+			attrSystem.String(system),
+			attrOperationType.String("process"),
+			attrOperationName.String("process"),
+			attrDestination.String(eventType),
+			attrConsumerGroup.String(handler),
+			AttrHandler.String(handler),
+			AttrEventType.String(eventType),
+		),
+	})
+	return ps.(*processSpanStatic)
 }
 
 // AfterFinish counts the attempt in relaybus.delivery.finished, with

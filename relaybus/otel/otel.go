@@ -71,6 +71,9 @@ type Instruments struct {
 	// outcomes and error types are few, and a set built per call would
 	// allocate on the dispatch path.
 	sets sync.Map
+	// spans caches each handler's processSpanStatic (attrKey with
+	// handler and eventType -> *processSpanStatic).
+	spans sync.Map
 }
 
 // Instrument names: the table in the package doc lists each with its

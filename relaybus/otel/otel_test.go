@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -81,9 +82,12 @@ func setup(t *testing.T, so *setupOptions) *bundle {
 
 // run starts the bus, waits until AfterFinish has seen n attempts, and
 // stops it.
-func (tb *bundle) run(t *testing.T, n int) {
+func (tb *bundle) run(t *testing.T, n int) { tb.runCtx(t, context.Background(), n) }
+
+// runCtx is run with the bus started on ctx.
+func (tb *bundle) runCtx(t *testing.T, ctx context.Context, n int) {
 	t.Helper()
-	require.NoError(t, tb.bus.Start(context.Background()))
+	require.NoError(t, tb.bus.Start(ctx))
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -468,4 +472,56 @@ func TestLeaseMetrics(t *testing.T) {
 	require.Equal(t, "{lease}", ms["relaybus.lease.lost"].Unit)
 	size := ms["relaybus.claim.size"].Data.(metricdata.Histogram[int64])
 	require.Equal(t, int64(2), size.DataPoints[0].Sum)
+}
+
+// TestErrorTypesAndRoots: a handler that runs out of its Timeout is a
+// failure with error.type timeout; a delivery published without the
+// helper has no trace headers and gets a span with no link; a span in
+// the context the bus was started with is no parent of a handler span;
+// baggage in the headers reaches the handler's context.
+func TestErrorTypesAndRoots(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	require.NoError(t, tb.bus.Handle("slow", "h-slow", func(ctx context.Context, _ *relaybus.Delivery) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}, &relaybus.HandlerOptions{Timeout: relaybus.MinHandlerTimeout, MaxAttempts: 1}))
+	var member string
+	require.NoError(t, tb.bus.Handle("plain", "h-plain", func(ctx context.Context, _ *relaybus.Delivery) error {
+		member = baggage.FromContext(ctx).Member("tenant").Value()
+		return nil
+	}, nil))
+	ctx := context.Background()
+	require.NoError(t, tb.bus.Publish(ctx, &relaybus.Event{Type: "slow"}))
+	m, err := baggage.NewMemberRaw("tenant", "acme")
+	require.NoError(t, err)
+	b, err := baggage.New(m)
+	require.NoError(t, err)
+	require.NoError(t, relaybusotel.Publish(baggage.ContextWithBaggage(ctx, b), tb.in, tb.bus, &relaybus.Event{Type: "plain"}))
+
+	runCtx, runSpan := tb.tracer.Start(ctx, "main")
+	tb.runCtx(t, runCtx, 2)
+	runSpan.End()
+	require.Equal(t, "acme", member)
+
+	for _, s := range tb.spans.Ended() {
+		if s.SpanKind() != trace.SpanKindConsumer {
+			continue
+		}
+		require.False(t, s.Parent().IsValid(), "not a child of the span Run was started in")
+		require.NotEqual(t, runSpan.SpanContext().TraceID(), s.SpanContext().TraceID())
+		switch spanAttr(s, relaybusotel.AttrHandler).AsString() {
+		case "h-slow":
+			require.Empty(t, s.Links(), "no headers, no link")
+			require.Equal(t, "timeout", spanAttr(s, relaybusotel.AttrErrorType).AsString())
+		case "h-plain":
+			require.Len(t, s.Links(), 1)
+		}
+	}
+	ms := tb.metrics(t)
+	timeout := attrs("relaybus.handler", "h-slow", "relaybus.event.type", "slow", "error.type", "timeout")
+	require.Equal(t, map[attribute.Distinct]int64{timeout: 1}, sums(t, ms["relaybus.handler.failures"]))
+	buried := attrs("relaybus.handler", "h-slow", "relaybus.event.type", "slow", "relaybus.outcome", "buried")
+	completed := attrs("relaybus.handler", "h-plain", "relaybus.event.type", "plain", "relaybus.outcome", "completed")
+	require.Equal(t, map[attribute.Distinct]int64{buried: 1, completed: 1}, sums(t, ms["relaybus.delivery.finished"]))
 }
