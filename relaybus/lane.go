@@ -107,6 +107,22 @@ func ParseDeliveryID(s string) (int64, bool) {
 	return id, ok && id > 0
 }
 
+// DecimalListCursor reads DeliveryListParams.After for a store whose
+// cursor is the last delivery ID of the previous page, a positive
+// decimal integer (the PostgreSQL and memory stores): 0 for none, or an
+// ErrInvalid error naming the store (e.g. "relaybus/postgres") for a
+// cursor no such store returned.
+func DecimalListCursor(store, after string) (int64, error) {
+	if after == "" {
+		return 0, nil
+	}
+	id, ok := ParseDeliveryID(after)
+	if !ok {
+		return 0, fmt.Errorf("%s: list: cursor %q is not one this store returned (the last ID of a page): %w", store, after, ErrInvalid)
+	}
+	return id, nil
+}
+
 // DecimalLease is a parsed Lease of a lane-lease store whose delivery IDs
 // are positive decimal integers.
 type DecimalLease struct {

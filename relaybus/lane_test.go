@@ -3,6 +3,8 @@ package relaybus
 import (
 	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The first three hashes are the published FNV-1a 32-bit test vectors
@@ -103,5 +105,23 @@ func TestParseDecimalLease(t *testing.T) {
 	}
 	if ls, err := ParseDecimalLeases([]Lease{{DeliveryID: "1", Token: "0:1:0"}, {DeliveryID: "2", Token: "bad"}}); err == nil || ls != nil {
 		t.Errorf("one bad lease of two: %v, %v", ls, err)
+	}
+}
+
+func TestDecimalListCursor(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{{"", 0, true}, {"1", 1, true}, {"9000", 9000, true}, {"0", 0, false}, {"-1", 0, false}, {"007", 0, false}, {"x", 0, false}} {
+		got, err := DecimalListCursor("relaybus/test", tc.in)
+		if tc.ok {
+			require.NoError(t, err, tc.in)
+			require.Equal(t, tc.want, got, tc.in)
+			continue
+		}
+		require.ErrorIs(t, err, ErrInvalid, tc.in)
+		require.ErrorContains(t, err, `relaybus/test: list: cursor "`+tc.in+`" is not one this store returned`)
 	}
 }

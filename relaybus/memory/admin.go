@@ -52,12 +52,9 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 	if err != nil {
 		return nil, err
 	}
-	var after int64
-	if params.After != "" {
-		var ok bool
-		if after, ok = parseID(params.After); !ok {
-			return nil, fmt.Errorf("relaybus/memory: list: cursor %q is not one this store returned: %w", params.After, relaybus.ErrInvalid)
-		}
+	after, err := relaybus.DecimalListCursor("relaybus/memory", params.After)
+	if err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -45,12 +45,9 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 	if err != nil {
 		return nil, err
 	}
-	var after int64
-	if params.After != "" {
-		var ok bool
-		if after, ok = parseID(params.After); !ok {
-			return nil, fmt.Errorf("relaybus/postgres: list: malformed cursor %q: %w", params.After, relaybus.ErrInvalid)
-		}
+	after, err := relaybus.DecimalListCursor("relaybus/postgres", params.After)
+	if err != nil {
+		return nil, err
 	}
 	sql, args, err := s.listQuery(params, after, limit)
 	if err != nil {

@@ -148,6 +148,7 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 			{"negative limit", &relaybus.DeliveryListParams{Limit: -1}},
 			{"limit over max", &relaybus.DeliveryListParams{Limit: relaybus.MaxListLimit + 1}},
 			{"unknown status", &relaybus.DeliveryListParams{Status: "sleeping"}},
+			{"a cursor the store never returned", &relaybus.DeliveryListParams{After: "not-a-cursor\x00"}},
 		} {
 			_, err := e.s.DeliveryList(e.ctx, c.p)
 			requireInvalid(t, err, c.name)
