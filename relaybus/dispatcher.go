@@ -129,7 +129,14 @@ func (d *dispatcher[TTx]) run(ctx context.Context) error {
 }
 
 func (d *dispatcher[TTx]) logJob(level slog.Level, msg string, j *job, err error, extra ...any) {
-	if !d.log.Enabled(context.Background(), level) {
+	// The logs carry Run's context (its values, not its cancellation), so
+	// a slog handler that reads values from it (a trace, a request id)
+	// sees them.
+	ctx := d.writeCtx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if !d.log.Enabled(ctx, level) {
 		return
 	}
 	args := []any{"delivery_id", j.d.ID, "event_id", j.d.EventID, "handler", j.d.Handler, "attempt", j.d.Attempts}
@@ -139,7 +146,7 @@ func (d *dispatcher[TTx]) logJob(level slog.Level, msg string, j *job, err error
 	if err != nil {
 		args = append(args, "error", err)
 	}
-	d.log.Log(context.Background(), level, msg, append(args, extra...)...)
+	d.log.Log(ctx, level, msg, append(args, extra...)...)
 }
 
 // sleep waits for d or until ctx is done.
