@@ -43,7 +43,7 @@ func Fit(m *scenarios.Matrix, sides []Side) ([]string, error) {
 	if len(m.Cells) == 0 {
 		return nil, fmt.Errorf("bench: every selected cell is skipped for a peer side:\n  %s", strings.Join(skipped, "\n  "))
 	}
-	notes = append(notes, addOwnCells(m, sides)...)
+	ownNotes := addOwnCells(m, sides)
 	for i := range m.Cells {
 		c := &m.Cells[i]
 		if c.DispatcherProcs == 0 {
@@ -77,6 +77,7 @@ func Fit(m *scenarios.Matrix, sides []Side) ([]string, error) {
 			notes = append(notes, d.Notes(s.Label, m)...)
 		}
 	}
+	notes = append(notes, ownNotes...)
 	return append(skipped, notes...), nil
 }
 
@@ -126,7 +127,9 @@ func addOwnCells(m *scenarios.Matrix, sides []Side) []string {
 	var labels, notes []string
 	for _, s := range sides {
 		if d := OfHello(s.Caps); d.Own != nil {
-			labels = append(labels, d.Own.Label)
+			if !slices.Contains(labels, d.Own.Label) {
+				labels = append(labels, d.Own.Label)
+			}
 			notes = append(notes, fmt.Sprintf("cells \"each as its own benchmark runs it\": %s runs %s: %s", s.Label, d.Own.Label, d.Own.Why))
 		}
 	}

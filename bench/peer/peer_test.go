@@ -165,6 +165,27 @@ func TestFitRiver(t *testing.T) {
 	}
 }
 
+// TestFitTwoPeers: River against River runs its own settings on both
+// sides of the added cell, named once.
+func TestFitTwoPeers(t *testing.T) {
+	t.Parallel()
+	m := scenarios.Quick()
+	if err := m.Filter([]int{scenarios.Dispatch}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Fit(&m, []Side{{Name: "base", Label: "base (river)", Caps: riverCaps}, {Name: "candidate", Label: "candidate (river@v0.51.0)", Caps: riverCaps}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Cells) != 2 || strings.Count(m.Cells[1].Name, "River's own benchmark") != 1 {
+		t.Fatalf("cells %d, own cell %q", len(m.Cells), m.Cells[len(m.Cells)-1].Name)
+	}
+	for _, side := range []string{"base", "candidate"} {
+		if d := m.Cells[1].DispatcherFor(side); d.Options["max_workers"] != 2000 {
+			t.Errorf("%s in the own cell: %+v", side, d)
+		}
+	}
+}
+
 func TestFitSkips(t *testing.T) {
 	t.Parallel()
 	// A peer that keeps key order runs scenario 3.
