@@ -122,18 +122,16 @@ func (d *Descriptor) skipReason(scenario int, caps []string) string {
 // addOwnCells adds, after each tuned dispatch cell of m, a cell in which
 // each side runs as its own benchmark runs it, when a side's descriptor
 // has an Own; a side without one runs the tuned cell's settings (after
-// its Tune). It returns a note per side with an Own.
+// its Tune). It returns a note per side with an Own, which names its
+// settings (the cell's settings line says them too).
 func addOwnCells(m *scenarios.Matrix, sides []Side) []string {
-	var labels, notes []string
+	var notes []string
 	for _, s := range sides {
 		if d := OfHello(s.Caps); d.Own != nil {
-			if !slices.Contains(labels, d.Own.Label) {
-				labels = append(labels, d.Own.Label)
-			}
 			notes = append(notes, fmt.Sprintf("cells \"each as its own benchmark runs it\": %s runs %s: %s", s.Label, d.Own.Label, d.Own.Why))
 		}
 	}
-	if len(labels) == 0 {
+	if len(notes) == 0 {
 		return nil
 	}
 	var cells []scenarios.Cell
@@ -143,7 +141,7 @@ func addOwnCells(m *scenarios.Matrix, sides []Side) []string {
 			continue
 		}
 		own := c
-		own.Name = c.Name + ", each as its own benchmark runs it (" + strings.Join(labels, "; ") + ")"
+		own.Name = c.Name + ", each as its own benchmark runs it"
 		own.Sides = map[string]scenarios.SideRun{}
 		for _, s := range sides {
 			d := OfHello(s.Caps)
