@@ -26,7 +26,7 @@
 //		TracerProvider: tracerProvider,
 //		Propagator:     propagation.TraceContext{},
 //	})
-//	bus, err := relaybus.New(relaybusotel.WrapStore(store, in), in.Configure(relaybus.Config{}))
+//	bus, err := relaybus.New(relaybusotel.WrapStore[pgx.Tx](store, in), in.Configure(relaybus.Config{}))
 //	err = bus.Handle("order.placed", "send-receipt", sendReceipt, nil)
 //	err = relaybusotel.PublishTx(ctx, in, bus, tx, &relaybus.Event{Type: "order.placed", Key: "customer-42"})
 //
@@ -47,18 +47,18 @@
 // attributes (they are unbounded); they are on the spans. The table
 // writes the attribute keys without their relaybus. prefix.
 //
-//	name                        kind           unit        attributes                      what
-//	relaybus.handler.calls      counter        {call}      handler, event.type             handler calls started
-//	relaybus.handler.failures   counter        {call}      handler, event.type, error.type handler calls that failed (error or panic)
-//	relaybus.handler.duration   histogram      s           handler, event.type[, error.type] duration of a handler call
-//	relaybus.handler.lag        histogram      s           handler, event.type             event's CreatedAt to the start of the call
-//	relaybus.handler.active     updowncounter  {call}      handler, event.type             handler calls running now
-//	relaybus.delivery.finished  counter        {attempt}   handler, event.type, outcome    attempts the store recorded, by outcome
-//	relaybus.claim.duration     histogram      s           [error.type]                    DeliveryClaim round trip
-//	relaybus.claim.size         histogram      {delivery}  none                            deliveries one DeliveryClaim returned (0 too)
-//	relaybus.lease.renewals     counter        {lease}     none                            leases a LeaseExtend renewed
-//	relaybus.lease.lost         counter        {lease}     none                            leases a LeaseExtend found no longer held
-//	relaybus.publish.duration   histogram      s           store.method[, error.type]      EventPublishTx or EventPublish call
+//	name                        kind           unit        attributes                         what
+//	relaybus.handler.calls      counter        {call}      handler, event.type                handler calls started
+//	relaybus.handler.failures   counter        {call}      handler, event.type, error.type    handler calls that failed (error or panic)
+//	relaybus.handler.duration   histogram      s           handler, event.type[, error.type]  duration of a handler call
+//	relaybus.handler.lag        histogram      s           handler, event.type                event's CreatedAt to the start of the call
+//	relaybus.handler.active     updowncounter  {call}      handler, event.type                handler calls running now
+//	relaybus.delivery.finished  counter        {attempt}   handler, event.type, outcome       attempts the store recorded, by outcome
+//	relaybus.claim.duration     histogram      s           [error.type]                       DeliveryClaim round trip
+//	relaybus.claim.size         histogram      {delivery}  none                               deliveries one DeliveryClaim returned (0 too)
+//	relaybus.lease.renewals     counter        {lease}     none                               leases a LeaseExtend renewed
+//	relaybus.lease.lost         counter        {lease}     none                               leases a LeaseExtend found no longer held
+//	relaybus.publish.duration   histogram      s           store.method[, error.type]         EventPublishTx or EventPublish call
 //
 // The first five come from Middleware, relaybus.delivery.finished from
 // AfterFinish, the rest from WrapStore. What each one means exactly:

@@ -3,6 +3,8 @@ package otel_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -524,4 +526,56 @@ func TestErrorTypesAndRoots(t *testing.T) {
 	buried := attrs("relaybus.handler", "h-slow", "relaybus.event.type", "slow", "relaybus.outcome", "buried")
 	completed := attrs("relaybus.handler", "h-plain", "relaybus.event.type", "plain", "relaybus.outcome", "completed")
 	require.Equal(t, map[attribute.Distinct]int64{buried: 1, completed: 1}, sums(t, ms["relaybus.delivery.finished"]))
+}
+
+// TestDocTable: the package doc's table has a row for every instrument,
+// with the unit and the kind the meter made it with, and no other row.
+func TestDocTable(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	type row struct{ kind, unit string }
+	doc := map[string]row{}
+	for _, line := range strings.Split(string(src), "\n") {
+		if f := strings.Fields(strings.TrimPrefix(line, "//\t")); strings.HasPrefix(line, "//\trelaybus.") && len(f) >= 3 {
+			doc[f[0]] = row{f[1], f[2]}
+		}
+	}
+
+	// One run that makes every instrument record.
+	tb := setup(t, nil)
+	require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error {
+		return relaybus.Permanent(errors.New("no"))
+	}, nil))
+	require.NoError(t, tb.bus.Declare("claimed-here", "d", nil))
+	ctx := context.Background()
+	require.NoError(t, relaybusotel.Publish(ctx, tb.in, tb.bus, &relaybus.Event{Type: "t"}, &relaybus.Event{Type: "claimed-here"}))
+	tb.run(t, 1)
+	store := relaybusotel.WrapStore[*memory.Tx](tb.store, tb.in)
+	now := time.Now()
+	ds, err := store.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"d"}, Limit: 1, LeaseDuration: time.Minute, Now: now})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	oks, err := store.LeaseExtend(ctx, &relaybus.LeaseExtendParams{
+		Owner: "o", Leases: []relaybus.Lease{ds[0].Lease(), {DeliveryID: ds[0].ID, Token: "0:99:1"}}, ExpiresAt: now.Add(time.Minute), Now: now,
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, false}, oks)
+
+	got := map[string]row{}
+	for name, m := range tb.metrics(t) {
+		kind := ""
+		switch d := m.Data.(type) {
+		case metricdata.Sum[int64]:
+			kind = "counter"
+			if !d.IsMonotonic {
+				kind = "updowncounter"
+			}
+		case metricdata.Histogram[float64], metricdata.Histogram[int64]:
+			kind = "histogram"
+		}
+		got[name] = row{kind, m.Unit}
+	}
+	require.Equal(t, doc, got)
+	require.Len(t, got, 11)
 }
