@@ -110,12 +110,13 @@ func (d *dispatcher[TTx]) deadlineOf(js ...*job) time.Time {
 // is always made (a late write is fenced by the store) and bounded by
 // LeaseDuration; a retry is made only while it can start before the
 // deadline (read again before each retry: a renewal moves it), after a
-// backoff of at most half the time left, and is bounded by it. Past it another worker may hold the delivery: the write
-// is given up, the delivery runs again (at-least-once).
+// backoff of at most half the time left, and its context ends at the
+// deadline. Past it another worker may hold the delivery: the write is
+// given up, the delivery runs again (at-least-once).
 func (d *dispatcher[TTx]) write(deadlineOf func() time.Time, fn func(context.Context) error) error {
-	timeout := d.cfg.LeaseDuration
+	end := time.Now().Add(d.cfg.LeaseDuration)
 	for try := 1; ; try++ {
-		c, cancel := context.WithTimeout(d.writeCtx, timeout)
+		c, cancel := context.WithDeadline(d.writeCtx, end)
 		err := fn(c)
 		cancel()
 		if err == nil || errors.Is(err, ErrInvalid) {
@@ -129,7 +130,13 @@ func (d *dispatcher[TTx]) write(deadlineOf func() time.Time, fn func(context.Con
 			return fmt.Errorf("relaybus: given up after %d tries, before the lease expires: %w", try, err)
 		}
 		time.Sleep(min(RetryDelay(try, writeRetryDelayMin, writeRetryDelayMax, writeRetryJitter, rand.Float64()), left/2))
-		timeout = time.Until(deadlineOf())
+		// A retry's context ends when the lease expires (a renewal during
+		// the sleep has moved it), so no retry acts past the lease, however
+		// late the sleep returned.
+		end = deadlineOf()
+		if !time.Now().Before(end) {
+			return fmt.Errorf("relaybus: given up after %d tries, the lease expired: %w", try, err)
+		}
 	}
 }
 

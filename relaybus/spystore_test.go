@@ -37,6 +37,8 @@ type spyStore[TTx any] struct {
 type completeCall struct {
 	at     time.Time
 	leases []Lease
+	// deadline is the call's context's (zero: none).
+	deadline time.Time
 }
 
 func spy[TTx any](s Store[TTx]) *spyStore[TTx] { return &spyStore[TTx]{Store: s} }
@@ -71,7 +73,8 @@ func (s *spyStore[TTx]) DeliveryComplete(ctx context.Context, p *DeliveryComplet
 func (s *spyStore[TTx]) DeliveryCompleteMany(ctx context.Context, p *DeliveryCompleteManyParams) ([]bool, error) {
 	s.mu.Lock()
 	s.completeMany = append(s.completeMany, len(p.Leases))
-	s.completeMCalls = append(s.completeMCalls, completeCall{at: time.Now(), leases: slices.Clone(p.Leases)})
+	dl, _ := ctx.Deadline()
+	s.completeMCalls = append(s.completeMCalls, completeCall{at: time.Now(), leases: slices.Clone(p.Leases), deadline: dl})
 	n, hook := len(s.completeMany), s.completeMHook
 	s.mu.Unlock()
 	if hook != nil {
