@@ -89,6 +89,9 @@ func (d *Descriptor) skip(m *scenarios.Matrix, s Side) []string {
 	var notes []string
 	m.Cells = slices.DeleteFunc(m.Cells, func(c scenarios.Cell) bool {
 		why := d.skipReason(c.Scenario, s.Caps)
+		if why == "" && d.SkipCell != nil {
+			why = d.SkipCell(&c)
+		}
 		if why != "" {
 			notes = append(notes, fmt.Sprintf("skipped for %s: %s / %s: %s", s.Label, scenarios.Names[c.Scenario], c.Name, why))
 		}

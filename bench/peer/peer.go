@@ -62,6 +62,9 @@ type Descriptor struct {
 	// (skipReason) is not enough. A relaybus side runs every scenario.
 	Runs []int
 	Why  map[int]string
+	// SkipCell, when set, says why a cell of a scenario the peer runs is
+	// left out ("" to run it).
+	SkipCell func(c *scenarios.Cell) string
 	// About is the first note of a run with this peer: what it is and how
 	// its records and metrics compare; %s is the side ("base (river)").
 	About string

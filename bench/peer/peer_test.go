@@ -237,7 +237,13 @@ func TestFitCeiling(t *testing.T) {
 	if !strings.Contains(text, "is the plain-SQL ceiling") || !strings.Contains(text, "no-faults") || strings.Contains(text, "own benchmark") {
 		t.Errorf("notes:\n%s", text)
 	}
+	if !strings.Contains(text, "drains the cell's preload inside the window") {
+		t.Errorf("no note of the hot-key cell left out:\n%s", text)
+	}
 	for _, c := range m.Cells {
+		if c.Scenario == scenarios.Keyed && c.Workload.Keys == "hot" {
+			t.Errorf("kept the hot-key cell %s for the ceiling", c.Name)
+		}
 		if c.Scenario == scenarios.Dispatch {
 			if s := c.SideSettings()["base"]; !strings.Contains(s, "4 claim streams per process, batch 200") {
 				t.Errorf("%s: settings %q", c.Name, s)
