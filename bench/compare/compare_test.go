@@ -306,3 +306,35 @@ func TestOneSideOnly(t *testing.T) {
 		t.Errorf("neither side: %q", got)
 	}
 }
+
+// TestGateNames: a rule may name a metric as the report prints it (its
+// unit or its column title), and an unknown name lists the metrics.
+func TestGateNames(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"deliveries_per_s", "deliveries/s", "Deliveries/s"} {
+		rules, err := ParseGateRules(name + "@dispatch:5")
+		if err != nil || len(rules) != 1 || rules[0].Metric != result.MetricDeliveriesPerS {
+			t.Errorf("%q: %+v, %v", name, rules, err)
+		}
+	}
+	rules, err := ParseGateRules("WAL B/delivery:10")
+	if err != nil || rules[0].Metric != result.MetricWALBytesPerDelivery {
+		t.Errorf("by title: %+v, %v", rules, err)
+	}
+	_, err = ParseGateRules("deliveries_per_sec:5")
+	if err == nil || !strings.Contains(err.Error(), `unknown metric "deliveries_per_sec"; the metrics are deliveries_per_s (deliveries/s), `) {
+		t.Errorf("unknown metric: %v", err)
+	}
+}
+
+// TestGateComparedNothing: rules whose every comparison has too few
+// samples for a verdict fail the gate instead of passing it.
+func TestGateComparedNothing(t *testing.T) {
+	t.Parallel()
+	a := Analyze(gateRun(1, 1, func(_, r int) float64 { return 1000 + float64(r) }), DefaultSettings())
+	rules, _ := ParseGateRules("events_per_s:5")
+	g := Gate(a, rules)
+	if !g.Failed() || g.Family != 0 || !strings.Contains(g.Violations[len(g.Violations)-1].Message, "cover no comparison with enough samples for a verdict") {
+		t.Fatalf("family %d violations %+v notes %q", g.Family, g.Violations, g.Notes)
+	}
+}

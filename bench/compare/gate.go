@@ -53,9 +53,11 @@ func ParseGateRules(s string) ([]GateRule, error) {
 		if scoped && (scenario == "" || result.Slug(scenario) != scenario) {
 			return nil, fmt.Errorf("compare: gate rule %q: scenario %q is not a scenario name", part, scenario)
 		}
-		if _, known := result.MetricByName(name); !known {
-			return nil, fmt.Errorf("compare: gate rule %q: unknown metric %q", part, name)
+		m, known := LookupMetric(name)
+		if !known {
+			return nil, fmt.Errorf("compare: gate rule %q: unknown metric %q; the metrics are %s", part, name, metricNames())
 		}
+		name = m.Name
 		if seen[[2]string{name, scenario}] {
 			return nil, fmt.Errorf("compare: gate rule %q: metric %q given twice", part, target)
 		}
@@ -67,6 +69,29 @@ func ParseGateRules(s string) ([]GateRule, error) {
 		rules = append(rules, GateRule{Metric: name, Scenario: scenario, MaxRegressionPct: v})
 	}
 	return rules, nil
+}
+
+// LookupMetric finds a metric of the registry by its name
+// ("deliveries_per_s"), its unit ("deliveries/s") or its column title
+// ("WAL B/delivery"), as the report prints them, ignoring case.
+func LookupMetric(s string) (result.MetricInfo, bool) {
+	s = strings.TrimSpace(s)
+	for _, m := range result.Metrics {
+		if strings.EqualFold(s, m.Name) || strings.EqualFold(s, m.Unit) || strings.EqualFold(s, m.Title) {
+			return m, true
+		}
+	}
+	return result.MetricInfo{}, false
+}
+
+// metricNames lists the registry's metrics for an error: each name with
+// the title the report prints.
+func metricNames() string {
+	names := make([]string, len(result.Metrics))
+	for i, m := range result.Metrics {
+		names[i] = m.Name + " (" + m.Title + ")"
+	}
+	return strings.Join(names, ", ")
 }
 
 func (r GateRule) String() string {
@@ -173,6 +198,12 @@ func gate(a *Analysis, rules []GateRule, holm bool) *GateResult {
 		}
 	}
 	g.Family = len(family)
+	ruleBroken := slices.ContainsFunc(g.Violations, func(v Violation) bool { return v.Metric != "validity" })
+	if len(rules) > 0 && g.Family == 0 && !ruleBroken {
+		// Nothing was judged: a gate that compared nothing must not pass.
+		g.Violations = append(g.Violations, Violation{Metric: "gate",
+			Message: "the gate's rules cover no comparison with enough samples for a verdict (every one is \"too few samples\" or has no data): run more rounds (--rounds), or a mode with them"})
+	}
 	alpha := a.Settings.Alpha
 	rejected := map[*Comparison]bool{}
 	if holm {

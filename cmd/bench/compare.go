@@ -181,13 +181,54 @@ func (f *compareFlags) options(args []string) (comparison.Options, []compare.Gat
 	if err := o.Matrix.Validate(); err != nil {
 		return o, nil, err
 	}
+	if err := gateScenariosIn(rules, &o.Matrix); err != nil {
+		return o, nil, err
+	}
 	return o, rules, nil
+}
+
+// gateScenariosIn refuses, before the first window, a gate rule scoped to
+// a scenario the run's matrix has no cell of (a typo would otherwise run
+// the whole comparison and then say "not measured").
+func gateScenariosIn(rules []compare.GateRule, m *scenarios.Matrix) error {
+	in := map[string]bool{}
+	var names []string
+	for _, c := range m.Cells {
+		if n := scenarios.Names[c.Scenario]; !in[n] {
+			in[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, r := range rules {
+		if r.Scenario != "" && !in[r.Scenario] {
+			return fmt.Errorf("bench: --gate %s: this run has no %q cell; its scenarios are %s", r, r.Scenario, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
+// checkOut makes sure the results directory can be written before the
+// run starts, so a bad --out does not cost the whole run.
+func checkOut(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("bench: --out %s: %w (checked before the run)", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".bench-writable-*")
+	if err != nil {
+		return fmt.Errorf("bench: --out %s is not writable: %w (checked before the run)", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }
 
 // run runs the comparison and prints its tables and verdict.
 func (f *compareFlags) run(ctx context.Context, c *call) error {
 	o, rules, err := f.options(c.args)
 	if err != nil {
+		return err
+	}
+	if err := checkOut(o.Out); err != nil {
 		return err
 	}
 	o.Logf = c.logf

@@ -50,6 +50,13 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--stores", "mongo"}, "MongoDB"},
 		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--plant-candidate-delay", "-1s"}, "--plant-candidate-delay"},
 		{[]string{"--base", "HEAD", "--candidate", "HEAD", "stray"}, `unexpected argument "stray"`},
+		// Checked before the first window (issue 30): a gate scoped to a
+		// scenario the run has no cell of, an unknown metric with the
+		// valid names, an --out that cannot be written.
+		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--gate", "deliveries_per_s@dispach:5"}, `this run has no "dispach" cell; its scenarios are publish, dispatch`},
+		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--scenarios", "1", "--gate", "deliveries_per_s@dispatch:5"}, `this run has no "dispatch" cell; its scenarios are publish`},
+		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--gate", "deliveries_per_sec:5"}, "the metrics are deliveries_per_s (deliveries/s)"},
+		{[]string{"--base", "HEAD", "--candidate", "HEAD", "--out", "/proc/relaybus-results"}, "--out /proc/relaybus-results"},
 		{[]string{"--nosuchflag"}, "flag provided but not defined"},
 		{[]string{"gate", "run.json"}, "usage: bench gate"},
 		{[]string{"report"}, "usage: bench report"},
