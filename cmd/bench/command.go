@@ -117,6 +117,11 @@ func writeHelp(w io.Writer, usage string, fs *flag.FlagSet) {
 		if typ != "" {
 			head += " " + typ
 		}
+		if strings.Contains(text, "(default: ") {
+			// The usage says what the default means (e.g. "the mode's").
+			fmt.Fprintf(w, "%s\n      %s\n", head, text)
+			return
+		}
 		def := f.DefValue
 		switch {
 		case def == "" || def == "[]":

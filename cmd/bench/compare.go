@@ -55,7 +55,7 @@ func (f *compareFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&v.stores, "stores", "postgres", "stores: postgres, mongo or all")
 	fs.IntVar(&v.rounds, "rounds", 0, "ABBA rounds per cell, even (0: the mode's); a cell with fewer rounds of its own keeps them (--quick's crash cell: 2)")
 	fs.DurationVar(&v.window, "window", 0, "measured window per run (0: the mode's)")
-	fs.DurationVar(&v.warmup, "warmup", -1, "discarded warm-up before each window (-1: the mode's)")
+	fs.DurationVar(&v.warmup, "warmup", -1, "discarded warm-up before each window (default: the mode's, which -1 also asks for)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", runner.DefaultDrainTimeout, "a run that does not drain within this is INVALID")
 	fs.StringVar(&v.provider, "db-provider", "auto", "PostgreSQL: auto, local, testcontainers or dsn")
 	fs.StringVar(&o.DSN, "dsn", "", "PostgreSQL server for --db-provider dsn (superuser; databases are created per window)")
