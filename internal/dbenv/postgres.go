@@ -199,7 +199,10 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 			logf("dbenv: testcontainers failed, trying local server binaries: %v", err)
 			containerErr = err
 		} else {
-			logf("dbenv: provider local (auto: no Docker engine: %v)", containerErr)
+			// Said once, and without the advice to start Docker: the
+			// local provider is what runs here.
+			why, _, _ := strings.Cut(strings.TrimPrefix(containerErr.Error(), "dbenv: "), "; start one")
+			logf("dbenv: provider local (auto: %s)", why)
 		}
 	} else {
 		logf("dbenv: provider local (auto: this binary has no container provider)")
