@@ -63,7 +63,7 @@ func (f *compareFlags) bind(fs *flag.FlagSet) {
 	// The MongoDB runner does not exist yet; --mongo-uri is accepted so
 	// scripts that pass it keep working, and --stores says why it is unused.
 	fs.String("mongo-uri", os.Getenv("RELAYBUS_TEST_MONGO_URI"), "MongoDB replica set URI (unused until the MongoDB runner exists)")
-	fs.StringVar(&o.Out, "out", "results", "results directory")
+	fs.StringVar(&o.Out, "out", "bench-out", "results directory (bench-out/ is ignored by git; the result sets kept with the project are in results/, written with --out results)")
 	fs.StringVar(&o.CacheDir, "cache-dir", "", "build cache (empty: $XDG_CACHE_HOME/relaybus-bench)")
 	fs.StringVar(&v.gate, "gate", "", "fail when a metric regresses significantly past a threshold: METRIC[@SCENARIO]:PCT[,...] (Holm-corrected over the comparisons the rules cover)")
 	fs.DurationVar(&o.PlantDelay, "plant-candidate-delay", 0, "self-test: add this cost to every candidate delivery")

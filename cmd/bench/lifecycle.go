@@ -57,7 +57,7 @@ func (o *lifecycleOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.provider, "db-provider", "auto", "PostgreSQL: auto, local, testcontainers or dsn")
 	fs.StringVar(&o.dsn, "dsn", "", "PostgreSQL server for --db-provider dsn (superuser: pageinspect; a database is created per ref)")
 	fs.StringVar(&o.image, "image", "", "PostgreSQL image for testcontainers")
-	fs.StringVar(&o.out, "out", "results", "results directory")
+	fs.StringVar(&o.out, "out", "bench-out", "results directory (bench-out/ is ignored by git; --out results for a set kept with the project)")
 	fs.StringVar(&o.cacheDir, "cache-dir", "", "build cache (empty: $XDG_CACHE_HOME/relaybus-bench)")
 	fs.StringVar(&o.repo, "repo", ".", "git repository to resolve refs in")
 }
