@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/berkcansavur/relaybus/bench/compare"
 	"github.com/berkcansavur/relaybus/bench/result"
@@ -13,16 +14,20 @@ import (
 // SummaryFile is the run's summary plot, the first picture of report.md.
 const SummaryFile = "summary.svg"
 
-// Geometry of the summary plot (SVG user units).
+// Geometry of the summary plot (SVG user units). Text is measured with
+// fpCharW, a bound on the mean advance of DejaVu Sans at 11 px (about 6.1
+// for this text), so that a column sized for n characters holds them.
 const (
-	fpLabelW  = 430 // the row's cell and metric
-	fpAxisW   = 360 // the ratio axis, or a difference's own scale
-	fpValueW  = 300 // the change and the verdict as text
-	fpRowH    = 17
-	fpMargin  = 12
-	fpHeaderH = 64
-	fpMinLog  = 0.05
-	fpMaxLog  = 20.0
+	fpCharW    = 6.6
+	fpAxisW    = 360 // the ratio axis, or a difference's own scale
+	fpRowH     = 17  // a metric's row
+	fpHeadH    = 15  // a line of a cell's heading
+	fpMargin   = 12
+	fpHeaderH  = 78
+	fpMinLabel = 170 // the metric column, at least
+	fpMinValue = 300 // the change and verdict column, at least
+	fpMinLog   = 0.05
+	fpMaxLog   = 20.0
 )
 
 // verdictColors colour a row by its verdict.
@@ -31,20 +36,49 @@ var verdictColors = map[string]string{
 	compare.VerdictTooFew: "#bbbbbb", compare.VerdictNoValues: "#bbbbbb",
 }
 
-// forestRow is one (cell, metric) of the summary plot.
+// forestRow is one (cell, metric) of the summary plot: cell is the
+// cell's heading (scenario and name, whole), label the metric's title.
 type forestRow struct {
-	label, value string
-	cmp          *compare.Comparison
-	invalidBase  string // "INVALID base: 2 of 4 windows" or ""
+	cell, label, value string
+	cmp                *compare.Comparison
+	invalidBase        string // "INVALID base: 2 of 4 windows" or ""
 }
 
-// SummaryPlot draws every (cell, metric) comparison of a as one row of a
-// forest plot: the candidate/base ratio with its 95% interval on a log
-// axis shared by all rows, or, for metrics that can be 0, the difference
-// candidate - base with its interval on a scale of its own (a difference
-// has its metric's unit: rows cannot share an axis), each coloured by its
-// verdict. Cells with INVALID base windows come first and are marked.
-// ok is false when there is nothing to draw.
+// textW is the width fpCharW gives s.
+func textW(s string) int { return int(math.Ceil(float64(len([]rune(s))) * fpCharW)) }
+
+// wrap breaks s into lines of at most n characters at spaces (a word
+// longer than n stands alone on its line): nothing is cut.
+func wrap(s string, n int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case len([]rune(line))+1+len([]rune(w)) <= n:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// SummaryPlot draws every (cell, metric) comparison of a as a forest
+// plot grouped by cell: each cell's name whole as a heading (wrapped, never
+// cut), then a row per metric with the candidate/base ratio and its 95%
+// interval on a log axis shared by all rows, or, for metrics that can be
+// 0, the difference candidate - base with its interval on a scale of its
+// own (a difference has its metric's unit: rows cannot share an axis),
+// each coloured by its verdict. Cells with INVALID base windows come first
+// and are marked. The columns are as wide as their longest text, and the
+// header and footer are wrapped to the picture's width. ok is false when
+// there is nothing to draw.
 func SummaryPlot(a *compare.Analysis) ([]byte, bool, error) {
 	if a == nil || a.Run == nil {
 		return nil, false, nil
@@ -54,24 +88,49 @@ func SummaryPlot(a *compare.Analysis) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	lo, hi := logRange(rows)
-	width := fpMargin*2 + fpLabelW + fpAxisW + fpValueW
-	height := fpMargin*2 + fpHeaderH + len(rows)*fpRowH + 30
+	labelW, valueW := fpMinLabel, fpMinValue
+	for _, r := range rows {
+		labelW = max(labelW, textW(r.label)+24)
+		valueW = max(valueW, textW(r.value)+14)
+	}
+	width := fpMargin*2 + labelW + fpAxisW + valueW
+	chars := int(float64(width-2*fpMargin-16) / fpCharW) // a full-width line
+	// The cells' headings, wrapped, and the plot's height.
+	headings := map[int][]string{}
+	height := fpMargin*2 + fpHeaderH
+	for i, r := range rows {
+		if i == 0 || r.cell != rows[i-1].cell {
+			text := r.cell
+			if r.invalidBase != "" {
+				text = "! " + text + " (" + r.invalidBase + ": not held against the candidate)"
+			}
+			headings[i] = wrap(text, chars)
+			height += len(headings[i])*fpHeadH + 6
+		}
+		height += fpRowH
+	}
+	footer := wrap("! marks a cell with INVALID base windows (listed first: not held against the candidate). "+
+		"A line is the interval, a dot the ratio of medians, a square the difference of medians; an interval the samples cannot close runs to the edge.", chars)
+	height += 14 + len(footer)*13
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11">`+"\n",
 		width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	svgText(&b, fpMargin, fpMargin+12, "bold", "13", "start", fmt.Sprintf("%s vs %s: every (cell, metric), candidate against base, %.0f%% intervals",
-		a.Run.Base.Ref, a.Run.Candidate.Ref, 100*a.Settings.Confidence))
-	// The legend has a line of its own, above the rows.
+	title := fmt.Sprintf("%s vs %s: every (cell, metric), candidate against base, %.0f%% intervals", a.Run.Base.Ref, a.Run.Candidate.Ref, 100*a.Settings.Confidence)
+	for i, line := range wrap(title, int(float64(chars)*fpCharW/7.6)) { // 13 px bold
+		svgText(&b, fpMargin, fpMargin+12+i*16, "bold", "13", "start", line)
+	}
+	// The legend has lines of its own, above the rows.
 	x := fpMargin
 	for _, v := range []string{compare.VerdictBetter, compare.VerdictWorse, compare.VerdictSame, compare.VerdictTooFew} {
-		fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="4" fill="%s"/>`+"\n", x+4, fpMargin+28, verdictColors[v])
-		svgText(&b, x+12, fpMargin+32, "", "", "start", v)
-		x += 30 + 7*len(v)
+		fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="4" fill="%s"/>`+"\n", x+4, fpMargin+36, verdictColors[v])
+		svgText(&b, x+12, fpMargin+40, "", "", "start", v)
+		x += 24 + textW(v)
 	}
-	svgText(&b, x+10, fpMargin+32, "", "", "start", "ratio: log axis, 1 = no change; difference (metrics that can be 0): its own scale, 0 = no change")
-	axisX := fpMargin + fpLabelW
+	svgText(&b, fpMargin, fpMargin+56, "", "", "start", "ratio: log axis, 1 = no change; difference (metrics that can be 0): its own scale, 0 = no change")
+	axisX := fpMargin + labelW
 	top := fpMargin + fpHeaderH
+	bottom := height - fpMargin - 14 - len(footer)*13
 	scale := func(v float64) float64 {
 		v = math.Min(math.Max(v, lo), hi)
 		return float64(axisX) + (math.Log(v)-math.Log(lo))/(math.Log(hi)-math.Log(lo))*float64(fpAxisW)
@@ -86,21 +145,24 @@ func SummaryPlot(a *compare.Analysis) ([]byte, bool, error) {
 		if t == 1 {
 			stroke = "#888888"
 		}
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>`+"\n", tx, top-6, tx, top+len(rows)*fpRowH, stroke)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>`+"\n", tx, top-6, tx, bottom, stroke)
 		svgText(&b, int(tx), top-9, "", "10", "middle", fmt.Sprintf("%gx", t))
 	}
+	y := top
 	for i, r := range rows {
-		y := top + i*fpRowH
-		if i%2 == 0 {
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="#f6f6f6"/>`+"\n", fpMargin, y, width-2*fpMargin, fpRowH)
+		if lines, ok := headings[i]; ok {
+			y += 6
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="#e8eef6"/>`+"\n", fpMargin, y, width-2*fpMargin, len(lines)*fpHeadH)
+			for k, line := range lines {
+				svgText(&b, fpMargin+4, y+11+k*fpHeadH, "bold", "", "start", line)
+			}
+			if r.invalidBase != "" {
+				fmt.Fprintf(&b, `<title>%s</title>`, xmlEscape(r.invalidBase))
+			}
+			y += len(lines) * fpHeadH
 		}
 		cy := y + fpRowH/2
-		label := r.label
-		if r.invalidBase != "" {
-			svgText(&b, fpMargin+2, cy+4, "bold", "", "start", "!")
-			fmt.Fprintf(&b, `<title>%s</title>`, xmlEscape(r.invalidBase))
-		}
-		svgText(&b, fpMargin+12, cy+4, "", "", "start", shorten(label, 70))
+		svgText(&b, fpMargin+16, cy+4, "", "", "start", r.label)
 		color := verdictColors[r.cmp.Verdict]
 		if color == "" {
 			color = "#bbbbbb"
@@ -135,11 +197,13 @@ func SummaryPlot(a *compare.Analysis) ([]byte, bool, error) {
 			}
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="7" height="7" fill="%s"/>`+"\n", dx(c.Diff)-3.5, cy-3, color)
 		}
-		svgText(&b, axisX+fpAxisW+10, cy+4, "", "", "start", shorten(r.value, 48))
+		svgText(&b, axisX+fpAxisW+10, cy+4, "", "", "start", r.value)
+		y += fpRowH
 	}
-	y := top + len(rows)*fpRowH + 18
-	svgText(&b, fpMargin, y, "", "10", "start", "! marks a cell with INVALID base windows (listed first: not held against the candidate). "+
-		"A line is the interval, a dot the ratio of medians, a square the difference of medians; an interval the samples cannot close runs to the edge.")
+	y += 14
+	for k, line := range footer {
+		svgText(&b, fpMargin, y+k*13, "", "10", "start", line)
+	}
 	b.WriteString("</svg>\n")
 	return b.Bytes(), true, nil
 }
@@ -166,11 +230,10 @@ func forestRows(a *compare.Analysis) []forestRow {
 		if notMeasured(c.Cell, c.Metric.Name) {
 			continue
 		}
-		r := forestRow{label: fmt.Sprintf("%s: %s | %s", c.Cell.Scenario, c.Cell.Name, c.Metric.Title), cmp: c,
+		r := forestRow{cell: fmt.Sprintf("%s: %s", c.Cell.Scenario, c.Cell.Name), label: c.Metric.Title, cmp: c,
 			value: compare.FormatComparison(c)}
 		if ib, ok := invalidBase[c.Cell]; ok {
 			r.invalidBase = fmt.Sprintf("INVALID base: %d of %d windows", ib[0], ib[1])
-			r.label = fmt.Sprintf("[INVALID base %d/%d] %s", ib[0], ib[1], r.label)
 			first = append(first, r)
 			continue
 		}
@@ -195,13 +258,6 @@ func logRange(rows []forestRow) (lo, hi float64) {
 		}
 	}
 	return math.Max(lo, fpMinLog), math.Min(hi, fpMaxLog)
-}
-
-func shorten(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-3]) + "..."
-	}
-	return s
 }
 
 func svgText(b *bytes.Buffer, x, y int, weight, size, anchor, s string) {

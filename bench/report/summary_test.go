@@ -3,7 +3,11 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"html"
+	"regexp"
+	"strconv"
 	"strings"
+	"slices"
 	"testing"
 
 	"github.com/berkcansavur/relaybus/bench/compare"
@@ -39,7 +43,7 @@ func TestSummaryPlot(t *testing.T) {
 	}
 	wellFormed(t, svg)
 	s := string(svg)
-	first := strings.Index(s, "[INVALID base 1/3] mixed")
+	first := strings.Index(s, "! mixed")
 	dispatch := strings.Index(s, "dispatch: 1 inst")
 	if first < 0 || dispatch < 0 || first > dispatch {
 		t.Errorf("INVALID base rows not first and marked (at %d, dispatch at %d)", first, dispatch)
@@ -113,5 +117,55 @@ func TestStatementsAndUpgradeSections(t *testing.T) {
 	run.Upgrade = &result.Upgrade{Error: "the candidate's setup did not upgrade the base's database: boom", Metrics: map[string]float64{}}
 	if r := UpgradeReason(run.Upgrade); !strings.Contains(r, "boom") || run.Upgrade.Verdict() != "INVALID" {
 		t.Errorf("reason %q, verdict %s", r, run.Upgrade.Verdict())
+	}
+}
+
+// TestSummaryPlotNothingCut: every cell's name and every metric's title
+// is in the summary whole (a heading may wrap over lines, nothing ends in
+// "..."), and no text runs past the picture's right edge, by the width
+// the plot sizes its columns with; the footer is wrapped too. It fails on
+// a plot that cuts a label to fit a fixed column.
+func TestSummaryPlotNothingCut(t *testing.T) {
+	t.Parallel()
+	run := resulttest.Run()
+	run.Cells[0].Name = "2 inst, tuned (conc 200, batch 200, pool 20, completion window 2ms, poll 50ms), each as its own benchmark runs it"
+	a := compare.Analyze(run, compare.DefaultSettings())
+	svg, ok, err := SummaryPlot(a)
+	if err != nil || !ok {
+		t.Fatalf("summary plot: %v %v", ok, err)
+	}
+	wellFormed(t, svg)
+	width, _ := strconv.Atoi(string(regexp.MustCompile(`<svg [^>]*width="(\d+)"`).FindSubmatch(svg)[1]))
+	texts := regexp.MustCompile(`<text x="(\d+)" y="\d+"([^>]*)>([^<]*)</text>`).FindAllSubmatch(svg, -1)
+	var all []string
+	for _, m := range texts {
+		x, _ := strconv.Atoi(string(m[1]))
+		attrs, text := string(m[2]), html.UnescapeString(string(m[3]))
+		all = append(all, text)
+		if strings.HasSuffix(text, "...") {
+			t.Errorf("a cut text: %q", text)
+		}
+		w := textW(text)
+		switch {
+		case strings.Contains(attrs, `text-anchor="middle"`):
+			w /= 2
+		case strings.Contains(attrs, `font-size="13"`):
+			w = w * 76 / 66
+		}
+		if x+w > width-fpMargin/2 {
+			t.Errorf("text %q at x=%d, about %d wide, runs past the right edge (%d)", text, x, w, width)
+		}
+	}
+	joined := strings.Join(all, " ")
+	for _, c := range a.Comparisons {
+		if !strings.Contains(joined, c.Cell.Scenario+": "+c.Cell.Name) {
+			t.Errorf("the cell %q is not in the plot whole", c.Cell.Name)
+		}
+		if !slices.Contains(all, c.Metric.Title) {
+			t.Errorf("the metric %q of %q has no row of its own", c.Metric.Title, c.Cell.Name)
+		}
+	}
+	if !strings.Contains(joined, "an interval the samples cannot close runs to the edge.") {
+		t.Error("the footer is cut")
 	}
 }
