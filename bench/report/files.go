@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/berkcansavur/relaybus/bench/compare"
 	"github.com/berkcansavur/relaybus/bench/result"
@@ -89,17 +90,24 @@ var sideColors = map[string]color.Color{
 // side, so drift across the ABBA sequence is visible.
 func throughputPlot(c *result.Cell) ([]byte, bool, error) {
 	p := plot.New()
-	p.Title.Text = c.Store + " " + c.Scenario + ": " + c.Name
-	p.X.Label.Text = "second in window"
-	p.Y.Label.Text = "per second"
+	p.Title.Text = plotTitle(c.Store + " " + c.Scenario + ": " + c.Name)
+	p.X.Label.Text = "seconds into the window"
+	p.Y.Label.Text = "deliveries per second"
+	if c.Scenario == "publish" {
+		p.Y.Label.Text = "events per second"
+	}
 	drawn := map[string]bool{}
 	for _, s := range c.Samples {
 		if len(s.Series) == 0 {
 			continue
 		}
+		step := 1.0
+		if s.SeriesStepMs > 0 {
+			step = float64(s.SeriesStepMs) / 1000
+		}
 		xys := make(plotter.XYs, len(s.Series))
 		for i, v := range s.Series {
-			xys[i] = plotter.XY{X: float64(i + 1), Y: v}
+			xys[i] = plotter.XY{X: float64(i+1) * step, Y: v} // at the end of its bucket
 		}
 		l, err := plotter.NewLine(xys)
 		if err != nil {
@@ -126,7 +134,7 @@ func throughputPlot(c *result.Cell) ([]byte, bool, error) {
 // orders of magnitude; a latency below minLatencyMs is drawn at it).
 func latencyPlot(c *result.Cell) ([]byte, bool, error) {
 	p := plot.New()
-	p.Title.Text = c.Store + " " + c.Scenario + ": " + c.Name + " (commit to handler)"
+	p.Title.Text = plotTitle(c.Store + " " + c.Scenario + ": " + c.Name + " (commit to handler)")
 	p.X.Label.Text = "latency ms (log scale)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -171,7 +179,8 @@ func render(p *plot.Plot) ([]byte, bool, error) {
 	c := vgsvg.New(width, height)
 	dc := draw.New(c)
 	strip := legend.Rectangle(dc).Size().Y + vg.Points(4)
-	p.Draw(draw.Crop(dc, 0, 0, 0, -strip))
+	// A right margin keeps the last tick's label inside the picture.
+	p.Draw(draw.Crop(dc, 0, -vg.Points(12), 0, -strip))
 	legend.Top, legend.Left = true, true
 	legend.Draw(draw.Crop(dc, vg.Points(50), 0, height-strip, -vg.Points(2)))
 	var b bytes.Buffer
@@ -180,3 +189,11 @@ func render(p *plot.Plot) ([]byte, bool, error) {
 	}
 	return b.Bytes(), true, nil
 }
+
+// plotTitleChars is how many characters of a title fit on one line of a
+// plot (8 inches at the default 12 pt title font).
+const plotTitleChars = 80
+
+// plotTitle wraps a plot's title over lines instead of letting the
+// picture cut it.
+func plotTitle(s string) string { return strings.Join(wrap(s, plotTitleChars), "\n") }

@@ -5,9 +5,9 @@ import (
 	"encoding/xml"
 	"html"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"testing"
 
 	"github.com/berkcansavur/relaybus/bench/compare"

@@ -100,8 +100,11 @@ type Sample struct {
 	// Order is the position of the window in the cell's ABBA sequence.
 	Order   int
 	Metrics map[string]float64
-	// Series is the per-second throughput inside the window (plots).
-	Series []float64
+	// Series is the throughput inside the window, as a rate per second
+	// in buckets of SeriesStepMs (0: 1000, as runs recorded before the
+	// field were), for the plots.
+	Series       []float64
+	SeriesStepMs int `json:",omitempty"`
 	// Latencies are optional raw end-to-end latencies in ms (subsampled,
 	// bounded by the runner) for the distribution plot.
 	Latencies  []float64 `json:",omitempty"`

@@ -27,7 +27,7 @@ type pair struct{ event, handler string }
 // windowResult is what the records say about one window.
 type windowResult struct {
 	metrics   map[string]float64
-	series    []float64 // per-second throughput (plots)
+	series    []float64 // throughput per seriesStep bucket, as a rate per second (plots)
 	latencies []float64 // subsampled commit-to-handler latencies, ms
 	// units: the deliveries (or, in publish-only cells, the events) of
 	// the window, the divisor of the per-delivery server metrics.
@@ -39,6 +39,10 @@ type windowResult struct {
 	// records of the window carry no call start (an old worker).
 	noCallStarts bool
 }
+
+// seriesStep is the resolution of a window's throughput series
+// (Sample.Series, Sample.SeriesStepMs): a 4 s window gives 16 points.
+const seriesStep = 250 * time.Millisecond
 
 // windowMetrics computes the metrics that come from the records, all of
 // them from what is stamped inside the window [win.start, win.end):
@@ -56,10 +60,24 @@ type windowResult struct {
 func windowMetrics(in *validate.Input, win span, c *scenarios.Cell) windowResult {
 	res := windowResult{metrics: map[string]float64{}}
 	secs := win.seconds()
-	// Whole seconds; the last bucket also takes the window's fraction of
-	// a second past them (the window is never exactly its length).
-	buckets := max(1, int(secs))
-	bucket := func(ns int64) int { return min(buckets-1, int((ns-win.start)/int64(time.Second))) }
+	// Buckets of seriesStep; the last also takes the window's fraction of
+	// a step past them (the window is never exactly its length), and
+	// each is turned into a rate per second over its own length.
+	stepS := seriesStep.Seconds()
+	buckets := max(1, int(secs/stepS))
+	bucket := func(ns int64) int { return min(buckets-1, int((ns-win.start)/int64(seriesStep))) }
+	perSecond := func(series []float64) []float64 {
+		for i := range series {
+			d := stepS
+			if i == buckets-1 {
+				d = secs - float64(buckets-1)*stepS
+			}
+			if d > 0 {
+				series[i] /= d
+			}
+		}
+		return series
+	}
 	handlers := len(in.Handlers)
 	poison := in.Expect.PoisonEventIDs
 
@@ -122,12 +140,12 @@ func windowMetrics(in *validate.Input, win span, c *scenarios.Cell) windowResult
 	m := res.metrics
 	if c.DispatcherProcs > 0 {
 		m[result.MetricDeliveriesPerS] = deliveries / secs
-		res.series, res.units = deliverySeries, deliveries
+		res.series, res.units = perSecond(deliverySeries), deliveries
 	}
 	if c.PublisherProcs > 0 {
 		m[result.MetricEventsPerS] = events / secs
 		if c.DispatcherProcs == 0 {
-			res.series, res.units = eventSeries, events
+			res.series, res.units = perSecond(eventSeries), events
 		}
 		if !res.noCallStarts && len(calls) > 0 {
 			lat := make([]float64, 0, len(calls))

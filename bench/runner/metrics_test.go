@@ -2,6 +2,7 @@ package runner
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,8 +44,16 @@ func TestWindowMetricsCountsOnlyInsideTheWindow(t *testing.T) {
 	if got := r.metrics[result.MetricEventsPerS]; got != 1.5 {
 		t.Errorf("events/s = %v, want 3 / 2 s", got)
 	}
-	if len(r.series) != 2 || r.series[0] != 1 || r.series[1] != 1 || r.units != 2 {
-		t.Errorf("series %v units %v, want [1 1] and 2", r.series, r.units)
+	// 250 ms buckets as rates per second: one handle in the first
+	// bucket of each second (4/s there), none in the others.
+	if !slices.Equal(r.series, []float64{4, 0, 0, 0, 4, 0, 0, 0}) || r.units != 2 {
+		t.Errorf("series %v units %v, want [4 0 0 0 4 0 0 0] and 2", r.series, r.units)
+	}
+	// A window that is not a whole number of buckets: the last bucket
+	// takes the rest, and its rate is over its own length.
+	r = windowMetrics(in, span{10 * sec, 11*sec + 100*ms}, mixedCell())
+	if len(r.series) != 4 || math.Abs(r.series[3]-1/0.35) > 1e-9 || r.series[0] != 4 {
+		t.Errorf("series %v: want 4 buckets, the last of 350 ms holding the handle at 11 s (%.3f/s)", r.series, 1/0.35)
 	}
 	// Publish latency: three calls of 2 ms each.
 	if got := r.metrics[result.MetricPublishP99Ms]; math.Abs(got-2) > 1e-9 {

@@ -331,7 +331,7 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 		}
 		w.sample.Tables = pgmetrics.TableLabels(w.side.Tables, after)
 	}
-	w.sample.Series, w.sample.Latencies = wm.series, wm.latencies
+	w.sample.Series, w.sample.SeriesStepMs, w.sample.Latencies = wm.series, int(seriesStep/time.Millisecond), wm.latencies
 	if c.AllowRedelivery {
 		w.sample.Metrics[result.MetricRedeliveries] = float64(w.sample.Validation.Redeliveries)
 	}
