@@ -102,26 +102,6 @@ func (g *group) title() string {
 	return g.store + ": " + g.scenario
 }
 
-func (g *group) header() []string {
-	h := []string{g.scenario}
-	for _, m := range g.metrics {
-		h = append(h, m.Title+" (base -> candidate)")
-	}
-	return append(h, "validity")
-}
-
-func (g *group) rows() [][]string {
-	var rows [][]string
-	for _, c := range g.cells {
-		row := []string{c.Name}
-		for _, m := range g.metrics {
-			row = append(row, compare.FormatComparison(g.byCell[c][m.Name]))
-		}
-		rows = append(rows, append(row, validity(c)))
-	}
-	return rows
-}
-
 // notes are the lines under a table: the settings each side ran a cell
 // with where they are its own, the tables per-table metrics came from
 // where the sides' differ, the metrics a cell that crashes the
@@ -175,17 +155,32 @@ func newTable(w io.Writer, markdown bool) *tablewriter.Table {
 	return tablewriter.NewTable(w, opts...)
 }
 
-// writeMarkdownTable writes one group wide: one column per metric.
+// writeMarkdownTable writes one group as a table per cell, titled with
+// the cell and its validity: a row per metric, with base, candidate,
+// change and verdict as columns, so that a line stays as short as a
+// terminal or a pull request shows (a table of every metric as a column
+// ran past 1,000 characters).
 func writeMarkdownTable(w io.Writer, g *group) error {
-	t := newTable(w, true)
-	t.Header(g.header())
-	for _, row := range g.rows() {
-		if err := t.Append(row); err != nil {
+	for i, c := range g.cells {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "#### %s (%s)\n\n", c.Name, validity(c))
+		t := newTable(w, true)
+		t.Header([]string{"metric", "base", "candidate", "change [CI]", "verdict"})
+		if len(g.metrics) == 0 {
+			if err := t.Append([]string{"-", "-", "-", "-", "no metrics"}); err != nil {
+				return fmt.Errorf("report: table: %w", err)
+			}
+		}
+		for _, m := range g.metrics {
+			if err := t.Append(append([]string{m.Title}, termComparison(g.byCell[c][m.Name])...)); err != nil {
+				return fmt.Errorf("report: table: %w", err)
+			}
+		}
+		if err := t.Render(); err != nil {
 			return fmt.Errorf("report: table: %w", err)
 		}
-	}
-	if err := t.Render(); err != nil {
-		return fmt.Errorf("report: table: %w", err)
 	}
 	return nil
 }
