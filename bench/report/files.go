@@ -191,8 +191,8 @@ func render(p *plot.Plot) ([]byte, bool, error) {
 }
 
 // plotTitleChars is how many characters of a title fit on one line of a
-// plot (8 inches at the default 12 pt title font).
-const plotTitleChars = 80
+// plot (8 inches at the default 12 pt title font, with room).
+const plotTitleChars = 68
 
 // plotTitle wraps a plot's title over lines instead of letting the
 // picture cut it.
