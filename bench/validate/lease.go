@@ -44,7 +44,7 @@ func (c *checker) leaseTokens() {
 		}
 	}
 	if c.r.TokensUnchecked > 0 {
-		c.note("%d handles not checked for lease tokens: their records carry no token or holder (a worker older than the fields)", c.r.TokensUnchecked)
+		c.note("%d handles not checked for lease tokens: their records carry no token or holder (a worker older than the fields, or a peer without leases)", c.r.TokensUnchecked)
 	}
 }
 
