@@ -148,10 +148,14 @@ func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		t.Parallel()
 		e := newEnv(t)
 		// Two deliveries in one lane: while owner-a holds the lane, owner-b
-		// sees neither, not even the one owner-a has not claimed.
+		// sees neither, not even the one owner-a has not claimed. The other
+		// lane's delivery is not due at owner-a's claim, so that claim takes
+		// lane 3 wherever the store starts its walk of the ring (a store may
+		// start it at a random lane: both lanes due, a claim of one lane
+		// could take either).
 		first, _ := e.publish(&eventOpts{Lane: Ptr(3)})
 		second, _ := e.publish(&eventOpts{Lane: Ptr(3), Now: Ptr(At(time.Second))})
-		other, _ := e.publish(&eventOpts{Lane: Ptr(4), Now: Ptr(At(2 * time.Second))})
+		other, _ := e.publish(&eventOpts{Lane: Ptr(4), Now: Ptr(At(2500 * time.Millisecond))})
 		d := e.claimOne(&claimOpts{Limit: Ptr(1), Now: Ptr(At(2 * time.Second))})
 		require.Equal(t, first.ID, d.EventID)
 		got := e.claimOne(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(3 * time.Second))})
