@@ -35,9 +35,26 @@ type compareFlags struct {
 	gate, skipCells                string
 }
 
+// compareUsage is the comparison's own help (bench compare --help); bench
+// --help is the overview of every command (usage), with the same flags.
+const compareUsage = `usage: bench compare --base REF --candidate REF [--quick|--full|--smoke] [flags]
+       (bench with no command is bench compare)
+
+Builds the worker of each ref (REF: a tag, branch, commit, HEAD, vX.Y.Z,
+WORKTREE, or a peer: river, river@vX.Y.Z, ceiling), starts PostgreSQL,
+runs every scenario cell of the mode as ABBA-interleaved windows on fresh
+databases, runs scenario 6 (the upgrade) once when the refs differ,
+validates every window and prints a table per scenario. The result set
+(run.json, report.md, bench.txt, the plots) goes to --out. Exits 1 when a
+candidate window or the upgrade is INVALID or a --gate rule fails.
+
+Modes: --smoke one cell and the upgrade (1-2 minutes), --quick the
+comparison a release is judged by and the mode when none is given (11-18
+minutes on 2 cores), --full the whole matrix (hours).`
+
 // compareCommand is the comparison (bench compare, or bench alone).
 func compareCommand(f *compareFlags) *command {
-	return &command{usage: usage, nargs: -1, flags: f.bind, run: f.run}
+	return &command{usage: compareUsage, nargs: -1, flags: f.bind, run: f.run}
 }
 
 // bind binds the comparison's flags to f.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,7 +17,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	}{
 		{[]string{"--help"}, "compare", "bench lifecycle --ref REF"},
 		{[]string{"help"}, "compare", "Each command has its own --help"},
-		{[]string{"compare", "--help"}, "compare", "bench [compare] --base REF"},
+		{[]string{"compare", "--help"}, "compare", "usage: bench compare --base REF"},
 		{[]string{"lifecycle", "--help"}, "lifecycle", "What one delivery leaves behind"},
 		{[]string{"report", "--help"}, "report", "usage: bench report [--write] RUN.json"},
 		{[]string{"gate", "-h"}, "gate", "usage: bench gate"},
@@ -58,5 +60,40 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help lacks %q", want)
 		}
+	}
+}
+
+// TestEveryCommandHasItsOwnHelp: NAME --help, NAME -h and help NAME print
+// NAME's own usage (its usage line first), never the overview of every
+// command that bench --help prints (compare --help did, issue 30). The
+// table is the command map itself, so a new command is covered.
+func TestEveryCommandHasItsOwnHelp(t *testing.T) {
+	names := slices.Sorted(maps.Keys(commands))
+	if len(names) < 8 {
+		t.Fatalf("commands %v: fewer than the eight there are", names)
+	}
+	for _, name := range names {
+		for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				out, err := runCLI(t, args...)
+				if err != nil {
+					t.Fatalf("%v", err)
+				}
+				if want := "usage: bench " + name; !strings.HasPrefix(out, want) {
+					t.Errorf("help does not start with %q:\n%s", want, out)
+				}
+				if first, _, _ := strings.Cut(usage, "\n"); strings.HasPrefix(out, first+"\n") {
+					t.Errorf("help is the overview of every command:\n%s", out)
+				}
+				for _, other := range names {
+					if other != name && strings.Contains(out, "  bench "+other+" ") {
+						t.Errorf("help lists the command %s: the overview, not %s's own:\n%s", other, name, out)
+					}
+				}
+			})
+		}
+	}
+	if _, err := runCLI(t, "help", "nosuchcommand"); err == nil || !strings.Contains(err.Error(), "no such command") {
+		t.Errorf("help nosuchcommand: %v", err)
 	}
 }

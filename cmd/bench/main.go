@@ -73,7 +73,7 @@ const usage = `usage:
   bench version
   bench worker  (started by the harness)
 
-Each command has its own --help. REF is a tag, branch, commit, HEAD,
+Each command has its own --help (or: bench help COMMAND). REF is a tag, branch, commit, HEAD,
 vX.Y.Z (a tag or the commit with the trailer "Release: vX.Y.Z"), or
 WORKTREE (the working tree, uncommitted changes included). A side may
 also be a peer, built from this tree: river (River, the version
@@ -104,6 +104,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "help", "-h", "-help", "--help":
+			if len(args) > 1 {
+				// bench help NAME is bench NAME --help.
+				if mk, ok := commands[args[1]]; ok {
+					cmd := mk()
+					writeHelp(stdout, cmd.usage, cmd.flagSet(args[1]))
+					return nil
+				}
+				return fmt.Errorf("bench: help %s: no such command (see bench --help)", args[1])
+			}
 			cmd := compareCommand(new(compareFlags))
 			writeHelp(stdout, usage, cmd.flagSet("compare"))
 			return nil
