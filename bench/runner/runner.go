@@ -57,6 +57,8 @@ type Runner struct {
 	windows []Window
 	runID   string
 	started time.Time
+	// progress is the progress line's estimate of the time left.
+	progress *progress
 }
 
 // New checks the matrix once and plans its windows. runDir receives one
@@ -91,6 +93,8 @@ func (r *Runner) Windows() []Window { return r.windows }
 // ctx's error.
 func (r *Runner) Run(ctx context.Context, head result.Run) (*result.Run, error) {
 	r.started = time.Now()
+	r.progress = newProgress(&r.matrix, r.step.Warmup, r.step.Window, r.step.NoTemplates, time.Now)
+	upgrade := r.matrix.Upgrade != nil && !sameCode(r.sides[result.SideBase], r.sides[result.SideCandidate])
 	run := &head
 	run.Schema, run.Mode, run.Started = result.SchemaVersion, r.matrix.Mode, r.started
 	for i := range r.matrix.Cells {
@@ -114,15 +118,15 @@ func (r *Runner) Run(ctx context.Context, head result.Run) (*result.Run, error) 
 	var err error
 	next := prepare()
 	raised := map[int]int{} // cell: times its preload was doubled
-	for done := 0; len(pending) > 0; done++ {
+	for len(pending) > 0 {
 		w := pending[0]
 		pending = pending[1:]
 		if err = ctx.Err(); err != nil {
 			break
 		}
 		c := &r.matrix.Cells[w.Cell]
-		r.logf("cell %d/%d [%s] %s: round %d/%d, %s (%s left)", w.Cell+1, len(r.matrix.Cells), scenarios.Names[c.Scenario], c.Name,
-			w.Round, c.Rounds(r.matrix.Rounds), w.Side, r.eta(done, len(pending)+1))
+		r.logf("cell %d/%d [%s] %s: round %d/%d, %s (%s)", w.Cell+1, len(r.matrix.Cells), scenarios.Names[c.Scenario], c.Name,
+			w.Round, c.Rounds(r.matrix.Rounds), w.Side, r.progress.line(r.progress.schedule(append([]Window{w}, pending...), upgrade)))
 		cur := next
 		var prepared chan struct{}
 		windowDone := func() {
@@ -147,6 +151,8 @@ func (r *Runner) Run(ctx context.Context, head result.Run) (*result.Run, error) 
 			r.step.warnf("cell %d (%s): the preload of %d ran out in window %d (%s, round %d): the cell was run again with a preload of %d; %d window(s) discarded",
 				w.Cell+1, c.Name, c.Preload, w.Order, w.Side, w.Round, c.Preload*2, len(run.Cells[w.Cell].Samples)+1)
 			pending = r.rerunCell(ctx, w.Cell, pending, next, run.Cells[w.Cell])
+			r.progress.rerun(fmt.Sprintf("cell %d's preload ran out: its %d windows run again with a preload of %d",
+				w.Cell+1, 2*c.Rounds(r.matrix.Rounds), c.Preload))
 			next = prepare()
 			continue
 		}
@@ -168,11 +174,18 @@ func (r *Runner) Run(ctx context.Context, head result.Run) (*result.Run, error) 
 	if u := r.matrix.Upgrade; u != nil && err == nil {
 		err = ctx.Err()
 		if err == nil {
-			r.logf("scenario 6 [upgrade]: %s -> %s, one run", result.SideBase, result.SideCandidate)
+			eta := ""
+			if upgrade {
+				eta = " (" + r.progress.line(r.progress.schedule(nil, upgrade)) + ")"
+			}
+			r.logf("scenario 6 [upgrade]: %s -> %s, one run%s", result.SideBase, result.SideCandidate, eta)
 			run.Upgrade = r.step.Upgrade(ctx, u, r.sides[result.SideBase], r.sides[result.SideCandidate],
 				"rb_"+r.runID+"_upgrade", filepath.Join(r.runDir, "upgrade"))
 			r.logf("  %s", describeUpgrade(run.Upgrade))
 		}
+	}
+	if err == nil {
+		r.logf("%s", r.progress.done())
 	}
 	run.Finished = time.Now()
 	run.Warnings = append(run.Warnings, r.step.Warnings()...)
@@ -250,17 +263,6 @@ func describeUpgrade(u *result.Upgrade) string {
 		s = "INVALID: " + strings.Join(u.Failed, "; ") + "; " + s
 	}
 	return s
-}
-
-// eta estimates the time the left windows take from the done ones.
-func (r *Runner) eta(done, left int) string {
-	if done == 0 {
-		// Setup, preload and drain: a guess until measured.
-		per := r.step.Warmup + r.step.Window + 8*time.Second
-		return "~" + (per * time.Duration(left)).Round(time.Second).String()
-	}
-	per := time.Since(r.started) / time.Duration(done)
-	return "~" + (per * time.Duration(left)).Round(time.Second).String()
 }
 
 func headline(s *result.Sample) string {

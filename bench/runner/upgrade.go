@@ -55,7 +55,7 @@ type upgradeRun struct {
 // upgrade: the result then says so and is skipped, not INVALID.
 func (s *Step) Upgrade(ctx context.Context, u *scenarios.Upgrade, base, cand *Side, name, dir string) *result.Upgrade {
 	res := &result.Upgrade{Config: u.Config(), Metrics: map[string]float64{}}
-	if base.Code != "" && base.Code == cand.Code {
+	if sameCode(base, cand) {
 		res.Skipped = "nothing to upgrade: base and candidate are the same code (" + base.Code + ")"
 		return res
 	}
