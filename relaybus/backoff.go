@@ -5,15 +5,23 @@ import (
 	"time"
 )
 
-// RetryDelay is the wait before the retry of a failed attempt (attempt
+// retryDelay is the wait before the retry of a failed attempt (attempt
 // 1-based): min(base*2^(attempt-1), maxDelay), spread by ±jitter (a
 // fraction), and never above maxDelay. The spread keeps failures that
 // happened together from retrying together. r is a uniform random number
-// in [0, 1). The dispatcher retries on this schedule with Config's
-// RetryBaseDelay, RetryMaxDelay and RetryJitter; it is exported so that
-// another scheduler (the benchmark's River peer) can retry on the same
-// one.
-func RetryDelay(attempt int, base, maxDelay time.Duration, jitter, r float64) time.Duration {
+// in [0, 1). The dispatcher retries failed attempts on this schedule with
+// Config's RetryBaseDelay, RetryMaxDelay and RetryJitter, and its final
+// writes with writeRetryDelayMin, writeRetryDelayMax and
+// writeRetryJitter.
+//
+// The benchmark's River peer retries on the same schedule, so that the
+// two sides of a cell that fails and retries do the same work: it cannot
+// import this package's internals (it is a module of its own), so
+// bench/peers/river/retry.go keeps a copy, and both this package's test
+// and the peer's check their function against the one table of
+// testdata/retry_delays.txt. A change here changes that table, and the
+// peer's test fails until its copy follows.
+func retryDelay(attempt int, base, maxDelay time.Duration, jitter, r float64) time.Duration {
 	if attempt < 1 {
 		attempt = 1
 	}
@@ -38,9 +46,9 @@ func retryPolicyOf(cfg Config) retryPolicy {
 	return retryPolicy{base: cfg.RetryBaseDelay, max: cfg.RetryMaxDelay, jitter: cfg.RetryJitter}
 }
 
-// delay is RetryDelay with the policy's settings and a fresh random number.
+// delay is retryDelay with the policy's settings and a fresh random number.
 func (p retryPolicy) delay(attempt int) time.Duration {
-	return RetryDelay(attempt, p.base, p.max, p.jitter, rand.Float64())
+	return retryDelay(attempt, p.base, p.max, p.jitter, rand.Float64())
 }
 
 // claimErrorDelay is the wait after the n-th claim error in a row: the poll

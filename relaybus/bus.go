@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 // Bus publishes events and dispatches their deliveries to handlers. It is
@@ -14,13 +16,13 @@ import (
 // Declare), then publish and run the dispatcher (Run, or Start and Stop).
 // The dispatcher runs once: after it stops, Start and Run return ErrClosed.
 type Bus[TTx any] struct {
-	store Store[TTx]
+	store driver.Store[TTx]
 	cfg   Config
 
 	mu       sync.RWMutex
 	state    busState
 	handlers map[string]*handler[TTx]
-	byType   map[string][]DeliverySpec
+	byType   map[string][]driver.DeliverySpec
 	// cancel stops the running dispatcher; done is closed when it has shut
 	// down, and runErr is its result then.
 	cancel context.CancelFunc
@@ -40,7 +42,7 @@ const (
 
 // New returns a Bus on store. Zero Config fields take their defaults; a field
 // out of range is an ErrInvalid error.
-func New[TTx any](store Store[TTx], cfg Config) (*Bus[TTx], error) {
+func New[TTx any](store driver.Store[TTx], cfg Config) (*Bus[TTx], error) {
 	if store == nil {
 		return nil, invalidf("store is nil")
 	}
@@ -52,7 +54,7 @@ func New[TTx any](store Store[TTx], cfg Config) (*Bus[TTx], error) {
 		store:    store,
 		cfg:      c,
 		handlers: make(map[string]*handler[TTx]),
-		byType:   make(map[string][]DeliverySpec),
+		byType:   make(map[string][]driver.DeliverySpec),
 	}, nil
 }
 
@@ -90,7 +92,7 @@ func (b *Bus[TTx]) Publish(ctx context.Context, events ...*Event) error {
 	if err != nil || params == nil {
 		return err
 	}
-	if p, ok := b.store.(EventPublisher); ok {
+	if p, ok := b.store.(driver.EventPublisher); ok {
 		if _, err := p.EventPublish(ctx, params); err != nil {
 			return fmt.Errorf("relaybus: publish: %w", err)
 		}
@@ -114,11 +116,11 @@ func (b *Bus[TTx]) Publish(ctx context.Context, events ...*Event) error {
 
 // publishParams validates events and builds the store call. The store
 // gets copies of the events with their IDs and CreatedAt filled in,
-// validated once, here, and marked so (see EventPublishParams.Validate).
+// validated once, here, and marked so (see validatePublish).
 // The caller's events get their ID and CreatedAt only when all of them are
 // valid, so a caller that retries after a store error republishes the same
 // IDs (idempotently).
-func (b *Bus[TTx]) publishParams(events []*Event) (*EventPublishParams, error) {
+func (b *Bus[TTx]) publishParams(events []*Event) (*driver.EventPublishParams, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
@@ -132,7 +134,7 @@ func (b *Bus[TTx]) publishParams(events []*Event) (*EventPublishParams, error) {
 	if b.state == stateStopped {
 		return nil, fmt.Errorf("relaybus: publish: the bus has shut down: %w", ErrClosed)
 	}
-	params := &EventPublishParams{Events: make([]*EventPublish, len(events)), Now: now}
+	params := &driver.EventPublishParams{Events: make([]*driver.EventPublish, len(events)), Now: now}
 	for i, e := range events {
 		if e == nil {
 			return nil, invalidf("publish: event %d is nil", i)
@@ -148,9 +150,9 @@ func (b *Bus[TTx]) publishParams(events []*Event) (*EventPublishParams, error) {
 		if c.CreatedAt.IsZero() {
 			c.CreatedAt = now
 		}
-		params.Events[i] = &EventPublish{Event: &c, Deliveries: b.byType[c.Type]}
+		params.Events[i] = &driver.EventPublish{Event: &c, Deliveries: b.byType[c.Type]}
 	}
-	if err := params.validate(b.cfg.MaxPayloadBytes, busPayloadLimit); err != nil {
+	if err := validatePublish(params, b.cfg.MaxPayloadBytes); err != nil {
 		return nil, err
 	}
 	for _, ep := range params.Events {
@@ -159,7 +161,6 @@ func (b *Bus[TTx]) publishParams(events []*Event) (*EventPublishParams, error) {
 			return nil, invalidf("publish: event %q: type %q has no handler (register one with Handle, HandleTx or Declare)", ep.Event.ID, ep.Event.Type)
 		}
 	}
-	params.validated, params.validatedPayloadBytes = params, b.cfg.MaxPayloadBytes
 	for i, e := range events {
 		e.ID, e.CreatedAt = params.Events[i].Event.ID, params.Events[i].Event.CreatedAt
 	}
@@ -169,16 +170,23 @@ func (b *Bus[TTx]) publishParams(events []*Event) (*EventPublishParams, error) {
 // Requeue makes a dead delivery pending again with a fresh attempt budget.
 // ErrNotFound if it does not exist, ErrNotDead if it is not dead.
 func (b *Bus[TTx]) Requeue(ctx context.Context, deliveryID string) error {
-	return b.store.DeliveryRequeue(ctx, &DeliveryRequeueParams{DeliveryID: deliveryID, Now: b.cfg.Now()})
+	return b.store.DeliveryRequeue(ctx, &driver.DeliveryRequeueParams{DeliveryID: deliveryID, Now: b.cfg.Now()})
 }
 
 // ListDeliveries lists deliveries in ID order; nil params list the first
 // page of all.
 func (b *Bus[TTx]) ListDeliveries(ctx context.Context, params *DeliveryListParams) (*DeliveryListResult, error) {
-	if params == nil {
-		params = &DeliveryListParams{}
+	var p driver.DeliveryListParams
+	if params != nil {
+		// The conversion holds while the two types have the same fields:
+		// a field added to one only fails to compile here.
+		p = driver.DeliveryListParams(*params)
 	}
-	return b.store.DeliveryList(ctx, params)
+	res, err := b.store.DeliveryList(ctx, &p)
+	if err != nil || res == nil {
+		return nil, err
+	}
+	return &DeliveryListResult{Deliveries: res.Deliveries, Next: res.Next}, nil
 }
 
 // Statistics counts deliveries per status and handler. Completed counts
@@ -189,7 +197,7 @@ func (b *Bus[TTx]) ListDeliveries(ctx context.Context, params *DeliveryListParam
 // rows a 0.1.0 store completed. The counts are read from the deliveries
 // themselves, so on a large backlog the call costs a scan of them.
 func (b *Bus[TTx]) Statistics(ctx context.Context) (*Statistics, error) {
-	return b.store.Statistics(ctx, &StatisticsParams{Now: b.cfg.Now()})
+	return b.store.Statistics(ctx, &driver.StatisticsParams{Now: b.cfg.Now()})
 }
 
 // Retention says how long finished deliveries are kept. 0 keeps that kind
@@ -214,7 +222,7 @@ func (b *Bus[TTx]) PurgeExpired(ctx context.Context, r Retention) (*PurgeResult,
 		return nil, invalidf("purge: negative retention (Completed %v, Dead %v)", r.Completed, r.Dead)
 	}
 	now := b.cfg.Now()
-	p := &PurgeParams{Now: now}
+	p := &driver.PurgeParams{Now: now}
 	if r.Completed > 0 {
 		p.CompletedBefore = now.Add(-r.Completed)
 	}
@@ -224,7 +232,11 @@ func (b *Bus[TTx]) PurgeExpired(ctx context.Context, r Retention) (*PurgeResult,
 	if p.CompletedBefore.IsZero() && p.DeadBefore.IsZero() {
 		return &PurgeResult{}, nil
 	}
-	return b.store.Purge(ctx, p)
+	res, err := b.store.Purge(ctx, p)
+	if err != nil || res == nil {
+		return nil, err
+	}
+	return &PurgeResult{Deliveries: res.Deliveries, Events: res.Events}, nil
 }
 
 // Run dispatches until ctx is done, then shuts down gracefully and returns

@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 func TestMain(m *testing.M) {
@@ -257,7 +259,7 @@ type retryingPublisher struct {
 	calls, attempts int
 }
 
-func (r *retryingPublisher) EventPublish(ctx context.Context, p *EventPublishParams) (*EventPublishResult, error) {
+func (r *retryingPublisher) EventPublish(ctx context.Context, p *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	r.calls++
 	for {
 		r.attempts++

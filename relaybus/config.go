@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 // Defaults of Config, used for zero fields.
@@ -25,11 +27,12 @@ const (
 	DefaultRetryMaxDelay         = time.Hour
 	DefaultRetryJitter           = 0.1
 	DefaultShutdownTimeout       = 10 * time.Second
-	// DefaultMaxPayloadBytes is Config.MaxPayloadBytes (and a store's
-	// payload option) when unset: 1 MiB.
-	DefaultMaxPayloadBytes = 1 << 20
-	// DefaultListLimit is DeliveryListParams.Limit when zero.
-	DefaultListLimit = 100
+	// DefaultMaxPayloadBytes is Config.MaxPayloadBytes when unset: 1 MiB,
+	// the default of every store's payload option too.
+	DefaultMaxPayloadBytes = driver.DefaultMaxPayloadBytes
+	// DefaultListLimit is the page size of ListDeliveries when
+	// DeliveryListParams.Limit is zero (the store's default page).
+	DefaultListLimit = driver.DefaultListLimit
 )
 
 // Disabled, set as Config.CompletionBatchWindow or Config.RetryJitter, turns
@@ -131,7 +134,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	c := cfg
 	if c.Owner == "" {
 		c.Owner = defaultOwner()
-	} else if err := ValidateName("Config.Owner", c.Owner); err != nil {
+	} else if err := driver.ValidateName("Config.Owner", c.Owner); err != nil {
 		return c, err
 	}
 	if err := intField("Concurrency", &c.Concurrency, DefaultConcurrency, 1, MaxConcurrency); err != nil {
@@ -236,7 +239,7 @@ func defaultOwner() string {
 	_, _ = rand.Read(rnd[:]) // crypto/rand.Read never fails (Go 1.24+)
 	suffix := "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
 	// Keep the owner a valid name whatever the hostname is.
-	if err := ValidateName("owner", host+suffix); err != nil {
+	if err := driver.ValidateName("owner", host+suffix); err != nil {
 		host = "relaybus"
 	}
 	return fmt.Sprintf("%s%s", host, suffix)

@@ -5,18 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()
 	c, err := Config{}.withDefaults()
 	require.NoError(t, err)
-	require.NoError(t, ValidateName("owner", c.Owner))
+	require.NoError(t, driver.ValidateName("owner", c.Owner))
 	require.Equal(t, DefaultConcurrency, c.Concurrency)
 	require.Equal(t, DefaultBatchSize, c.BatchSize)
 	require.Equal(t, DefaultPollInterval, c.PollInterval)
@@ -134,33 +138,51 @@ func TestHandleValidation(t *testing.T) {
 	require.NoError(t, b.Handle("t", "h2", noop, &HandlerOptions{MaxAttempts: 1, Timeout: MinHandlerTimeout}))
 }
 
+// TestRetryDelay checks the schedule against testdata/retry_delays.txt,
+// the table the River peer's copy of it is checked against too.
 func TestRetryDelay(t *testing.T) {
 	t.Parallel()
-	const s = time.Second
-	for _, tt := range []struct {
-		attempt int
-		base    time.Duration
-		max     time.Duration
-		jitter  float64
-		r       float64
-		want    time.Duration
-	}{
-		{1, s, time.Hour, 0, 0, s},
-		{2, s, time.Hour, 0, 0, 2 * s},
-		{5, s, time.Hour, 0, 0, 16 * s},
-		{13, s, time.Hour, 0, 0, time.Hour}, // 4096s capped
-		{1000, s, time.Hour, 0, 0, time.Hour},
-		{64, MaxRetryDelay, MaxRetryDelay, 0, 0, MaxRetryDelay}, // no overflow
-		{0, s, time.Hour, 0, 0, s},                              // nonsense attempt is treated as the first
-		{1, 10 * s, time.Hour, 0.1, 0, 9 * s},                   // r=0: -jitter
-		{1, 10 * s, time.Hour, 0.1, 0.5, 10 * s},                // r=0.5: none
-		{1, 10 * s, time.Hour, 0.1, 1, 11 * s},                  // r->1: +jitter
-		{20, s, time.Hour, 0.1, 1, time.Hour},                   // +jitter never passes max
-		{20, s, time.Hour, 0.1, 0, 54 * time.Minute},            // -jitter still spreads at the cap
-	} {
-		got := RetryDelay(tt.attempt, tt.base, tt.max, tt.jitter, tt.r)
-		require.InDelta(t, float64(tt.want), float64(got), float64(time.Millisecond), "%+v", tt)
+	for _, tt := range readRetryDelays(t, "testdata/retry_delays.txt") {
+		got := retryDelay(tt.attempt, tt.base, tt.max, tt.jitter, tt.r)
+		require.InDelta(t, float64(tt.want), float64(got), float64(time.Millisecond), "line %d: %+v", tt.line, tt)
 	}
+}
+
+type retryDelayCase struct {
+	line      int
+	attempt   int
+	base, max time.Duration
+	jitter, r float64
+	want      time.Duration
+}
+
+// readRetryDelays reads the table of path: one case a line, six columns,
+// # comments.
+func readRetryDelays(t *testing.T, path string) []retryDelayCase {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var cases []retryDelayCase
+	for i, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		require.Len(t, f, 6, "%s:%d", path, i+1)
+		c := retryDelayCase{line: i + 1}
+		var errs [6]error
+		c.attempt, errs[0] = strconv.Atoi(f[0])
+		c.base, errs[1] = time.ParseDuration(f[1])
+		c.max, errs[2] = time.ParseDuration(f[2])
+		c.jitter, errs[3] = strconv.ParseFloat(f[3], 64)
+		c.r, errs[4] = strconv.ParseFloat(f[4], 64)
+		c.want, errs[5] = time.ParseDuration(f[5])
+		require.NoError(t, errors.Join(errs[:]...), "%s:%d", path, i+1)
+		cases = append(cases, c)
+	}
+	require.NotEmpty(t, cases, path)
+	return cases
 }
 
 func TestClaimErrorDelay(t *testing.T) {

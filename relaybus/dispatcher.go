@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berkcansavur/relaybus/relaybus/batch"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 // errLeaseLost is the cause of a handler context cancelled because its lease
@@ -16,13 +17,15 @@ var errLeaseLost = errors.New("relaybus: lease lost")
 
 // dispatcher is one run of a Bus's dispatcher.
 type dispatcher[TTx any] struct {
-	store    Store[TTx]
+	store    driver.Store[TTx]
 	cfg      Config
 	log      *slog.Logger
 	handlers map[string]*handler[TTx]
-	// claim is every claim's params but Limit and Now: the owner and the
-	// handler names, validated once when the dispatcher is made.
-	claim DeliveryClaimParams
+	// claim is every claim's params but Limit, Now and Busy: the owner and
+	// the handler names, validated once when the dispatcher is made and
+	// marked so; each claim's copy keeps the mark (it holds the same
+	// names).
+	claim driver.DeliveryClaimParams
 	retry retryPolicy
 	stats dispatcherCounters
 	// writeCtx carries the run context's values but is never cancelled: the
@@ -75,9 +78,9 @@ type job struct {
 // newDispatcher returns the dispatcher of a bus on store with cfg (its
 // defaults applied), running the handlers in run, whose names are names.
 // It validates the owner and the names here, once: not at every claim.
-func newDispatcher[TTx any](store Store[TTx], cfg Config, names []string, run map[string]*handler[TTx]) (*dispatcher[TTx], error) {
-	claim := DeliveryClaimParams{Owner: cfg.Owner, Handlers: names, LeaseDuration: cfg.LeaseDuration}
-	if err := claim.validateNames(); err != nil {
+func newDispatcher[TTx any](store driver.Store[TTx], cfg Config, names []string, run map[string]*handler[TTx]) (*dispatcher[TTx], error) {
+	claim := driver.DeliveryClaimParams{Owner: cfg.Owner, Handlers: names, LeaseDuration: cfg.LeaseDuration}
+	if err := validateClaimNames(&claim); err != nil {
 		return nil, err
 	}
 	d := &dispatcher[TTx]{

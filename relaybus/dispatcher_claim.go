@@ -33,7 +33,7 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		// Only this loop starts work, so what is in flight now is all
 		// that can be in flight when the claim returns.
 		busy := d.inFlight(nil) > 0
-		p.Limit, p.Now, p.Busy, p.namesValidated = limit, now, busy, &p
+		p.Limit, p.Now, p.Busy = limit, now, busy
 		// The claim runs to its end even when the shutdown begins
 		// meanwhile: a claim cancelled on the client may still commit on
 		// the server, after the final OwnerRelinquish has looked, and a

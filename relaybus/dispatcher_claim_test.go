@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 func TestClaimErrorsAreRetried(t *testing.T) {
@@ -34,7 +36,7 @@ type partialClaim struct {
 	failed atomic.Bool
 }
 
-func (p *partialClaim) DeliveryClaim(ctx context.Context, params *DeliveryClaimParams) ([]*Delivery, error) {
+func (p *partialClaim) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimParams) ([]*Delivery, error) {
 	ds, err := p.Store.DeliveryClaim(ctx, params)
 	if err == nil && len(ds) > 0 && p.failed.CompareAndSwap(false, true) {
 		return ds, errors.New("connection reset after the first rows")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/berkcansavur/relaybus/relaybus/batch"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Completing successes: in batches (DeliveryCompleteMany, grouped by
@@ -80,13 +82,13 @@ func (d *dispatcher[TTx]) completeBatch(_ context.Context, js []*job) (_ []struc
 	if err := d.beforeComplete(js); err != nil {
 		return nil, err
 	}
-	leases := make([]Lease, len(js))
+	leases := make([]relaytype.Lease, len(js))
 	for i, j := range js {
 		leases[i] = j.d.Lease()
 	}
 	now := d.cfg.Now()
 	err = d.write(func() time.Time { return d.deadlineOf(js...) }, func(c context.Context) (e error) {
-		oks, e = d.store.DeliveryCompleteMany(c, &DeliveryCompleteManyParams{Leases: leases, Now: now})
+		oks, e = d.store.DeliveryCompleteMany(c, &driver.DeliveryCompleteManyParams{Leases: leases, Now: now})
 		return e
 	})
 	if err == nil && len(oks) != len(js) {
@@ -106,8 +108,8 @@ func (d *dispatcher[TTx]) completeOne(j *job) {
 		d.release(j)
 		return
 	}
-	d.finalWrite(j, "complete", &d.stats.completed, func(c context.Context, l Lease, now time.Time) (bool, error) {
-		return d.store.DeliveryComplete(c, &DeliveryCompleteParams{Lease: l, Now: now})
+	d.finalWrite(j, "complete", &d.stats.completed, func(c context.Context, l relaytype.Lease, now time.Time) (bool, error) {
+		return d.store.DeliveryComplete(c, &driver.DeliveryCompleteParams{Lease: l, Now: now})
 	})
 }
 

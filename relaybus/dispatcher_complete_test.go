@@ -231,7 +231,7 @@ func TestCompletionErrors(t *testing.T) {
 	t.Run("an invalid completion is not retried", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t, testConfig())
-		tb.spy.completeMHook = func(int) error { return Invalidf("the store refuses these leases") }
+		tb.spy.completeMHook = func(int) error { return invalidf("the store refuses these leases") }
 		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
 		publishN(t, tb.bus, "t", 1, nil)
 		stop := tb.start(t)

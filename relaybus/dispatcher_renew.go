@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Lease renewal: every held lease is extended each LeaseRenewInterval,
@@ -52,12 +55,12 @@ func (d *dispatcher[TTx]) renew() {
 	expiresAt := now.Add(d.cfg.LeaseDuration)
 	for start := 0; start < len(js); start += MaxLeasesPerCall {
 		chunk := js[start:min(start+MaxLeasesPerCall, len(js))]
-		leases := make([]Lease, len(chunk))
+		leases := make([]relaytype.Lease, len(chunk))
 		for i, j := range chunk {
 			leases[i] = j.d.Lease()
 		}
 		c, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
-		oks, err := d.store.LeaseExtend(c, &LeaseExtendParams{Owner: d.cfg.Owner, Leases: leases, ExpiresAt: expiresAt, Now: now})
+		oks, err := d.store.LeaseExtend(c, &driver.LeaseExtendParams{Owner: d.cfg.Owner, Leases: leases, ExpiresAt: expiresAt, Now: now})
 		cancel()
 		if err == nil && len(oks) != len(chunk) {
 			err = fmt.Errorf("relaybus: store returned %d results for %d leases", len(oks), len(chunk))

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 func TestLeaseRenewal(t *testing.T) {
@@ -119,7 +121,7 @@ func TestLeaseExpiredByOurClockCancelsHandler(t *testing.T) {
 
 type failingExtend struct{ Store[*fakeTx] }
 
-func (failingExtend) LeaseExtend(context.Context, *LeaseExtendParams) ([]bool, error) {
+func (failingExtend) LeaseExtend(context.Context, *driver.LeaseExtendParams) ([]bool, error) {
 	return nil, errors.New("store unreachable")
 }
 

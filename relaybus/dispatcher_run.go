@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 // Running a job: the handler call (plain or in a transaction), panics
@@ -110,7 +112,7 @@ func (d *dispatcher[TTx]) runTx(ctx, runCtx context.Context, j *job, h *handler[
 	}
 	c, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
 	defer cancel()
-	ok, err := d.store.DeliveryCompleteTx(c, tx, &DeliveryCompleteParams{Lease: j.d.Lease(), Now: d.cfg.Now()})
+	ok, err := d.store.DeliveryCompleteTx(c, tx, &driver.DeliveryCompleteParams{Lease: j.d.Lease(), Now: d.cfg.Now()})
 	if err != nil || !ok {
 		rollback()
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 // shutdown ends a run after the claim loop has stopped. Handlers see their
@@ -32,7 +34,7 @@ func (d *dispatcher[TTx]) shutdown(renewStop chan<- struct{}, bg *sync.WaitGroup
 
 	wctx, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
 	defer cancel()
-	n, err := d.store.OwnerRelinquish(wctx, &OwnerRelinquishParams{Owner: d.cfg.Owner, Now: d.cfg.Now()})
+	n, err := d.store.OwnerRelinquish(wctx, &driver.OwnerRelinquishParams{Owner: d.cfg.Owner, Now: d.cfg.Now()})
 	if err != nil {
 		// Not fatal: the leases expire and other workers take over.
 		d.log.Error("relaybus: relinquish failed; leases will expire", "owner", d.cfg.Owner, "error", err)

@@ -8,7 +8,7 @@ import (
 // Suspects. A lane-lease store marks a delivery that was in flight when its
 // lane was taken over (Delivery.Suspect): it may be what crashed its last
 // process. It runs alone: every claim says whether this dispatcher has
-// anything in flight (DeliveryClaimParams.Busy), and a store answers a
+// anything in flight (driver.DeliveryClaimParams.Busy), and a store answers a
 // busy claim nothing while a suspect is its oldest candidate, so the
 // dispatcher drains (its empty claims lead to polls, and it starts
 // nothing); its first claim with nothing in flight gets the suspect alone,

@@ -8,6 +8,9 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // The final writes of a delivery (reschedule, bury, release; complete in
@@ -27,10 +30,10 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 	if budget <= 0 {
 		budget = h.maxAttempts
 	}
-	text := TruncateError(err.Error())
+	text := driver.TruncateError(err.Error())
 	if IsPermanent(err) || j.d.Attempts >= budget {
-		buried := d.finalWrite(j, "bury", &d.stats.buried, func(c context.Context, l Lease, now time.Time) (bool, error) {
-			return d.store.DeliveryBury(c, &DeliveryBuryParams{Lease: l, Error: text, Now: now})
+		buried := d.finalWrite(j, "bury", &d.stats.buried, func(c context.Context, l relaytype.Lease, now time.Time) (bool, error) {
+			return d.store.DeliveryBury(c, &driver.DeliveryBuryParams{Lease: l, Error: text, Now: now})
 		})
 		if buried {
 			d.logJob(slog.LevelWarn, "relaybus: delivery buried (dead letter)", j, err, "permanent", IsPermanent(err))
@@ -38,8 +41,8 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 		return
 	}
 	delay := d.retry.delay(j.d.Attempts)
-	rescheduled := d.finalWrite(j, "reschedule", &d.stats.rescheduled, func(c context.Context, l Lease, now time.Time) (bool, error) {
-		return d.store.DeliveryReschedule(c, &DeliveryRescheduleParams{Lease: l, Error: text, AvailableAt: now.Add(delay), Now: now})
+	rescheduled := d.finalWrite(j, "reschedule", &d.stats.rescheduled, func(c context.Context, l relaytype.Lease, now time.Time) (bool, error) {
+		return d.store.DeliveryReschedule(c, &driver.DeliveryRescheduleParams{Lease: l, Error: text, AvailableAt: now.Add(delay), Now: now})
 	})
 	if rescheduled {
 		d.logJob(slog.LevelWarn, "relaybus: delivery failed; rescheduled", j, err, "retry_in", delay)
@@ -49,15 +52,15 @@ func (d *dispatcher[TTx]) fail(ctx, runCtx context.Context, j *job, h *handler[T
 // release gives a delivery back without spending an attempt. j is
 // finishing (see beginFinish).
 func (d *dispatcher[TTx]) release(j *job) {
-	d.finalWrite(j, "release", &d.stats.released, func(c context.Context, l Lease, now time.Time) (bool, error) {
-		return d.store.DeliveryRelease(c, &DeliveryReleaseParams{Lease: l, Now: now})
+	d.finalWrite(j, "release", &d.stats.released, func(c context.Context, l relaytype.Lease, now time.Time) (bool, error) {
+		return d.store.DeliveryRelease(c, &driver.DeliveryReleaseParams{Lease: l, Now: now})
 	})
 }
 
 // finalWrite makes the final write of the finishing job j, one fenced
 // store call (fn) retried by write, accounts it (done), and reports
 // whether the store took it.
-func (d *dispatcher[TTx]) finalWrite(j *job, what string, counter *atomic.Int64, fn func(ctx context.Context, l Lease, now time.Time) (bool, error)) bool {
+func (d *dispatcher[TTx]) finalWrite(j *job, what string, counter *atomic.Int64, fn func(ctx context.Context, l relaytype.Lease, now time.Time) (bool, error)) bool {
 	now := d.cfg.Now()
 	var ok bool
 	err := d.write(func() time.Time { return d.deadlineOf(j) }, func(c context.Context) (e error) {
@@ -129,7 +132,7 @@ func (d *dispatcher[TTx]) write(deadlineOf func() time.Time, fn func(context.Con
 		if left <= writeRetryDelayMin {
 			return fmt.Errorf("relaybus: given up after %d tries, before the lease expires: %w", try, err)
 		}
-		time.Sleep(min(RetryDelay(try, writeRetryDelayMin, writeRetryDelayMax, writeRetryJitter, rand.Float64()), left/2))
+		time.Sleep(min(retryDelay(try, writeRetryDelayMin, writeRetryDelayMax, writeRetryJitter, rand.Float64()), left/2))
 		// A retry's context ends when the lease expires (a renewal during
 		// the sleep has moved it), so no retry acts past the lease, however
 		// late the sleep returned.

@@ -141,14 +141,24 @@
 //
 // relaybus/memory keeps everything in process (tests, examples, single
 // process programs); relaybus/postgres and relaybus/mongo are durable.
-// Every store passes relaybus/storetest, the shared conformance suite, and
-// holds every call to the same validation (the Validate methods of the
-// params types), so a bad call is the same ErrInvalid error everywhere.
-// The Bus validates what it hands a store once, where it enters (Publish,
-// Start), and the store's Validate trusts that; a store called directly
-// validates everything. Every limit is in limits.go, with its unit and
-// reason. Stores never read a clock: every time comes from Config.Now via
-// the params.
+// New takes any of them, or one wrapped by otel.WrapStore.
+//
+// This package is the user's API. What a store implements, and what the
+// Bus calls (the Store interface, its params and their validation, lanes
+// and lease tokens, the limits a store enforces), is package
+// relaybus/driver: a store author reads that package and
+// relaybus/relaytype, the rows both sides share, which this package
+// names with aliases (Event, Delivery, Status, Statistics, Counts and the
+// sentinel errors are relaytype's).
+//
+// Every store passes relaybus/storetest, the shared conformance suite,
+// and holds every call to the same validation, so a bad call is the same
+// ErrInvalid error everywhere. The Bus validates what it hands a store
+// once, where it enters (Publish, Start), and the store trusts that; a
+// store called directly validates everything. Every limit is in
+// limits.go (the Bus's) and relaybus/driver's limits.go (those a store
+// enforces), with its unit and reason. Stores never read a clock: every
+// time comes from Config.Now via the params.
 //
 // # Guarantees
 //

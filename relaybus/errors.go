@@ -2,31 +2,31 @@ package relaybus
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/berkcansavur/relaybus/relaybus/internal/check"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
-// Sentinel errors. Stores map their driver errors onto these (see each
-// store's errorFrom) so callers can use errors.Is whatever the store.
+// Sentinel errors: test for them with errors.Is. Every store returns the
+// same ones (they are relaytype's, which stores map their database errors
+// onto), so a check does not depend on the store.
 var (
-	// ErrNotFound: the delivery or event named does not exist.
-	ErrNotFound = errors.New("relaybus: not found")
-	// ErrInvalid: input failed validation. Errors wrapping it say which
-	// field and why; nothing was written.
-	ErrInvalid = errors.New("relaybus: invalid input")
-	// ErrClosed: the bus or component has been stopped.
-	ErrClosed = errors.New("relaybus: closed")
+	// ErrNotFound: the delivery or event named does not exist (Requeue).
+	ErrNotFound = relaytype.ErrNotFound
+	// ErrInvalid: input failed validation (New, Handle, Publish, a list's
+	// params, ...). Errors wrapping it say which field and why; nothing
+	// was written.
+	ErrInvalid = relaytype.ErrInvalid
+	// ErrClosed: the bus has shut down (Publish and Start after it), or
+	// the store's connection is closed.
+	ErrClosed = relaytype.ErrClosed
 	// ErrNotDead: Requeue was asked to requeue a delivery that is not a
 	// dead letter.
-	ErrNotDead = errors.New("relaybus: delivery is not dead")
+	ErrNotDead = relaytype.ErrNotDead
 	// ErrAlreadyRunning: Start or Run was called on a bus that runs.
 	ErrAlreadyRunning = errors.New("relaybus: dispatcher already running")
 )
 
-// invalidf returns an error wrapping ErrInvalid.
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("relaybus: "+format+": %w", append(args, ErrInvalid)...)
-}
-
-// Invalidf is invalidf for stores: it returns an error that wraps
-// ErrInvalid and whose text starts with "relaybus: ".
-func Invalidf(format string, args ...any) error { return invalidf(format, args...) }
+// invalidf returns an error wrapping ErrInvalid whose text starts with
+// "relaybus: ", worded as the stores' Validate methods word theirs.
+func invalidf(format string, args ...any) error { return check.Invalidf(format, args...) }

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // fakeStore is a small in-memory Store for the dispatcher's unit tests: the
@@ -77,11 +80,11 @@ func (s *fakeStore) TxRollback(_ context.Context, tx *fakeTx) error {
 	return nil
 }
 
-func (s *fakeStore) EventPublishTx(_ context.Context, tx *fakeTx, p *EventPublishParams) (*EventPublishResult, error) {
+func (s *fakeStore) EventPublishTx(_ context.Context, tx *fakeTx, p *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	if err := p.Validate(0); err != nil {
 		return nil, err
 	}
-	res := &EventPublishResult{Inserted: make([]bool, len(p.Events)), Sequences: make([]int64, len(p.Events))}
+	res := &driver.EventPublishResult{Inserted: make([]bool, len(p.Events)), Sequences: make([]int64, len(p.Events))}
 	for _, ep := range p.Events {
 		e := *ep.Event
 		specs := slices.Clone(ep.Deliveries)
@@ -114,7 +117,7 @@ func (s *fakeStore) EventPublishTx(_ context.Context, tx *fakeTx, p *EventPublis
 	return res, nil
 }
 
-func (s *fakeStore) DeliveryClaim(_ context.Context, p *DeliveryClaimParams) ([]*Delivery, error) {
+func (s *fakeStore) DeliveryClaim(_ context.Context, p *driver.DeliveryClaimParams) ([]*Delivery, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -180,7 +183,7 @@ func (s *fakeStore) blockedLocked(d *Delivery) bool {
 }
 
 // heldLocked returns the delivery of l if l is its current lease.
-func (s *fakeStore) heldLocked(l Lease) *Delivery {
+func (s *fakeStore) heldLocked(l relaytype.Lease) *Delivery {
 	d := s.deliveries[l.DeliveryID]
 	if d == nil || d.Status != StatusProcessing || d.LeaseToken != l.Token {
 		return nil
@@ -188,7 +191,7 @@ func (s *fakeStore) heldLocked(l Lease) *Delivery {
 	return d
 }
 
-func (s *fakeStore) LeaseExtend(_ context.Context, p *LeaseExtendParams) ([]bool, error) {
+func (s *fakeStore) LeaseExtend(_ context.Context, p *driver.LeaseExtendParams) ([]bool, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -204,7 +207,7 @@ func (s *fakeStore) LeaseExtend(_ context.Context, p *LeaseExtendParams) ([]bool
 	return out, nil
 }
 
-func (s *fakeStore) completeLocked(l Lease, now time.Time) bool {
+func (s *fakeStore) completeLocked(l relaytype.Lease, now time.Time) bool {
 	d := s.heldLocked(l)
 	if d == nil {
 		return false
@@ -214,7 +217,7 @@ func (s *fakeStore) completeLocked(l Lease, now time.Time) bool {
 	return true
 }
 
-func (s *fakeStore) DeliveryComplete(_ context.Context, p *DeliveryCompleteParams) (bool, error) {
+func (s *fakeStore) DeliveryComplete(_ context.Context, p *driver.DeliveryCompleteParams) (bool, error) {
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
@@ -223,7 +226,7 @@ func (s *fakeStore) DeliveryComplete(_ context.Context, p *DeliveryCompleteParam
 	return s.completeLocked(p.Lease, p.Now), nil
 }
 
-func (s *fakeStore) DeliveryCompleteMany(_ context.Context, p *DeliveryCompleteManyParams) ([]bool, error) {
+func (s *fakeStore) DeliveryCompleteMany(_ context.Context, p *driver.DeliveryCompleteManyParams) ([]bool, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -236,7 +239,7 @@ func (s *fakeStore) DeliveryCompleteMany(_ context.Context, p *DeliveryCompleteM
 	return out, nil
 }
 
-func (s *fakeStore) DeliveryCompleteTx(_ context.Context, tx *fakeTx, p *DeliveryCompleteParams) (bool, error) {
+func (s *fakeStore) DeliveryCompleteTx(_ context.Context, tx *fakeTx, p *driver.DeliveryCompleteParams) (bool, error) {
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
@@ -250,7 +253,7 @@ func (s *fakeStore) DeliveryCompleteTx(_ context.Context, tx *fakeTx, p *Deliver
 	return true, nil
 }
 
-func (s *fakeStore) DeliveryReschedule(_ context.Context, p *DeliveryRescheduleParams) (bool, error) {
+func (s *fakeStore) DeliveryReschedule(_ context.Context, p *driver.DeliveryRescheduleParams) (bool, error) {
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
@@ -264,7 +267,7 @@ func (s *fakeStore) DeliveryReschedule(_ context.Context, p *DeliveryRescheduleP
 	return true, nil
 }
 
-func (s *fakeStore) DeliveryBury(_ context.Context, p *DeliveryBuryParams) (bool, error) {
+func (s *fakeStore) DeliveryBury(_ context.Context, p *driver.DeliveryBuryParams) (bool, error) {
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
@@ -278,7 +281,7 @@ func (s *fakeStore) DeliveryBury(_ context.Context, p *DeliveryBuryParams) (bool
 	return true, nil
 }
 
-func (s *fakeStore) DeliveryRelease(_ context.Context, p *DeliveryReleaseParams) (bool, error) {
+func (s *fakeStore) DeliveryRelease(_ context.Context, p *driver.DeliveryReleaseParams) (bool, error) {
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
@@ -292,7 +295,7 @@ func (s *fakeStore) DeliveryRelease(_ context.Context, p *DeliveryReleaseParams)
 	return true, nil
 }
 
-func (s *fakeStore) OwnerRelinquish(_ context.Context, p *OwnerRelinquishParams) (int, error) {
+func (s *fakeStore) OwnerRelinquish(_ context.Context, p *driver.OwnerRelinquishParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
@@ -308,7 +311,7 @@ func (s *fakeStore) OwnerRelinquish(_ context.Context, p *OwnerRelinquishParams)
 	return n, nil
 }
 
-func (s *fakeStore) DeliveryRequeue(_ context.Context, p *DeliveryRequeueParams) error {
+func (s *fakeStore) DeliveryRequeue(_ context.Context, p *driver.DeliveryRequeueParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -325,14 +328,14 @@ func (s *fakeStore) DeliveryRequeue(_ context.Context, p *DeliveryRequeueParams)
 	return nil
 }
 
-func (s *fakeStore) DeliveryList(_ context.Context, p *DeliveryListParams) (*DeliveryListResult, error) {
+func (s *fakeStore) DeliveryList(_ context.Context, p *driver.DeliveryListParams) (*driver.DeliveryListResult, error) {
 	limit, err := p.Validate()
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	res := &DeliveryListResult{}
+	res := &driver.DeliveryListResult{}
 	for _, id := range s.order {
 		d := s.deliveries[id]
 		if id <= p.After || (p.Status != "" && d.Status != p.Status) || (p.Handler != "" && d.Handler != p.Handler) ||
@@ -349,7 +352,7 @@ func (s *fakeStore) DeliveryList(_ context.Context, p *DeliveryListParams) (*Del
 	return res, nil
 }
 
-func (s *fakeStore) Statistics(_ context.Context, p *StatisticsParams) (*Statistics, error) {
+func (s *fakeStore) Statistics(_ context.Context, p *driver.StatisticsParams) (*Statistics, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -375,13 +378,13 @@ func (s *fakeStore) Statistics(_ context.Context, p *StatisticsParams) (*Statist
 	return st, nil
 }
 
-func (s *fakeStore) Purge(_ context.Context, p *PurgeParams) (*PurgeResult, error) {
+func (s *fakeStore) Purge(_ context.Context, p *driver.PurgeParams) (*driver.PurgeResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	res := &PurgeResult{}
+	res := &driver.PurgeResult{}
 	for id, d := range s.deliveries {
 		if (d.Status == StatusCompleted && d.CompletedAt.Before(p.CompletedBefore)) ||
 			(d.Status == StatusDead && d.UpdatedAt.Before(p.DeadBefore)) {

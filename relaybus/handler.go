@@ -5,6 +5,9 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/internal/check"
 )
 
 // HandlerFunc handles one delivery. A nil error completes it; an error
@@ -103,10 +106,10 @@ func (b *Bus[TTx]) register(eventType, name string, opts *HandlerOptions, fn Han
 	if eventType == "" {
 		return invalidf("handler %q: event type is empty", name)
 	}
-	if err := checkText("event type", eventType, MaxEventTypeBytes); err != nil {
+	if err := check.Text("event type", eventType, MaxEventTypeBytes); err != nil {
 		return err
 	}
-	if err := ValidateName("handler name", name); err != nil {
+	if err := driver.ValidateName("handler name", name); err != nil {
 		return err
 	}
 	var o HandlerOptions
@@ -139,7 +142,7 @@ func (b *Bus[TTx]) register(eventType, name string, opts *HandlerOptions, fn Han
 	h := &handler[TTx]{name: name, eventType: eventType, maxAttempts: o.MaxAttempts, timeout: o.Timeout, fn: fn, txFn: txFn,
 		middleware: append(b.cfg.Middleware, o.Middleware...)}
 	b.handlers[name] = h
-	b.byType[eventType] = append(b.byType[eventType], DeliverySpec{Handler: name, MaxAttempts: o.MaxAttempts})
+	b.byType[eventType] = append(b.byType[eventType], driver.DeliverySpec{Handler: name, MaxAttempts: o.MaxAttempts})
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/memory"
 	"github.com/berkcansavur/relaybus/relaybus/storetest"
 )
@@ -63,7 +64,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 func settled(t *testing.T, store *memory.Store) func() bool {
 	return func() bool {
-		st, err := store.Statistics(context.Background(), &relaybus.StatisticsParams{Now: time.Now()})
+		st, err := store.Statistics(context.Background(), &driver.StatisticsParams{Now: time.Now()})
 		require.NoError(t, err)
 		return st.Pending+st.Processing == 0
 	}
@@ -195,7 +196,7 @@ func TestMemoryTakeoverAfterCrash(t *testing.T) {
 		return nil
 	}, nil))
 	require.NoError(t, b.Publish(context.Background(), &relaybus.Event{Type: "t"}))
-	ds, err := store.DeliveryClaim(context.Background(), &relaybus.DeliveryClaimParams{
+	ds, err := store.DeliveryClaim(context.Background(), &driver.DeliveryClaimParams{
 		Owner: "crashed", Handlers: []string{"h"}, Limit: 1, LeaseDuration: 30 * time.Millisecond, Now: time.Now(),
 	})
 	require.NoError(t, err)
@@ -239,7 +240,7 @@ func TestMemorySuspectsRunAlone(t *testing.T) {
 	for i := range 6 {
 		require.NoError(t, b.Publish(context.Background(), &relaybus.Event{ID: fmt.Sprintf("e%d", i), Type: "t"}))
 	}
-	ds, err := store.DeliveryClaim(context.Background(), &relaybus.DeliveryClaimParams{
+	ds, err := store.DeliveryClaim(context.Background(), &driver.DeliveryClaimParams{
 		Owner: "crashed", Handlers: []string{"h"}, Limit: 3, LeaseDuration: 30 * time.Millisecond, Now: time.Now(),
 	})
 	require.NoError(t, err)
@@ -325,7 +326,7 @@ func TestMemorySuspectWaitsForTheDispatcherToDrain(t *testing.T) {
 
 	// s was claimed by a process that died; its lease expires soon.
 	require.NoError(t, b.Publish(ctx, &relaybus.Event{ID: s, Type: "t"}))
-	crashed, err := store.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "crashed", Handlers: []string{"h"},
+	crashed, err := store.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "crashed", Handlers: []string{"h"},
 		Limit: 1, LeaseDuration: 200 * time.Millisecond, Now: time.Now()})
 	require.NoError(t, err)
 	require.Len(t, crashed, 1)
@@ -336,7 +337,7 @@ func TestMemorySuspectWaitsForTheDispatcherToDrain(t *testing.T) {
 	// The dispatcher's busy claims take the lane over (s becomes a
 	// suspect) and get nothing while s is the oldest candidate.
 	waitUntil(t, "s taken over", func() bool {
-		page, err := store.DeliveryList(ctx, &relaybus.DeliveryListParams{EventID: s})
+		page, err := store.DeliveryList(ctx, &driver.DeliveryListParams{EventID: s})
 		require.NoError(t, err)
 		return len(page.Deliveries) == 1 && page.Deliveries[0].Suspect
 	})
@@ -348,7 +349,7 @@ func TestMemorySuspectWaitsForTheDispatcherToDrain(t *testing.T) {
 	}
 	// Nor is the suspect held while they run: a crash of a1 or a2 would
 	// charge it (a busy claim gets no suspect at all).
-	page, err := store.DeliveryList(ctx, &relaybus.DeliveryListParams{EventID: s})
+	page, err := store.DeliveryList(ctx, &driver.DeliveryListParams{EventID: s})
 	require.NoError(t, err)
 	require.Equal(t, relaybus.StatusPending, page.Deliveries[0].Status, "the busy dispatcher holds the suspect")
 

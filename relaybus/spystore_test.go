@@ -5,6 +5,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // spyStore wraps a Store, counts the calls the dispatcher makes and lets a
@@ -19,8 +22,8 @@ type spyStore[TTx any] struct {
 	completeMany   []int // sizes of DeliveryCompleteMany calls
 	completeMCalls []completeCall
 	extendCalls    int
-	extended       [][]Lease // the leases of each LeaseExtend call
-	reschedules    []DeliveryRescheduleParams
+	extended       [][]relaytype.Lease // the leases of each LeaseExtend call
+	reschedules    []driver.DeliveryRescheduleParams
 	releases       int
 	relinquishes   int
 	claimHook      func(n int) error // n: 1-based claim call number
@@ -36,14 +39,14 @@ type spyStore[TTx any] struct {
 // which leases.
 type completeCall struct {
 	at     time.Time
-	leases []Lease
+	leases []relaytype.Lease
 	// deadline is the call's context's (zero: none).
 	deadline time.Time
 }
 
 func spy[TTx any](s Store[TTx]) *spyStore[TTx] { return &spyStore[TTx]{Store: s} }
 
-func (s *spyStore[TTx]) DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*Delivery, error) {
+func (s *spyStore[TTx]) DeliveryClaim(ctx context.Context, p *driver.DeliveryClaimParams) ([]*Delivery, error) {
 	s.mu.Lock()
 	s.claimCalls++
 	n, hook, after := s.claimCalls, s.claimHook, s.afterClaim
@@ -63,14 +66,14 @@ func (s *spyStore[TTx]) DeliveryClaim(ctx context.Context, p *DeliveryClaimParam
 	return ds, err
 }
 
-func (s *spyStore[TTx]) DeliveryComplete(ctx context.Context, p *DeliveryCompleteParams) (bool, error) {
+func (s *spyStore[TTx]) DeliveryComplete(ctx context.Context, p *driver.DeliveryCompleteParams) (bool, error) {
 	s.mu.Lock()
 	s.completeCalls++
 	s.mu.Unlock()
 	return s.Store.DeliveryComplete(ctx, p)
 }
 
-func (s *spyStore[TTx]) DeliveryCompleteMany(ctx context.Context, p *DeliveryCompleteManyParams) ([]bool, error) {
+func (s *spyStore[TTx]) DeliveryCompleteMany(ctx context.Context, p *driver.DeliveryCompleteManyParams) ([]bool, error) {
 	s.mu.Lock()
 	s.completeMany = append(s.completeMany, len(p.Leases))
 	dl, _ := ctx.Deadline()
@@ -85,7 +88,7 @@ func (s *spyStore[TTx]) DeliveryCompleteMany(ctx context.Context, p *DeliveryCom
 	return s.Store.DeliveryCompleteMany(ctx, p)
 }
 
-func (s *spyStore[TTx]) DeliveryCompleteTx(ctx context.Context, tx TTx, p *DeliveryCompleteParams) (bool, error) {
+func (s *spyStore[TTx]) DeliveryCompleteTx(ctx context.Context, tx TTx, p *driver.DeliveryCompleteParams) (bool, error) {
 	s.mu.Lock()
 	hook := s.completeTxHook
 	s.mu.Unlock()
@@ -95,7 +98,7 @@ func (s *spyStore[TTx]) DeliveryCompleteTx(ctx context.Context, tx TTx, p *Deliv
 	return s.Store.DeliveryCompleteTx(ctx, tx, p)
 }
 
-func (s *spyStore[TTx]) LeaseExtend(ctx context.Context, p *LeaseExtendParams) ([]bool, error) {
+func (s *spyStore[TTx]) LeaseExtend(ctx context.Context, p *driver.LeaseExtendParams) ([]bool, error) {
 	s.mu.Lock()
 	s.extendCalls++
 	s.extended = append(s.extended, slices.Clone(p.Leases))
@@ -103,21 +106,21 @@ func (s *spyStore[TTx]) LeaseExtend(ctx context.Context, p *LeaseExtendParams) (
 	return s.Store.LeaseExtend(ctx, p)
 }
 
-func (s *spyStore[TTx]) DeliveryReschedule(ctx context.Context, p *DeliveryRescheduleParams) (bool, error) {
+func (s *spyStore[TTx]) DeliveryReschedule(ctx context.Context, p *driver.DeliveryRescheduleParams) (bool, error) {
 	s.mu.Lock()
 	s.reschedules = append(s.reschedules, *p)
 	s.mu.Unlock()
 	return s.Store.DeliveryReschedule(ctx, p)
 }
 
-func (s *spyStore[TTx]) DeliveryRelease(ctx context.Context, p *DeliveryReleaseParams) (bool, error) {
+func (s *spyStore[TTx]) DeliveryRelease(ctx context.Context, p *driver.DeliveryReleaseParams) (bool, error) {
 	s.mu.Lock()
 	s.releases++
 	s.mu.Unlock()
 	return s.Store.DeliveryRelease(ctx, p)
 }
 
-func (s *spyStore[TTx]) OwnerRelinquish(ctx context.Context, p *OwnerRelinquishParams) (int, error) {
+func (s *spyStore[TTx]) OwnerRelinquish(ctx context.Context, p *driver.OwnerRelinquishParams) (int, error) {
 	s.mu.Lock()
 	s.relinquishes++
 	s.mu.Unlock()

@@ -12,6 +12,8 @@ import (
 	"github.com/berkcansavur/relaybus/bench/record"
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 type pgxTx = pgx.Tx
@@ -21,7 +23,7 @@ type pgxTx = pgx.Tx
 // reported).
 type keyStatesFunc func(ctx context.Context) (keys []protocol.KeyState, truncated bool, err error)
 
-func runRole[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx], keys keyStatesFunc) error {
+func runRole[TTx any](ctx context.Context, w *worker, st driver.Store[TTx], keys keyStatesFunc) error {
 	return w.RunRole(ctx, workerkit.Roles{
 		Setup: st.Setup,
 		Inspect: func(ctx context.Context) (*protocol.Inspect, error) {
@@ -40,9 +42,9 @@ func runRole[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx], ke
 	})
 }
 
-func inspect[TTx any](ctx context.Context, st relaybus.Store[TTx]) (*protocol.Inspect, error) {
+func inspect[TTx any](ctx context.Context, st driver.Store[TTx]) (*protocol.Inspect, error) {
 	now := time.Now()
-	stats, err := st.Statistics(ctx, &relaybus.StatisticsParams{Now: now})
+	stats, err := st.Statistics(ctx, &driver.StatisticsParams{Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -52,8 +54,8 @@ func inspect[TTx any](ctx context.Context, st relaybus.Store[TTx]) (*protocol.In
 	}
 	after := ""
 	for {
-		page, err := st.DeliveryList(ctx, &relaybus.DeliveryListParams{
-			Status: relaybus.StatusDead, Limit: relaybus.MaxListLimit, After: after,
+		page, err := st.DeliveryList(ctx, &driver.DeliveryListParams{
+			Status: relaytype.StatusDead, Limit: driver.MaxListLimit, After: after,
 		})
 		if err != nil {
 			return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 // Main runs one worker and returns the process exit code: 0 when the role
@@ -70,11 +71,11 @@ func validateConfig(c *protocol.Config) error {
 		return nil
 	}
 	wl := &c.Workload
-	if err := relaybus.ValidateName("workload event_type", wl.EventType); err != nil {
+	if err := driver.ValidateName("workload event_type", wl.EventType); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	if err := checks.Handlers(wl.Handlers, func(what, name string) error {
-		if err := relaybus.ValidateName(what, name); err != nil {
+		if err := driver.ValidateName(what, name); err != nil {
 			return fmt.Errorf("worker: %w", err)
 		}
 		return nil

@@ -10,12 +10,14 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/internal/decimal"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
-// DeliveryRequeue implements relaybus.Store. LastError is kept: it says
+// DeliveryRequeue implements driver.Store. LastError is kept: it says
 // why the delivery died.
-func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRequeueParams) error {
+func (s *Store) DeliveryRequeue(ctx context.Context, params *driver.DeliveryRequeueParams) error {
 	if err := params.Validate(); err != nil {
 		return err
 	}
@@ -30,29 +32,29 @@ func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRe
 		d = s.deliveries[id]
 	}
 	if d == nil {
-		return fmt.Errorf("relaybus/memory: requeue delivery %q: %w", params.DeliveryID, relaybus.ErrNotFound)
+		return fmt.Errorf("relaybus/memory: requeue delivery %q: %w", params.DeliveryID, relaytype.ErrNotFound)
 	}
-	if d.status != relaybus.StatusDead {
-		return fmt.Errorf("relaybus/memory: requeue delivery %q (status %s): %w", params.DeliveryID, s.statusOf(d), relaybus.ErrNotDead)
+	if d.status != relaytype.StatusDead {
+		return fmt.Errorf("relaybus/memory: requeue delivery %q (status %s): %w", params.DeliveryID, s.statusOf(d), relaytype.ErrNotDead)
 	}
 	d.attempts = 0
 	d.claims++
 	d.suspect = false
 	d.availableAt = now
 	d.updatedAt = now
-	s.setStatus(d, relaybus.StatusPending)
+	s.setStatus(d, relaytype.StatusPending)
 	return nil
 }
 
-// DeliveryList implements relaybus.Store. The cursor is the last ID of
+// DeliveryList implements driver.Store. The cursor is the last ID of
 // the previous page; IDs are ordered as numbers, not as text. A pending
 // delivery in flight is listed as processing.
-func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListParams) (*relaybus.DeliveryListResult, error) {
+func (s *Store) DeliveryList(ctx context.Context, params *driver.DeliveryListParams) (*driver.DeliveryListResult, error) {
 	limit, err := params.Validate()
 	if err != nil {
 		return nil, err
 	}
-	after, err := relaybus.DecimalListCursor("relaybus/memory", params.After)
+	after, err := decimal.ListCursor("relaybus/memory", params.After)
 	if err != nil {
 		return nil, err
 	}
@@ -73,20 +75,20 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 		match = append(match, d)
 	}
 	sort.Slice(match, func(i, j int) bool { return match[i].id < match[j].id })
-	res := &relaybus.DeliveryListResult{}
+	res := &driver.DeliveryListResult{}
 	if len(match) > limit {
 		match = match[:limit]
 		res.Next = strconv.FormatInt(match[limit-1].id, 10)
 	}
-	res.Deliveries = make([]*relaybus.Delivery, len(match))
+	res.Deliveries = make([]*relaytype.Delivery, len(match))
 	for i, d := range match {
 		res.Deliveries[i] = s.snapshot(d)
 	}
 	return res, nil
 }
 
-// Statistics implements relaybus.Store.
-func (s *Store) Statistics(ctx context.Context, params *relaybus.StatisticsParams) (*relaybus.Statistics, error) {
+// Statistics implements driver.Store.
+func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams) (*relaytype.Statistics, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
@@ -96,23 +98,23 @@ func (s *Store) Statistics(ctx context.Context, params *relaybus.StatisticsParam
 	now := params.Now.Round(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := &relaybus.Statistics{Handlers: make(map[string]relaybus.Counts)}
+	st := &relaytype.Statistics{Handlers: make(map[string]relaytype.Counts)}
 	for _, d := range s.deliveries {
 		hc := st.Handlers[d.handler]
 		switch s.statusOf(d) {
-		case relaybus.StatusPending:
+		case relaytype.StatusPending:
 			st.Pending++
 			hc.Pending++
 			if age := now.Sub(d.availableAt); age > st.OldestDueAge {
 				st.OldestDueAge = age
 			}
-		case relaybus.StatusProcessing:
+		case relaytype.StatusProcessing:
 			st.Processing++
 			hc.Processing++
-		case relaybus.StatusCompleted:
+		case relaytype.StatusCompleted:
 			st.Completed++
 			hc.Completed++
-		case relaybus.StatusDead:
+		case relaytype.StatusDead:
 			st.Dead++
 			hc.Dead++
 		}
@@ -121,12 +123,12 @@ func (s *Store) Statistics(ctx context.Context, params *relaybus.StatisticsParam
 	return st, nil
 }
 
-// Purge implements relaybus.Store. Deliveries go in ID order, so a
+// Purge implements driver.Store. Deliveries go in ID order, so a
 // bounded purge removes the oldest first. An event with no delivery left
 // is deleted once it was published before the later of the two cutoffs:
 // until then it remembers its handlers, so a redelivered event does not
 // run them again.
-func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relaybus.PurgeResult, error) {
+func (s *Store) Purge(ctx context.Context, params *driver.PurgeParams) (*driver.PurgeResult, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
@@ -138,8 +140,8 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 	var doomed []*delivery
 	for _, d := range s.deliveries {
 		switch {
-		case d.status == relaybus.StatusCompleted && !params.CompletedBefore.IsZero() && d.completedAt.Before(params.CompletedBefore),
-			d.status == relaybus.StatusDead && !params.DeadBefore.IsZero() && d.updatedAt.Before(params.DeadBefore):
+		case d.status == relaytype.StatusCompleted && !params.CompletedBefore.IsZero() && d.completedAt.Before(params.CompletedBefore),
+			d.status == relaytype.StatusDead && !params.DeadBefore.IsZero() && d.updatedAt.Before(params.DeadBefore):
 			doomed = append(doomed, d)
 		}
 	}
@@ -147,7 +149,7 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 	if params.Limit > 0 && len(doomed) > params.Limit {
 		doomed = doomed[:params.Limit]
 	}
-	res := &relaybus.PurgeResult{}
+	res := &driver.PurgeResult{}
 	for _, d := range doomed {
 		s.remove(d)
 		res.Deliveries++
@@ -167,18 +169,18 @@ func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relay
 
 // statusOf is d's status as listed: a pending delivery in flight is
 // processing.
-func (s *Store) statusOf(d *delivery) relaybus.Status {
-	if d.status == relaybus.StatusPending && d.inFlight {
-		return relaybus.StatusProcessing
+func (s *Store) statusOf(d *delivery) relaytype.Status {
+	if d.status == relaytype.StatusPending && d.inFlight {
+		return relaytype.StatusProcessing
 	}
 	return d.status
 }
 
 // snapshot copies d out, so callers never alias the store's state. A
 // delivery in flight gets its lease and counts its running attempt.
-func (s *Store) snapshot(d *delivery) *relaybus.Delivery {
+func (s *Store) snapshot(d *delivery) *relaytype.Delivery {
 	e := &d.ev.ev
-	out := &relaybus.Delivery{
+	out := &relaytype.Delivery{
 		ID:             strconv.FormatInt(d.id, 10),
 		EventID:        e.ID,
 		EventType:      e.Type,
@@ -203,7 +205,7 @@ func (s *Store) snapshot(d *delivery) *relaybus.Delivery {
 		out.Attempts++
 		out.LeaseOwner = l.owner
 		out.LeaseExpiresAt = l.expiresAt
-		out.LeaseToken = relaybus.LaneToken{Lane: d.lane, Epoch: l.epoch, Claims: d.claims}.String()
+		out.LeaseToken = driver.LaneToken{Lane: d.lane, Epoch: l.epoch, Claims: d.claims}.String()
 	}
 	return out
 }

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/memory"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // BenchmarkClaimComplete measures one delivery through claim and
@@ -38,16 +39,16 @@ func benchClaimComplete(b *testing.B, backlog, keys, batch int) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := 0
 	publishBatch := func(n int) {
-		p := &relaybus.EventPublishParams{Now: now}
+		p := &driver.EventPublishParams{Now: now}
 		for range n {
 			seq++
-			ev := &relaybus.Event{ID: fmt.Sprint("e", seq), Type: "t"}
+			ev := &relaytype.Event{ID: fmt.Sprint("e", seq), Type: "t"}
 			if keys > 0 {
 				ev.Key = fmt.Sprint("k", seq%keys)
 			}
-			p.Events = append(p.Events, &relaybus.EventPublish{
+			p.Events = append(p.Events, &driver.EventPublish{
 				Event:      ev,
-				Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+				Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
 			})
 		}
 		tx, _ := s.TxBegin(ctx)
@@ -67,15 +68,15 @@ func benchClaimComplete(b *testing.B, backlog, keys, batch int) {
 		b.StopTimer()
 		publishBatch(batch) // keep the backlog steady
 		b.StartTimer()
-		ds, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h"}, Limit: batch, LeaseDuration: time.Minute, Now: now})
+		ds, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{"h"}, Limit: batch, LeaseDuration: time.Minute, Now: now})
 		if err != nil || len(ds) != batch {
 			b.Fatalf("claim: %d deliveries, %v", len(ds), err)
 		}
-		ls := make([]relaybus.Lease, len(ds))
+		ls := make([]relaytype.Lease, len(ds))
 		for j, d := range ds {
 			ls[j] = d.Lease()
 		}
-		if _, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: now}); err != nil {
+		if _, err := s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{Leases: ls, Now: now}); err != nil {
 			b.Fatal(err)
 		}
 		delivered += len(ds)

@@ -8,10 +8,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
-// DeliveryClaim implements relaybus.Store with the lane protocol of the
+// DeliveryClaim implements driver.Store with the lane protocol of the
 // PostgreSQL store (docs/lane-protocol.md): pick from the lanes
 // (params.Owner, this store) holds, then, while that does not fill the
 // limit, take 4, 8, 16, ... more lanes that are free or abandoned and have
@@ -23,7 +24,7 @@ import (
 //
 // Candidates come from the indexes (index.go): a claim costs about
 // Limit heap operations plus the lanes it looks at, whatever the backlog.
-func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
+func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimParams) ([]*relaytype.Delivery, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
@@ -46,7 +47,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 	picked, blocked := s.pickFrom(own, handlers, params.Limit, !params.Busy, params.Busy, now, expiresAt)
 	tried := map[int]bool{}
 	for step := claimTakeFirst; !blocked && len(picked) < params.Limit && !(len(picked) == 1 && picked[0].suspect); step *= 2 {
-		taken := s.take(min(step, params.Limit-len(picked), relaybus.LaneCount), handlers, tried, params.Owner, now, expiresAt)
+		taken := s.take(min(step, params.Limit-len(picked), driver.LaneCount), handlers, tried, params.Owner, now, expiresAt)
 		if len(taken) == 0 {
 			break
 		}
@@ -58,7 +59,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		picked = append(picked, more...)
 	}
 	slices.SortFunc(picked, cmpDue)
-	out := make([]*relaybus.Delivery, len(picked))
+	out := make([]*relaytype.Delivery, len(picked))
 	for i, d := range picked {
 		out[i] = s.snapshot(d)
 	}
@@ -222,7 +223,7 @@ func (s *Store) charge(d *delivery, now time.Time) {
 	d.updatedAt = now
 	if wasSuspect && d.attempts >= d.maxAttempts {
 		d.lastError = expiredFinalAttempt
-		s.setStatus(d, relaybus.StatusDead)
+		s.setStatus(d, relaytype.StatusDead)
 		return
 	}
 	s.place(d)

@@ -1,5 +1,5 @@
 // Package memory is an in-memory relaybus store: a single-process
-// implementation of relaybus.Store that is the reference for the
+// implementation of driver.Store that is the reference for the
 // contract and the store of tests, examples and programs that do not
 // need durability.
 //
@@ -8,7 +8,7 @@
 // It implements the 0.2.0 lane-lease protocol (docs/lane-protocol.md) as
 // the PostgreSQL store does, not an imitation of its effects, so that
 // what the conformance suite pins is the behaviour of the lanes
-// themselves. Deliveries live in relaybus.LaneOf(key, event ID) lanes. A
+// themselves. Deliveries live in driver.LaneOf(key, event ID) lanes. A
 // claim leases lanes to (owner, store instance): it picks from the lanes
 // it holds, then, while that does not fill the limit, takes 4, 8, 16, ...
 // free or abandoned lanes with due work, oldest due work first, and hands
@@ -17,7 +17,7 @@
 // attempt, marking it a suspect and burying it when that spends its
 // budget; a suspect is claimed alone. Attempts are charged when they end
 // (reschedule, bury) or at a takeover, never at claim and never by a
-// release. The lease token is "lane:epoch:claims" (relaybus.LaneToken);
+// release. The lease token is "lane:epoch:claims" (driver.LaneToken);
 // every fenced write checks the lane's epoch, that the delivery is in
 // flight there, and the delivery's claims counter, and a token or ID of
 // another form is an ErrInvalid error that writes nothing. OwnerRelinquish

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/memory"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // A publish commits in a transaction; a claim leases the delivery and a
@@ -17,11 +18,11 @@ func Example() {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 	tx, _ := store.TxBegin(ctx)
-	res, err := store.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{
+	res, err := store.EventPublishTx(ctx, tx, &driver.EventPublishParams{
 		Now: now,
-		Events: []*relaybus.EventPublish{{
-			Event:      &relaybus.Event{ID: "order-1", Type: "order.created", Key: "customer-7"},
-			Deliveries: []relaybus.DeliverySpec{{Handler: "mailer", MaxAttempts: 5}},
+		Events: []*driver.EventPublish{{
+			Event:      &relaytype.Event{ID: "order-1", Type: "order.created", Key: "customer-7"},
+			Deliveries: []driver.DeliverySpec{{Handler: "mailer", MaxAttempts: 5}},
 		}},
 	})
 	if err != nil {
@@ -35,13 +36,13 @@ func Example() {
 	}
 	fmt.Println("inserted:", res.Inserted[0], "sequence:", res.Sequences[0])
 
-	ds, _ := store.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{
+	ds, _ := store.DeliveryClaim(ctx, &driver.DeliveryClaimParams{
 		Owner: "worker-1", Handlers: []string{"mailer"}, Limit: 10, LeaseDuration: time.Minute, Now: now,
 	})
 	d := ds[0]
 	fmt.Println("claimed:", d.EventID, d.Handler, "attempt", d.Attempts)
 
-	ok, _ := store.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: now.Add(time.Second)})
+	ok, _ := store.DeliveryComplete(ctx, &driver.DeliveryCompleteParams{Lease: d.Lease(), Now: now.Add(time.Second)})
 	fmt.Println("completed:", ok)
 	// Output:
 	// inserted: true sequence: 1

@@ -5,7 +5,7 @@ import (
 	"container/heap"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // The claim indexes. A claim must not look at every delivery: with a
@@ -144,7 +144,7 @@ func (s *Store) candidateHeap(lane int, handler string) *dueHeap {
 // in flight, and unkeyed or the head of its key with nothing of its key
 // in flight.
 func (s *Store) isCandidate(d *delivery) bool {
-	if d.status != relaybus.StatusPending || d.inFlight {
+	if d.status != relaytype.StatusPending || d.inFlight {
 		return false
 	}
 	if d.ev.ev.Key == "" {
@@ -156,10 +156,10 @@ func (s *Store) isCandidate(d *delivery) bool {
 
 // setStatus changes d's status and updates the indexes. Call it after
 // changing d's other fields: where d goes depends on them.
-func (s *Store) setStatus(d *delivery, status relaybus.Status) {
-	wasPending := d.status == relaybus.StatusPending
+func (s *Store) setStatus(d *delivery, status relaytype.Status) {
+	wasPending := d.status == relaytype.StatusPending
 	d.status = status
-	isPending := status == relaybus.StatusPending
+	isPending := status == relaytype.StatusPending
 	if key := d.ev.ev.Key; key != "" && wasPending != isPending {
 		hk := handlerKey{d.handler, key}
 		q := s.keys[hk]
@@ -196,7 +196,7 @@ func (s *Store) setInFlight(d *delivery, on bool) {
 		return
 	}
 	d.inFlight = on
-	if key := d.ev.ev.Key; key != "" && d.status == relaybus.StatusPending {
+	if key := d.ev.ev.Key; key != "" && d.status == relaytype.StatusPending {
 		q := s.keys[handlerKey{d.handler, key}]
 		if on {
 			q.flying++
@@ -237,8 +237,8 @@ func (s *Store) place(d *delivery) {
 // deleted with d.
 func (s *Store) unindex(d *delivery) {
 	s.setInFlight(d, false)
-	if d.status == relaybus.StatusPending {
-		s.setStatus(d, relaybus.StatusCompleted)
+	if d.status == relaytype.StatusPending {
+		s.setStatus(d, relaytype.StatusCompleted)
 	}
 }
 

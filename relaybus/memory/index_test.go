@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // checkIndexes rebuilds the claim indexes' rules (index.go) and the
@@ -22,7 +23,7 @@ func checkIndexes(s *Store) error {
 		}
 		flying := 0
 		for i, d := range q.items {
-			if s.deliveries[d.id] != d || d.status != relaybus.StatusPending || d.handler != hk.handler || d.ev.ev.Key != hk.key {
+			if s.deliveries[d.id] != d || d.status != relaytype.StatusPending || d.handler != hk.handler || d.ev.ev.Key != hk.key {
 				return fmt.Errorf("key %v: queue holds delivery %d (status %s) that does not belong", hk, d.id, d.status)
 			}
 			if i > 0 && q.items[i-1].ev.seq >= d.ev.seq {
@@ -38,13 +39,13 @@ func checkIndexes(s *Store) error {
 		queued += len(q.items)
 	}
 	keyedPending, inHeaps := 0, 0
-	inFlight := make([]int, relaybus.LaneCount)
+	inFlight := make([]int, driver.LaneCount)
 	for _, d := range s.deliveries {
-		if d.lane != relaybus.LaneOf(d.ev.ev.Key, d.ev.ev.ID) {
-			return fmt.Errorf("delivery %d: lane %d, LaneOf says %d", d.id, d.lane, relaybus.LaneOf(d.ev.ev.Key, d.ev.ev.ID))
+		if d.lane != driver.LaneOf(d.ev.ev.Key, d.ev.ev.ID) {
+			return fmt.Errorf("delivery %d: lane %d, LaneOf says %d", d.id, d.lane, driver.LaneOf(d.ev.ev.Key, d.ev.ev.ID))
 		}
 		if d.inFlight {
-			if d.status != relaybus.StatusPending {
+			if d.status != relaytype.StatusPending {
 				return fmt.Errorf("delivery %d: in flight but %s", d.id, d.status)
 			}
 			if s.lanes[d.lane].inFlight[d.id] != d {
@@ -52,7 +53,7 @@ func checkIndexes(s *Store) error {
 			}
 			inFlight[d.lane]++
 		}
-		if d.status == relaybus.StatusPending && d.ev.ev.Key != "" {
+		if d.status == relaytype.StatusPending && d.ev.ev.Key != "" {
 			keyedPending++
 			if q := s.keys[handlerKey{d.handler, d.ev.ev.Key}]; q == nil || !slices.Contains(q.items, d) {
 				return fmt.Errorf("delivery %d: pending and keyed but not in its key queue", d.id)
@@ -109,14 +110,14 @@ func checkIndexes(s *Store) error {
 // pending, not in flight, and unkeyed or the lowest pending sequence of
 // its handler and key with none of them in flight.
 func candidateByScan(s *Store, d *delivery) bool {
-	if d.status != relaybus.StatusPending || d.inFlight {
+	if d.status != relaytype.StatusPending || d.inFlight {
 		return false
 	}
 	if d.ev.ev.Key == "" {
 		return true
 	}
 	for _, o := range s.deliveries {
-		if o != d && o.status == relaybus.StatusPending && o.handler == d.handler && o.ev.ev.Key == d.ev.ev.Key &&
+		if o != d && o.status == relaytype.StatusPending && o.handler == d.handler && o.ev.ev.Key == d.ev.ev.Key &&
 			(o.inFlight || o.ev.seq < d.ev.seq) {
 			return false
 		}
@@ -164,12 +165,12 @@ func runRandomOps(t *testing.T, seed uint64, ops int) {
 	keys := []string{"", "", "a", "b", "c"}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var eventIDs []string
-	var leases []relaybus.Lease // every lease ever returned, current or not
+	var leases []relaytype.Lease // every lease ever returned, current or not
 	owners := []string{"o1", "o2"}
 	tick := func() time.Duration { return time.Duration(rng.IntN(20)) * time.Second }
-	someLease := func() (relaybus.Lease, bool) {
+	someLease := func() (relaytype.Lease, bool) {
 		if len(leases) == 0 {
-			return relaybus.Lease{}, false
+			return relaytype.Lease{}, false
 		}
 		return leases[rng.IntN(len(leases))], true
 	}
@@ -180,22 +181,22 @@ func runRandomOps(t *testing.T, seed uint64, ops int) {
 		var err error
 		switch rng.IntN(11) {
 		case 0, 1, 2: // publish new events, or old ones with more handlers
-			p := &relaybus.EventPublishParams{Now: now}
+			p := &driver.EventPublishParams{Now: now}
 			for range 1 + rng.IntN(4) {
-				var ev relaybus.Event
+				var ev relaytype.Event
 				if len(eventIDs) > 0 && rng.IntN(5) == 0 {
-					ev = relaybus.Event{ID: eventIDs[rng.IntN(len(eventIDs))], Type: "t"}
+					ev = relaytype.Event{ID: eventIDs[rng.IntN(len(eventIDs))], Type: "t"}
 				} else {
-					ev = relaybus.Event{ID: fmt.Sprint("e", len(eventIDs)), Type: "t", Key: keys[rng.IntN(len(keys))]}
+					ev = relaytype.Event{ID: fmt.Sprint("e", len(eventIDs)), Type: "t", Key: keys[rng.IntN(len(keys))]}
 					eventIDs = append(eventIDs, ev.ID)
 				}
-				if slices.ContainsFunc(p.Events, func(ep *relaybus.EventPublish) bool { return ep.Event.ID == ev.ID }) {
+				if slices.ContainsFunc(p.Events, func(ep *driver.EventPublish) bool { return ep.Event.ID == ev.ID }) {
 					continue
 				}
-				ep := &relaybus.EventPublish{Event: &ev}
+				ep := &driver.EventPublish{Event: &ev}
 				for _, h := range handlers {
 					if rng.IntN(2) == 0 {
-						ep.Deliveries = append(ep.Deliveries, relaybus.DeliverySpec{Handler: h, MaxAttempts: 1 + rng.IntN(3)})
+						ep.Deliveries = append(ep.Deliveries, driver.DeliverySpec{Handler: h, MaxAttempts: 1 + rng.IntN(3)})
 					}
 				}
 				p.Events = append(p.Events, ep)
@@ -205,7 +206,7 @@ func runRandomOps(t *testing.T, seed uint64, ops int) {
 				err = s.TxCommit(ctx, tx)
 			}
 		case 3, 4, 5: // claim
-			p := &relaybus.DeliveryClaimParams{
+			p := &driver.DeliveryClaimParams{
 				Owner:         owners[rng.IntN(len(owners))],
 				Limit:         1 + rng.IntN(5),
 				LeaseDuration: time.Duration(1+rng.IntN(30)) * time.Second,
@@ -222,7 +223,7 @@ func runRandomOps(t *testing.T, seed uint64, ops int) {
 			// The indexed candidates are the scanned ones, for random
 			// sets of lanes.
 			var lanes []int
-			for l := range relaybus.LaneCount {
+			for l := range driver.LaneCount {
 				if rng.IntN(3) == 0 {
 					lanes = append(lanes, l)
 				}
@@ -237,46 +238,46 @@ func runRandomOps(t *testing.T, seed uint64, ops int) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("op %d: indexed candidates %v, the scan takes %v", op, got, want)
 			}
-			var ds []*relaybus.Delivery
+			var ds []*relaytype.Delivery
 			ds, err = s.DeliveryClaim(ctx, p)
 			for _, d := range ds {
 				leases = append(leases, d.Lease())
 			}
-			if len(ds) > 1 && slices.ContainsFunc(ds, func(d *relaybus.Delivery) bool { return d.Suspect }) {
+			if len(ds) > 1 && slices.ContainsFunc(ds, func(d *relaytype.Delivery) bool { return d.Suspect }) {
 				t.Fatalf("op %d: a suspect claimed with %d others", op, len(ds)-1)
 			}
 		case 6: // complete, one or several
 			if l, ok := someLease(); ok {
 				if rng.IntN(2) == 0 {
-					_, err = s.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: l, Now: now})
+					_, err = s.DeliveryComplete(ctx, &driver.DeliveryCompleteParams{Lease: l, Now: now})
 				} else {
 					l2, _ := someLease()
-					_, err = s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: []relaybus.Lease{l, l2}, Now: now})
+					_, err = s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{Leases: []relaytype.Lease{l, l2}, Now: now})
 				}
 			}
 		case 7: // reschedule, possibly into the past
 			if l, ok := someLease(); ok {
-				_, err = s.DeliveryReschedule(ctx, &relaybus.DeliveryRescheduleParams{Lease: l, Error: "x", AvailableAt: now.Add(tick() - 5*time.Second), Now: now})
+				_, err = s.DeliveryReschedule(ctx, &driver.DeliveryRescheduleParams{Lease: l, Error: "x", AvailableAt: now.Add(tick() - 5*time.Second), Now: now})
 			}
 		case 8: // bury, release or extend
 			if l, ok := someLease(); ok {
 				switch rng.IntN(3) {
 				case 0:
-					_, err = s.DeliveryBury(ctx, &relaybus.DeliveryBuryParams{Lease: l, Error: "x", Now: now})
+					_, err = s.DeliveryBury(ctx, &driver.DeliveryBuryParams{Lease: l, Error: "x", Now: now})
 				case 1:
-					_, err = s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{Lease: l, Now: now})
+					_, err = s.DeliveryRelease(ctx, &driver.DeliveryReleaseParams{Lease: l, Now: now})
 				case 2:
-					_, err = s.LeaseExtend(ctx, &relaybus.LeaseExtendParams{Owner: owners[rng.IntN(len(owners))], Leases: []relaybus.Lease{l}, ExpiresAt: now.Add(tick() + time.Second), Now: now})
+					_, err = s.LeaseExtend(ctx, &driver.LeaseExtendParams{Owner: owners[rng.IntN(len(owners))], Leases: []relaytype.Lease{l}, ExpiresAt: now.Add(tick() + time.Second), Now: now})
 				}
 			}
 		case 9: // requeue (often a delivery that is not dead), or relinquish
 			if rng.IntN(3) == 0 {
-				_, err = s.OwnerRelinquish(ctx, &relaybus.OwnerRelinquishParams{Owner: owners[rng.IntN(len(owners))], Now: now})
-			} else if err = s.DeliveryRequeue(ctx, &relaybus.DeliveryRequeueParams{DeliveryID: someID(), Now: now}); err != nil {
+				_, err = s.OwnerRelinquish(ctx, &driver.OwnerRelinquishParams{Owner: owners[rng.IntN(len(owners))], Now: now})
+			} else if err = s.DeliveryRequeue(ctx, &driver.DeliveryRequeueParams{DeliveryID: someID(), Now: now}); err != nil {
 				err = nil // not found or not dead: fine, nothing changed
 			}
 		case 10: // purge what finished
-			_, err = s.Purge(ctx, &relaybus.PurgeParams{CompletedBefore: now, DeadBefore: now.Add(-30 * time.Second), Limit: rng.IntN(3), Now: now})
+			_, err = s.Purge(ctx, &driver.PurgeParams{CompletedBefore: now, DeadBefore: now.Add(-30 * time.Second), Limit: rng.IntN(3), Now: now})
 		}
 		if err != nil {
 			t.Fatalf("op %d: %v", op, err)
@@ -298,16 +299,16 @@ func TestRequeueBehindProcessing(t *testing.T) {
 	s := New(nil)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	tx, _ := s.TxBegin(ctx)
-	_, err := s.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{Now: now, Events: []*relaybus.EventPublish{
-		{Event: &relaybus.Event{ID: "e1", Type: "t", Key: "k"}, Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}}},
-		{Event: &relaybus.Event{ID: "e2", Type: "t", Key: "k"}, Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}}},
+	_, err := s.EventPublishTx(ctx, tx, &driver.EventPublishParams{Now: now, Events: []*driver.EventPublish{
+		{Event: &relaytype.Event{ID: "e1", Type: "t", Key: "k"}, Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}}},
+		{Event: &relaytype.Event{ID: "e2", Type: "t", Key: "k"}, Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}}},
 	}})
 	if err != nil || s.TxCommit(ctx, tx) != nil {
 		t.Fatal(err)
 	}
 	claim := func(at time.Time) []string {
 		t.Helper()
-		ds, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h"}, Limit: 10, LeaseDuration: time.Minute, Now: at})
+		ds, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{"h"}, Limit: 10, LeaseDuration: time.Minute, Now: at})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +318,7 @@ func TestRequeueBehindProcessing(t *testing.T) {
 			if d.ID != "1" {
 				continue
 			}
-			if ok, err := s.DeliveryBury(ctx, &relaybus.DeliveryBuryParams{Lease: d.Lease(), Error: "x", Now: at}); !ok || err != nil {
+			if ok, err := s.DeliveryBury(ctx, &driver.DeliveryBuryParams{Lease: d.Lease(), Error: "x", Now: at}); !ok || err != nil {
 				t.Fatalf("bury 1: %v %v", ok, err)
 			}
 		}
@@ -333,7 +334,7 @@ func TestRequeueBehindProcessing(t *testing.T) {
 	if got := claim(now); !slices.Equal(got, []string{"2"}) {
 		t.Fatalf("second claim %v, want [2]", got)
 	}
-	if err := s.DeliveryRequeue(ctx, &relaybus.DeliveryRequeueParams{DeliveryID: "1", Now: now}); err != nil {
+	if err := s.DeliveryRequeue(ctx, &driver.DeliveryRequeueParams{DeliveryID: "1", Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkIndexes(s); err != nil {

@@ -9,7 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Options configure a Store. The zero value is valid.
@@ -20,9 +21,9 @@ type Options struct {
 	// completes, as every 0.2.0 store does.
 	RetainCompleted bool
 	// MaxPayloadBytes bounds event payloads: 0 means
-	// relaybus.DefaultMaxPayloadBytes, at most relaybus.MaxPayloadBytesLimit.
+	// driver.DefaultMaxPayloadBytes, at most driver.MaxPayloadBytesLimit.
 	// A value out of range makes Setup and every publish fail with
-	// relaybus.ErrInvalid.
+	// relaytype.ErrInvalid.
 	MaxPayloadBytes int
 }
 
@@ -48,7 +49,7 @@ const claimTakeFirst = 4
 // holderBytes is the entropy of a store instance's holder name.
 const holderBytes = 12
 
-// Store is an in-memory relaybus.Store with the 0.2.0 lane-lease
+// Store is an in-memory driver.Store with the 0.2.0 lane-lease
 // semantics. Create it with New; it is safe for concurrent use.
 type Store struct {
 	retainCompleted bool
@@ -63,13 +64,13 @@ type Store struct {
 	events     map[string]*event   // by event id
 	deliveries map[int64]*delivery // every stored delivery
 	keySeq     map[string]int64    // last sequence given to each key; never goes back, even after Purge
-	lanes      [relaybus.LaneCount]lane
+	lanes      [driver.LaneCount]lane
 	// The claim indexes (index.go).
 	candidates map[laneHandler]*dueHeap // by lane and handler
 	keys       map[handlerKey]*keyQueue // pending deliveries of each keyed (handler, key)
 }
 
-var _ relaybus.Store[*Tx] = (*Store)(nil)
+var _ driver.Store[*Tx] = (*Store)(nil)
 
 // lane is one of the LaneCount lanes, as a lane row of the PostgreSQL
 // store: leased by (owner, holder) until expiresAt, with the deliveries
@@ -104,7 +105,7 @@ func (l *lane) handBack() {
 
 // event is a stored event.
 type event struct {
-	ev relaybus.Event // owned copy; CreatedAt is set
+	ev relaytype.Event // owned copy; CreatedAt is set
 	// seq is the per-key sequence (0 when unkeyed).
 	seq int64
 	// handlers is every handler the event ever had a delivery for. It
@@ -124,8 +125,8 @@ type delivery struct {
 	ev          *event
 	handler     string
 	lane        int
-	status      relaybus.Status // pending, dead, or completed when retained
-	attempts    int             // attempts that have ended (failed or lost)
+	status      relaytype.Status // pending, dead, or completed when retained
+	attempts    int              // attempts that have ended (failed or lost)
 	maxAttempts int
 	claims      int64 // raised by every write that ends a claim without deleting
 	suspect     bool  // in flight when its lane was taken over
@@ -164,11 +165,11 @@ func New(opts *Options) *Store {
 		s.lanes[i].inFlight = make(map[int64]*delivery)
 	}
 	if s.maxPayloadBytes == 0 {
-		s.maxPayloadBytes = relaybus.DefaultMaxPayloadBytes
+		s.maxPayloadBytes = driver.DefaultMaxPayloadBytes
 	}
-	if s.maxPayloadBytes < 0 || s.maxPayloadBytes > relaybus.MaxPayloadBytesLimit {
+	if s.maxPayloadBytes < 0 || s.maxPayloadBytes > driver.MaxPayloadBytesLimit {
 		s.optionsErr = fmt.Errorf("relaybus/memory: Options.MaxPayloadBytes %d out of range [0, %d]: %w",
-			opts.MaxPayloadBytes, relaybus.MaxPayloadBytesLimit, relaybus.ErrInvalid)
+			opts.MaxPayloadBytes, driver.MaxPayloadBytesLimit, relaytype.ErrInvalid)
 	}
 	return s
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/memory"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"github.com/berkcansavur/relaybus/relaybus/storetest"
 )
 
@@ -21,33 +22,33 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestStoreDeletesCompleted(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) relaybus.Store[*memory.Tx] {
+	storetest.Run(t, func(t *testing.T) driver.Store[*memory.Tx] {
 		return memory.New(nil)
 	}, nil)
 }
 
 func TestStoreRetainsCompleted(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) relaybus.Store[*memory.Tx] {
+	storetest.Run(t, func(t *testing.T) driver.Store[*memory.Tx] {
 		return memory.New(&memory.Options{RetainCompleted: true})
 	}, &storetest.Options{KeepsCompleted: true})
 }
 
 var t0 = storetest.T0
 
-func publishParams(events ...*relaybus.Event) *relaybus.EventPublishParams {
-	p := &relaybus.EventPublishParams{Now: t0}
+func publishParams(events ...*relaytype.Event) *driver.EventPublishParams {
+	p := &driver.EventPublishParams{Now: t0}
 	for _, ev := range events {
-		p.Events = append(p.Events, &relaybus.EventPublish{Event: ev, Deliveries: []relaybus.DeliverySpec{{Handler: "h1", MaxAttempts: 3}}})
+		p.Events = append(p.Events, &driver.EventPublish{Event: ev, Deliveries: []driver.DeliverySpec{{Handler: "h1", MaxAttempts: 3}}})
 	}
 	return p
 }
 
-func event(key string) *relaybus.Event {
-	return &relaybus.Event{ID: storetest.NewEventID(), Type: "t", Key: key}
+func event(key string) *relaytype.Event {
+	return &relaytype.Event{ID: storetest.NewEventID(), Type: "t", Key: key}
 }
 
-func publish(t *testing.T, s *memory.Store, events ...*relaybus.Event) *relaybus.EventPublishResult {
+func publish(t *testing.T, s *memory.Store, events ...*relaytype.Event) *driver.EventPublishResult {
 	t.Helper()
 	ctx := t.Context()
 	tx, err := s.TxBegin(ctx)
@@ -58,9 +59,9 @@ func publish(t *testing.T, s *memory.Store, events ...*relaybus.Event) *relaybus
 	return res
 }
 
-func claim(t *testing.T, s *memory.Store, owner string, now time.Time, limit int) []*relaybus.Delivery {
+func claim(t *testing.T, s *memory.Store, owner string, now time.Time, limit int) []*relaytype.Delivery {
 	t.Helper()
-	ds, err := s.DeliveryClaim(t.Context(), &relaybus.DeliveryClaimParams{Owner: owner, Handlers: []string{"h1"}, Limit: limit, LeaseDuration: 30 * time.Second, Now: now})
+	ds, err := s.DeliveryClaim(t.Context(), &driver.DeliveryClaimParams{Owner: owner, Handlers: []string{"h1"}, Limit: limit, LeaseDuration: 30 * time.Second, Now: now})
 	require.NoError(t, err)
 	return ds
 }
@@ -77,7 +78,7 @@ func TestTxMisuse(t *testing.T) {
 	require.ErrorIs(t, s.TxRollback(ctx, tx), memory.ErrTxDone)
 	_, err = s.EventPublishTx(ctx, tx, publishParams(event("")))
 	require.ErrorIs(t, err, memory.ErrTxDone)
-	_, err = s.DeliveryCompleteTx(ctx, tx, &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "1", Token: "1:0:0"}, Now: t0})
+	_, err = s.DeliveryCompleteTx(ctx, tx, &driver.DeliveryCompleteParams{Lease: relaytype.Lease{DeliveryID: "1", Token: "1:0:0"}, Now: t0})
 	require.ErrorIs(t, err, memory.ErrTxDone)
 
 	tx, err = s.TxBegin(ctx)
@@ -101,8 +102,8 @@ func TestTxMisuse(t *testing.T) {
 	// A failed call does not end the transaction.
 	tx, err = s.TxBegin(ctx)
 	require.NoError(t, err)
-	_, err = s.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{Now: t0})
-	require.ErrorIs(t, err, relaybus.ErrInvalid)
+	_, err = s.EventPublishTx(ctx, tx, &driver.EventPublishParams{Now: t0})
+	require.ErrorIs(t, err, relaytype.ErrInvalid)
 	_, err = s.EventPublishTx(ctx, tx, publishParams(event("")))
 	require.NoError(t, err)
 	require.NoError(t, s.TxCommit(ctx, tx))
@@ -121,10 +122,10 @@ func TestCompleteTxLeaseLostBeforeCommit(t *testing.T) {
 	follow := event("")
 	_, err = s.EventPublishTx(ctx, tx, publishParams(follow))
 	require.NoError(t, err)
-	ok, err := s.DeliveryCompleteTx(ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: t0.Add(time.Second)})
+	ok, err := s.DeliveryCompleteTx(ctx, tx, &driver.DeliveryCompleteParams{Lease: d.Lease(), Now: t0.Add(time.Second)})
 	require.NoError(t, err)
 	require.True(t, ok)
-	ok, err = s.DeliveryCompleteTx(ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: t0.Add(time.Second)})
+	ok, err = s.DeliveryCompleteTx(ctx, tx, &driver.DeliveryCompleteParams{Lease: d.Lease(), Now: t0.Add(time.Second)})
 	require.NoError(t, err)
 	require.False(t, ok, "the same lease completed twice in one transaction")
 
@@ -134,17 +135,17 @@ func TestCompleteTxLeaseLostBeforeCommit(t *testing.T) {
 
 	// The holder's own release is not held back: the commit then finds
 	// the lease gone and applies nothing.
-	ok, err = s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{Lease: d.Lease(), Now: t0.Add(2 * time.Second)})
+	ok, err = s.DeliveryRelease(ctx, &driver.DeliveryReleaseParams{Lease: d.Lease(), Now: t0.Add(2 * time.Second)})
 	require.NoError(t, err)
 	require.True(t, ok)
 	err = s.TxCommit(ctx, tx)
 	require.ErrorIs(t, err, memory.ErrLeaseLost)
 	require.ErrorIs(t, s.TxRollback(ctx, tx), memory.ErrTxDone, "a failed commit ends the transaction")
 
-	list, err := s.DeliveryList(ctx, &relaybus.DeliveryListParams{})
+	list, err := s.DeliveryList(ctx, &driver.DeliveryListParams{})
 	require.NoError(t, err)
 	require.Len(t, list.Deliveries, 1, "the follow-up publish of the failed commit was applied")
-	require.Equal(t, relaybus.StatusPending, list.Deliveries[0].Status)
+	require.Equal(t, relaytype.StatusPending, list.Deliveries[0].Status)
 	require.Zero(t, list.Deliveries[0].Attempts, "a release spends no attempt")
 
 	// With the transaction over, the lane can be taken over again.
@@ -192,25 +193,25 @@ func TestPublishResultFilledAtCommit(t *testing.T) {
 func TestOptions(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	for _, bad := range []int{-1, relaybus.MaxPayloadBytesLimit + 1} {
+	for _, bad := range []int{-1, driver.MaxPayloadBytesLimit + 1} {
 		s := memory.New(&memory.Options{MaxPayloadBytes: bad})
-		require.ErrorIs(t, s.Setup(ctx), relaybus.ErrInvalid, "MaxPayloadBytes %d", bad)
+		require.ErrorIs(t, s.Setup(ctx), relaytype.ErrInvalid, "MaxPayloadBytes %d", bad)
 		tx, err := s.TxBegin(ctx)
 		require.NoError(t, err)
 		_, err = s.EventPublishTx(ctx, tx, publishParams(event("")))
-		require.ErrorIs(t, err, relaybus.ErrInvalid)
+		require.ErrorIs(t, err, relaytype.ErrInvalid)
 	}
 
 	big := event("")
-	big.Payload = make([]byte, relaybus.DefaultMaxPayloadBytes+1)
+	big.Payload = make([]byte, driver.DefaultMaxPayloadBytes+1)
 	s := memory.New(nil)
 	require.NoError(t, s.Setup(ctx))
 	tx, err := s.TxBegin(ctx)
 	require.NoError(t, err)
 	_, err = s.EventPublishTx(ctx, tx, publishParams(big))
-	require.ErrorIs(t, err, relaybus.ErrInvalid, "over the default payload limit")
+	require.ErrorIs(t, err, relaytype.ErrInvalid, "over the default payload limit")
 
-	s = memory.New(&memory.Options{MaxPayloadBytes: 2 * relaybus.DefaultMaxPayloadBytes})
+	s = memory.New(&memory.Options{MaxPayloadBytes: 2 * driver.DefaultMaxPayloadBytes})
 	publish(t, s, big)
 }
 
@@ -224,10 +225,10 @@ func TestClaimOrderAndIDs(t *testing.T) {
 		publish(t, s, event(""))
 	}
 	var got []string
-	res := &relaybus.DeliveryListResult{}
+	res := &driver.DeliveryListResult{}
 	for {
 		var err error
-		res, err = s.DeliveryList(ctx, &relaybus.DeliveryListParams{Limit: 5, After: res.Next})
+		res, err = s.DeliveryList(ctx, &driver.DeliveryListParams{Limit: 5, After: res.Next})
 		require.NoError(t, err)
 		got = append(got, ids(res.Deliveries)...)
 		if res.Next == "" {
@@ -241,32 +242,32 @@ func TestClaimOrderAndIDs(t *testing.T) {
 	require.Equal(t, want, got, "listed in numeric ID order")
 
 	for _, bad := range []string{"abc", "007", "-1", "0"} {
-		_, err := s.DeliveryList(ctx, &relaybus.DeliveryListParams{After: bad})
-		require.ErrorIs(t, err, relaybus.ErrInvalid, "cursor %q", bad)
+		_, err := s.DeliveryList(ctx, &driver.DeliveryListParams{After: bad})
+		require.ErrorIs(t, err, relaytype.ErrInvalid, "cursor %q", bad)
 	}
 
 	// Claims go by AvailableAt, then ID: delivery 12 is rescheduled to be
 	// due first.
 	ds := claim(t, s, "a", t0, 12)
 	require.Equal(t, want, ids(ds), "claimed in ID order")
-	var last *relaybus.Delivery
+	var last *relaytype.Delivery
 	for _, d := range ds {
 		if d.ID == "12" {
 			last = d
 			continue
 		}
-		ok, err := s.DeliveryReschedule(ctx, &relaybus.DeliveryRescheduleParams{Lease: d.Lease(), AvailableAt: t0.Add(2 * time.Second), Now: t0})
+		ok, err := s.DeliveryReschedule(ctx, &driver.DeliveryRescheduleParams{Lease: d.Lease(), AvailableAt: t0.Add(2 * time.Second), Now: t0})
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
-	ok, err := s.DeliveryReschedule(ctx, &relaybus.DeliveryRescheduleParams{Lease: last.Lease(), AvailableAt: t0.Add(time.Second), Now: t0})
+	ok, err := s.DeliveryReschedule(ctx, &driver.DeliveryRescheduleParams{Lease: last.Lease(), AvailableAt: t0.Add(time.Second), Now: t0})
 	require.NoError(t, err)
 	require.True(t, ok)
 	ds = claim(t, s, "a", t0.Add(5*time.Second), 3)
 	require.Equal(t, []string{"12", "1", "2"}, ids(ds))
 
-	_, err = s.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "007", Token: ds[0].LeaseToken}, Now: t0})
-	require.ErrorIs(t, err, relaybus.ErrInvalid, "a non-canonical ID is not this store's")
+	_, err = s.DeliveryComplete(ctx, &driver.DeliveryCompleteParams{Lease: relaytype.Lease{DeliveryID: "007", Token: ds[0].LeaseToken}, Now: t0})
+	require.ErrorIs(t, err, relaytype.ErrInvalid, "a non-canonical ID is not this store's")
 	require.Len(t, claim(t, s, "a", t0.Add(5*time.Second), 12), 9, "the rejected completion changed nothing")
 }
 
@@ -282,7 +283,7 @@ func TestTakeoverBuryReason(t *testing.T) {
 		now = now.Add(time.Minute)
 	}
 	require.Empty(t, claim(t, s, "a", now, 1))
-	res, err := s.DeliveryList(ctx, &relaybus.DeliveryListParams{Status: relaybus.StatusDead})
+	res, err := s.DeliveryList(ctx, &driver.DeliveryListParams{Status: relaytype.StatusDead})
 	require.NoError(t, err)
 	require.Len(t, res.Deliveries, 1)
 	require.Equal(t, "lease expired after the final attempt", res.Deliveries[0].LastError)
@@ -295,14 +296,14 @@ func TestCancelledContext(t *testing.T) {
 	publish(t, s, event(""))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "a", Handlers: []string{"h1"}, Limit: 1, LeaseDuration: time.Second, Now: t0})
+	_, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "a", Handlers: []string{"h1"}, Limit: 1, LeaseDuration: time.Second, Now: t0})
 	require.True(t, errors.Is(err, context.Canceled), "claim: %v", err)
 	_, err = s.TxBegin(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Len(t, claim(t, s, "a", t0, 1), 1, "the cancelled claim took nothing")
 }
 
-func ids(ds []*relaybus.Delivery) []string {
+func ids(ds []*relaytype.Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
 		out[i] = d.ID

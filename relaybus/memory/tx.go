@@ -8,7 +8,8 @@ import (
 	"maps"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Tx is a transaction of a memory Store. Its writes are buffered and
@@ -31,12 +32,12 @@ type Tx struct {
 type publishCall struct {
 	events []publishedEvent
 	now    time.Time
-	result *relaybus.EventPublishResult
+	result *driver.EventPublishResult
 }
 
 type publishedEvent struct {
-	ev    relaybus.Event // owned copy; CreatedAt set
-	specs []relaybus.DeliverySpec
+	ev    relaytype.Event // owned copy; CreatedAt set
+	specs []driver.DeliverySpec
 }
 
 type completeCall struct {
@@ -44,7 +45,7 @@ type completeCall struct {
 	now   time.Time
 }
 
-// TxBegin implements relaybus.Store.
+// TxBegin implements driver.Store.
 func (s *Store) TxBegin(ctx context.Context) (*Tx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -52,7 +53,7 @@ func (s *Store) TxBegin(ctx context.Context) (*Tx, error) {
 	return &Tx{store: s, handlers: make(map[string]map[string]struct{})}, nil
 }
 
-// TxRollback implements relaybus.Store: it drops the buffered writes.
+// TxRollback implements driver.Store: it drops the buffered writes.
 func (s *Store) TxRollback(ctx context.Context, tx *Tx) error {
 	if err := s.checkTx(tx); err != nil {
 		return err
@@ -75,7 +76,7 @@ func (s *Store) end(tx *Tx) {
 	}
 }
 
-// TxCommit implements relaybus.Store. It applies the buffered writes
+// TxCommit implements driver.Store. It applies the buffered writes
 // atomically: publishes in call order (sequences are assigned here), then
 // completions, each fenced again. If any completion's lease was lost it
 // applies nothing, ends tx and returns an error wrapping ErrLeaseLost. A
@@ -145,20 +146,20 @@ func (s *Store) insert(pe *publishedEvent, now time.Time) (inserted bool, seq in
 			updatedAt:   now,
 			heapIndex:   -1,
 		}
-		d.lane = relaybus.LaneOf(e.ev.Key, e.ev.ID) // the stored event's key
+		d.lane = driver.LaneOf(e.ev.Key, e.ev.ID) // the stored event's key
 		s.deliveries[d.id] = d
-		s.setStatus(d, relaybus.StatusPending)
+		s.setStatus(d, relaytype.StatusPending)
 		e.deliveries++
 		deliveries++
 	}
 	return inserted, e.seq, deliveries
 }
 
-// EventPublishTx implements relaybus.Store. Nothing is visible before
+// EventPublishTx implements driver.Store. Nothing is visible before
 // TxCommit. The result is what the publish would write if tx committed
 // now; keyed events that are new read Sequence 0 until TxCommit fills it
 // in (see TxCommit).
-func (s *Store) EventPublishTx(ctx context.Context, tx *Tx, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+func (s *Store) EventPublishTx(ctx context.Context, tx *Tx, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	if err := s.checkTx(tx); err != nil {
 		return nil, err
 	}
@@ -175,7 +176,7 @@ func (s *Store) EventPublishTx(ctx context.Context, tx *Tx, params *relaybus.Eve
 	call := &publishCall{
 		events: make([]publishedEvent, len(params.Events)),
 		now:    now,
-		result: &relaybus.EventPublishResult{
+		result: &driver.EventPublishResult{
 			Inserted:  make([]bool, len(params.Events)),
 			Sequences: make([]int64, len(params.Events)),
 		},
@@ -193,7 +194,7 @@ func (s *Store) EventPublishTx(ctx context.Context, tx *Tx, params *relaybus.Eve
 		if ev.CreatedAt.IsZero() {
 			ev.CreatedAt = now
 		}
-		call.events[i] = publishedEvent{ev: ev, specs: append([]relaybus.DeliverySpec(nil), ep.Deliveries...)}
+		call.events[i] = publishedEvent{ev: ev, specs: append([]driver.DeliverySpec(nil), ep.Deliveries...)}
 
 		stored := s.events[ev.ID]
 		pending, inTx := tx.handlers[ev.ID]
@@ -222,13 +223,13 @@ func (s *Store) EventPublishTx(ctx context.Context, tx *Tx, params *relaybus.Eve
 	return call.result, nil
 }
 
-// DeliveryCompleteTx implements relaybus.Store. It reports whether the
+// DeliveryCompleteTx implements driver.Store. It reports whether the
 // lease is current now, and holds the delivery's lane until tx ends (the
 // PostgreSQL store's FOR KEY SHARE): a takeover skips the lane meanwhile,
 // so a completion and a takeover never both win. TxCommit checks the
 // lease again (see TxCommit). A lease already completed in tx reports
 // false.
-func (s *Store) DeliveryCompleteTx(ctx context.Context, tx *Tx, params *relaybus.DeliveryCompleteParams) (bool, error) {
+func (s *Store) DeliveryCompleteTx(ctx context.Context, tx *Tx, params *driver.DeliveryCompleteParams) (bool, error) {
 	if err := s.checkTx(tx); err != nil {
 		return false, err
 	}

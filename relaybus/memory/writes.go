@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/internal/decimal"
+	"github.com/berkcansavur/relaybus/relaybus/internal/decimallease"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // leave takes d out of its lane's in-flight list.
@@ -16,12 +19,12 @@ func (s *Store) leave(d *delivery) {
 	s.setInFlight(d, false)
 }
 
-// LeaseExtend implements relaybus.Store: it moves the expiry of the lanes
+// LeaseExtend implements driver.Store: it moves the expiry of the lanes
 // of the leases that are current (the delivery is in flight in the
 // token's lane, at its epoch, under its claims) and whose lane
 // (params.Owner, this store) holds. A lease that is not current extends
 // nothing, not even a lane its owner holds.
-func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendParams) ([]bool, error) {
+func (s *Store) LeaseExtend(ctx context.Context, params *driver.LeaseExtendParams) ([]bool, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
@@ -40,17 +43,17 @@ func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendPar
 	})
 }
 
-// DeliveryComplete implements relaybus.Store.
-func (s *Store) DeliveryComplete(ctx context.Context, params *relaybus.DeliveryCompleteParams) (bool, error) {
+// DeliveryComplete implements driver.Store.
+func (s *Store) DeliveryComplete(ctx context.Context, params *driver.DeliveryCompleteParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
 	return s.fenced(ctx, "complete", params.Lease, func(d *delivery) { s.complete(d, params.Now.Round(0)) })
 }
 
-// DeliveryCompleteMany implements relaybus.Store. Every lease is parsed
+// DeliveryCompleteMany implements driver.Store. Every lease is parsed
 // before anything is written.
-func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.DeliveryCompleteManyParams) ([]bool, error) {
+func (s *Store) DeliveryCompleteMany(ctx context.Context, params *driver.DeliveryCompleteManyParams) ([]bool, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
@@ -62,9 +65,9 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.Deliv
 	return s.writeCurrent(ctx, ls, func(_ lease, d *delivery) bool { s.complete(d, now); return true })
 }
 
-// DeliveryReschedule implements relaybus.Store. The failed attempt is
+// DeliveryReschedule implements driver.Store. The failed attempt is
 // charged here, when it ends.
-func (s *Store) DeliveryReschedule(ctx context.Context, params *relaybus.DeliveryRescheduleParams) (bool, error) {
+func (s *Store) DeliveryReschedule(ctx context.Context, params *driver.DeliveryRescheduleParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
@@ -74,14 +77,14 @@ func (s *Store) DeliveryReschedule(ctx context.Context, params *relaybus.Deliver
 		d.claims++
 		d.suspect = false
 		d.availableAt = params.AvailableAt.Round(0)
-		d.lastError = relaybus.TruncateError(params.Error)
+		d.lastError = driver.TruncateError(params.Error)
 		d.updatedAt = params.Now.Round(0)
 		s.place(d)
 	})
 }
 
-// DeliveryBury implements relaybus.Store.
-func (s *Store) DeliveryBury(ctx context.Context, params *relaybus.DeliveryBuryParams) (bool, error) {
+// DeliveryBury implements driver.Store.
+func (s *Store) DeliveryBury(ctx context.Context, params *driver.DeliveryBuryParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
@@ -90,15 +93,15 @@ func (s *Store) DeliveryBury(ctx context.Context, params *relaybus.DeliveryBuryP
 		d.attempts++
 		d.claims++
 		d.suspect = false
-		d.lastError = relaybus.TruncateError(params.Error)
+		d.lastError = driver.TruncateError(params.Error)
 		d.updatedAt = params.Now.Round(0)
-		s.setStatus(d, relaybus.StatusDead)
+		s.setStatus(d, relaytype.StatusDead)
 	})
 }
 
-// DeliveryRelease implements relaybus.Store: no attempt is spent, and a
+// DeliveryRelease implements driver.Store: no attempt is spent, and a
 // suspect stays one.
-func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryReleaseParams) (bool, error) {
+func (s *Store) DeliveryRelease(ctx context.Context, params *driver.DeliveryReleaseParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
@@ -107,7 +110,7 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryRe
 
 // fenced is the shape of every single-lease write (validated already):
 // parse the lease, then writeCurrent.
-func (s *Store) fenced(ctx context.Context, op string, l relaybus.Lease, write func(*delivery)) (bool, error) {
+func (s *Store) fenced(ctx context.Context, op string, l relaytype.Lease, write func(*delivery)) (bool, error) {
 	pl, err := parseLease(op, l)
 	if err != nil {
 		return false, err
@@ -138,11 +141,11 @@ func (s *Store) writeCurrent(ctx context.Context, ls []lease, write func(pl leas
 	return out, nil
 }
 
-// OwnerRelinquish implements relaybus.Store: every lane (params.Owner,
+// OwnerRelinquish implements driver.Store: every lane (params.Owner,
 // this store) holds, expired or not (nobody took it over, so what it has
 // in flight did not end in a crash), has its deliveries released and is
 // handed back.
-func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelinquishParams) (int, error) {
+func (s *Store) OwnerRelinquish(ctx context.Context, params *driver.OwnerRelinquishParams) (int, error) {
 	if err := params.Validate(); err != nil {
 		return 0, err
 	}
@@ -172,7 +175,7 @@ func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelin
 // token's epoch, and its claims counter is the token's. Otherwise nil.
 func (s *Store) current(l lease) *delivery {
 	d := s.deliveries[l.ID]
-	if d == nil || d.status != relaybus.StatusPending || !d.inFlight || d.lane != l.Token.Lane ||
+	if d == nil || d.status != relaytype.StatusPending || !d.inFlight || d.lane != l.Token.Lane ||
 		d.claims != l.Token.Claims || s.lanes[d.lane].epoch != l.Token.Epoch {
 		return nil
 	}
@@ -188,7 +191,7 @@ func (s *Store) complete(d *delivery, now time.Time) {
 	d.attempts++ // the attempt that succeeded, as in the PostgreSQL history
 	d.completedAt = now
 	d.updatedAt = now
-	s.setStatus(d, relaybus.StatusCompleted)
+	s.setStatus(d, relaytype.StatusCompleted)
 }
 
 // release gives d back without spending an attempt.
@@ -208,14 +211,14 @@ func (s *Store) remove(d *delivery) {
 	d.ev.deliveries--
 }
 
-// lease is a parsed relaybus.Lease of this store.
-type lease = relaybus.DecimalLease
+// lease is a parsed relaytype.Lease of this store.
+type lease = decimallease.Lease
 
 // parseLease reads a lease this store handed out: an ID or token of
 // another form is an ErrInvalid error and the call writes nothing (see
-// relaybus.ParseDecimalLease).
-func parseLease(op string, l relaybus.Lease) (lease, error) {
-	pl, err := relaybus.ParseDecimalLease(l)
+// decimallease.Parse).
+func parseLease(op string, l relaytype.Lease) (lease, error) {
+	pl, err := decimallease.Parse(l)
 	if err != nil {
 		return lease{}, fmt.Errorf("relaybus/memory: %s: %w", op, err)
 	}
@@ -223,8 +226,8 @@ func parseLease(op string, l relaybus.Lease) (lease, error) {
 }
 
 // parseLeases parses every lease of a call before anything is written.
-func parseLeases(op string, ls []relaybus.Lease) ([]lease, error) {
-	out, err := relaybus.ParseDecimalLeases(ls)
+func parseLeases(op string, ls []relaytype.Lease) ([]lease, error) {
+	out, err := decimallease.ParseAll(ls)
 	if err != nil {
 		return nil, fmt.Errorf("relaybus/memory: %s: %w", op, err)
 	}
@@ -232,5 +235,5 @@ func parseLeases(op string, ls []relaybus.Lease) ([]lease, error) {
 }
 
 // parseID reads a delivery ID this store handed out (see
-// relaybus.ParseDeliveryID).
-func parseID(s string) (int64, bool) { return relaybus.ParseDeliveryID(s) }
+// decimal.ParseID).
+func parseID(s string) (int64, bool) { return decimal.ParseID(s) }

@@ -8,7 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -20,7 +21,7 @@ import (
 // write that buried it removed it), so no lane is written. ErrNotFound
 // for an ID that does not exist (or that this store cannot have issued),
 // ErrNotDead for one that is not dead.
-func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRequeueParams) error {
+func (s *Store) DeliveryRequeue(ctx context.Context, params *driver.DeliveryRequeueParams) error {
 	if err := params.Validate(); err != nil {
 		return err
 	}
@@ -48,11 +49,11 @@ func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRe
 }
 
 func notFound(id string) error {
-	return fmt.Errorf("%srequeue: delivery %q: %w", errPrefix, id, relaybus.ErrNotFound)
+	return fmt.Errorf("%srequeue: delivery %q: %w", errPrefix, id, relaytype.ErrNotFound)
 }
 
 func notDead(id string) error {
-	return fmt.Errorf("%srequeue: delivery %q: %w", errPrefix, id, relaybus.ErrNotDead)
+	return fmt.Errorf("%srequeue: delivery %q: %w", errPrefix, id, relaytype.ErrNotDead)
 }
 
 // ---------------------------------------------------------------------
@@ -98,7 +99,7 @@ func newInFlightIndex(lanes []laneDoc) inFlightIndex {
 
 // show converts a stored delivery: processing when it is pending and in
 // flight, as it is at rest otherwise.
-func (idx inFlightIndex) show(d *deliveryDoc) *relaybus.Delivery {
+func (idx inFlightIndex) show(d *deliveryDoc) *relaytype.Delivery {
 	if ll, ok := idx.lease[d.ID]; ok && d.Status == statusPending {
 		return d.asProcessing(ll.epoch, ll.owner, ll.expiresAt)
 	}
@@ -132,31 +133,31 @@ type listSource struct {
 // it. Processing and pending are both stored as pending: in flight or
 // not. Completed lives in the history (when it is kept) and in rows a
 // 0.1.0 store completed.
-func listSources(p *relaybus.DeliveryListParams, after *bson.ObjectID, inFlight []bson.ObjectID, history bool) []listSource {
+func listSources(p *driver.DeliveryListParams, after *bson.ObjectID, inFlight []bson.ObjectID, history bool) []listSource {
 	base := listFilter(p, after)
 	with := func(extra ...bson.E) bson.D { return append(slices.Clone(base), extra...) }
 	var out []listSource
 	switch p.Status {
 	case "":
 		out = append(out, listSource{filter: with()})
-	case relaybus.StatusPending:
+	case relaytype.StatusPending:
 		f := with(bson.E{Key: fStatus, Value: statusPending})
 		if len(inFlight) > 0 {
 			f = append(f, bson.E{Key: "$and", Value: bson.A{bson.D{{Key: fID, Value: nin(inFlight)}}}})
 		}
 		out = append(out, listSource{filter: f})
-	case relaybus.StatusProcessing:
+	case relaytype.StatusProcessing:
 		if len(inFlight) == 0 {
 			return nil
 		}
 		out = append(out, listSource{filter: with(bson.E{Key: fStatus, Value: statusPending},
 			bson.E{Key: "$and", Value: bson.A{bson.D{{Key: fID, Value: in(inFlight)}}}})})
-	case relaybus.StatusCompleted:
+	case relaytype.StatusCompleted:
 		out = append(out, listSource{filter: with(bson.E{Key: fStatus, Value: statusCompleted})})
-	case relaybus.StatusDead:
+	case relaytype.StatusDead:
 		out = append(out, listSource{filter: with(bson.E{Key: fStatus, Value: statusDead})})
 	}
-	if history && (p.Status == "" || p.Status == relaybus.StatusCompleted) {
+	if history && (p.Status == "" || p.Status == relaytype.StatusCompleted) {
 		out = append(out, listSource{history: true, filter: with()})
 	}
 	return out
@@ -167,7 +168,7 @@ func listSources(p *relaybus.DeliveryListParams, after *bson.ObjectID, inFlight 
 // history, its collection), merged by _id, plus one read of the lanes
 // that have an owner, to show deliveries in flight as processing. It is
 // an admin scan: no index serves a status or handler filter.
-func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListParams) (*relaybus.DeliveryListResult, error) {
+func (s *Store) DeliveryList(ctx context.Context, params *driver.DeliveryListParams) (*driver.DeliveryListResult, error) {
 	limit, err := params.Validate()
 	if err != nil {
 		return nil, err
@@ -193,7 +194,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 		rows = append(rows, got...)
 	}
 	page, next := pageOf(rows, limit)
-	res := &relaybus.DeliveryListResult{Deliveries: page}
+	res := &driver.DeliveryListResult{Deliveries: page}
 	if next != nil {
 		res.Next = encodeCursor(*next)
 	}
@@ -203,13 +204,13 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 // listed is one delivery of a listing with the ID it is ordered by.
 type listed struct {
 	id bson.ObjectID
-	d  *relaybus.Delivery
+	d  *relaytype.Delivery
 }
 
 // pageOf merges the rows of every source by ID and cuts the page: one
 // more row than the page means there is a next page, after the page's
 // last ID.
-func pageOf(rows []listed, limit int) ([]*relaybus.Delivery, *bson.ObjectID) {
+func pageOf(rows []listed, limit int) ([]*relaytype.Delivery, *bson.ObjectID) {
 	slices.SortFunc(rows, func(a, b listed) int { return bytes.Compare(a.id[:], b.id[:]) })
 	rows = slices.CompactFunc(rows, func(a, b listed) bool { return a.id == b.id })
 	var next *bson.ObjectID
@@ -218,7 +219,7 @@ func pageOf(rows []listed, limit int) ([]*relaybus.Delivery, *bson.ObjectID) {
 		last := rows[limit-1].id
 		next = &last
 	}
-	out := make([]*relaybus.Delivery, len(rows))
+	out := make([]*relaytype.Delivery, len(rows))
 	for i, r := range rows {
 		out[i] = r.d
 	}
@@ -273,7 +274,7 @@ type statisticsRow struct {
 // the owned lanes and of the deliveries they have in flight (counted as
 // processing, not pending), and one read for the oldest due delivery
 // that is not in flight.
-func (s *Store) Statistics(ctx context.Context, params *relaybus.StatisticsParams) (*relaybus.Statistics, error) {
+func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams) (*relaytype.Statistics, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
@@ -351,8 +352,8 @@ func (s *Store) runningPerHandler(ctx context.Context, ids []bson.ObjectID) (map
 // in flight (running, per handler) from pending to processing. A status
 // this version does not know is not counted anywhere rather than
 // miscounted.
-func foldStatistics(rows []statisticsRow, running map[string]int64) *relaybus.Statistics {
-	st := &relaybus.Statistics{Handlers: map[string]relaybus.Counts{}}
+func foldStatistics(rows []statisticsRow, running map[string]int64) *relaytype.Statistics {
+	st := &relaytype.Statistics{Handlers: map[string]relaytype.Counts{}}
 	for _, r := range rows {
 		h := st.Handlers[r.ID.Handler]
 		if !addCount(&h, r.ID.Status, r.N) {
@@ -376,15 +377,15 @@ func foldStatistics(rows []statisticsRow, running map[string]int64) *relaybus.St
 	return st
 }
 
-func addCount(c *relaybus.Counts, status string, n int64) bool {
-	switch relaybus.Status(status) {
-	case relaybus.StatusPending:
+func addCount(c *relaytype.Counts, status string, n int64) bool {
+	switch relaytype.Status(status) {
+	case relaytype.StatusPending:
 		c.Pending += n
-	case relaybus.StatusProcessing:
+	case relaytype.StatusProcessing:
 		c.Processing += n
-	case relaybus.StatusCompleted:
+	case relaytype.StatusCompleted:
 		c.Completed += n
-	case relaybus.StatusDead:
+	case relaytype.StatusDead:
 		c.Dead += n
 	default:
 		return false

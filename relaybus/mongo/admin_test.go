@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -21,16 +22,16 @@ func TestInFlightIndex(t *testing.T) {
 		t.Fatalf("ids %v", idx.ids)
 	}
 	pending := &deliveryDoc{ID: oid(1), Status: statusPending, LaneID: 1, Claims: 2, Attempts: 1}
-	if d := idx.show(pending); d.Status != relaybus.StatusProcessing || d.LeaseOwner != "w1" || d.LeaseToken != "1:4:2" ||
+	if d := idx.show(pending); d.Status != relaytype.StatusProcessing || d.LeaseOwner != "w1" || d.LeaseToken != "1:4:2" ||
 		!d.LeaseExpiresAt.Equal(exp) || d.Attempts != 2 {
 		t.Errorf("in flight: %+v", d)
 	}
 	dead := &deliveryDoc{ID: oid(2), Status: statusDead}
-	if d := idx.show(dead); d.Status != relaybus.StatusDead {
+	if d := idx.show(dead); d.Status != relaytype.StatusDead {
 		t.Errorf("a dead delivery still listed in flight shows as %s", d.Status)
 	}
 	other := &deliveryDoc{ID: oid(3), Status: statusPending}
-	if d := idx.show(other); d.Status != relaybus.StatusPending || d.LeaseToken != "" {
+	if d := idx.show(other); d.Status != relaytype.StatusPending || d.LeaseToken != "" {
 		t.Errorf("not in flight: %+v", d)
 	}
 }
@@ -51,23 +52,23 @@ func TestListSources(t *testing.T) {
 	}
 	after := `"_id":{"$gt":` + id1JSON + `}`
 	tests := []struct {
-		status  relaybus.Status
+		status  relaytype.Status
 		history bool
 		inFl    []bson.ObjectID
 		want    []string
 	}{
 		{"", false, inFlight, []string{`deliveries {"handler":"h",` + after + `}`}},
 		{"", true, inFlight, []string{`deliveries {"handler":"h",` + after + `}`, `history {"handler":"h",` + after + `}`}},
-		{relaybus.StatusPending, true, inFlight, []string{`deliveries {"handler":"h",` + after + `,"status":"pending","$and":[{"_id":{"$nin":[` + id2JSON + `]}}]}`}},
-		{relaybus.StatusPending, false, nil, []string{`deliveries {"handler":"h",` + after + `,"status":"pending"}`}},
-		{relaybus.StatusProcessing, true, inFlight, []string{`deliveries {"handler":"h",` + after + `,"status":"pending","$and":[{"_id":{"$in":[` + id2JSON + `]}}]}`}},
-		{relaybus.StatusProcessing, true, nil, nil},
-		{relaybus.StatusCompleted, false, nil, []string{`deliveries {"handler":"h",` + after + `,"status":"completed"}`}},
-		{relaybus.StatusCompleted, true, nil, []string{`deliveries {"handler":"h",` + after + `,"status":"completed"}`, `history {"handler":"h",` + after + `}`}},
-		{relaybus.StatusDead, true, nil, []string{`deliveries {"handler":"h",` + after + `,"status":"dead"}`}},
+		{relaytype.StatusPending, true, inFlight, []string{`deliveries {"handler":"h",` + after + `,"status":"pending","$and":[{"_id":{"$nin":[` + id2JSON + `]}}]}`}},
+		{relaytype.StatusPending, false, nil, []string{`deliveries {"handler":"h",` + after + `,"status":"pending"}`}},
+		{relaytype.StatusProcessing, true, inFlight, []string{`deliveries {"handler":"h",` + after + `,"status":"pending","$and":[{"_id":{"$in":[` + id2JSON + `]}}]}`}},
+		{relaytype.StatusProcessing, true, nil, nil},
+		{relaytype.StatusCompleted, false, nil, []string{`deliveries {"handler":"h",` + after + `,"status":"completed"}`}},
+		{relaytype.StatusCompleted, true, nil, []string{`deliveries {"handler":"h",` + after + `,"status":"completed"}`, `history {"handler":"h",` + after + `}`}},
+		{relaytype.StatusDead, true, nil, []string{`deliveries {"handler":"h",` + after + `,"status":"dead"}`}},
 	}
 	for _, tt := range tests {
-		p := &relaybus.DeliveryListParams{Status: tt.status, Handler: "h"}
+		p := &driver.DeliveryListParams{Status: tt.status, Handler: "h"}
 		if got := render(listSources(p, &testID1, tt.inFl, tt.history)); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("status %q history %v:\n got %v\nwant %v", tt.status, tt.history, got, tt.want)
 		}
@@ -76,7 +77,7 @@ func TestListSources(t *testing.T) {
 
 func TestPageOf(t *testing.T) {
 	t.Parallel()
-	row := func(n byte) listed { return listed{id: oid(n), d: &relaybus.Delivery{ID: oid(n).Hex()}} }
+	row := func(n byte) listed { return listed{id: oid(n), d: &relaytype.Delivery{ID: oid(n).Hex()}} }
 	// Two sources, merged by ID; a duplicate (a delivery completed under
 	// 0.1.0 is never in the history too, but merging must not care) once.
 	rows := []listed{row(5), row(1), row(3), row(2), row(3)}
@@ -101,10 +102,10 @@ func TestFoldStatistics(t *testing.T) {
 		row("h1", "pending", 3), row("h2", "completed", 5), row("h2", "dead", 2),
 		row("h3", "someday", 9), row("h1", "completed", 1),
 	}, map[string]int64{"h1": 2, "gone": 4})
-	if want := (relaybus.Counts{Pending: 1, Processing: 2, Completed: 6, Dead: 2}); st.Counts != want {
+	if want := (relaytype.Counts{Pending: 1, Processing: 2, Completed: 6, Dead: 2}); st.Counts != want {
 		t.Errorf("totals %+v, want %+v", st.Counts, want)
 	}
-	wantHandlers := map[string]relaybus.Counts{
+	wantHandlers := map[string]relaytype.Counts{
 		"h1": {Pending: 1, Processing: 2, Completed: 1},
 		"h2": {Completed: 5, Dead: 2},
 	}
@@ -132,7 +133,7 @@ func TestOrphanEvents(t *testing.T) {
 
 func TestFreshHandlers(t *testing.T) {
 	t.Parallel()
-	specs := []relaybus.DeliverySpec{{Handler: "a", MaxAttempts: 1}, {Handler: "b", MaxAttempts: 2}}
+	specs := []driver.DeliverySpec{{Handler: "a", MaxAttempts: 1}, {Handler: "b", MaxAttempts: 2}}
 	if got := freshHandlers(specs, map[string]bool{"a": true}); len(got) != 1 || got[0].Handler != "b" {
 		t.Errorf("fresh %v", got)
 	}
@@ -147,7 +148,7 @@ func TestGrowHandlersModel(t *testing.T) {
 	if growHandlersModel(listed, map[string]bool{"a": true}, nil) != nil {
 		t.Error("nothing fresh: no write")
 	}
-	_, u := updateOf(t, growHandlersModel(listed, map[string]bool{"a": true}, []relaybus.DeliverySpec{{Handler: "b"}}))
+	_, u := updateOf(t, growHandlersModel(listed, map[string]bool{"a": true}, []driver.DeliverySpec{{Handler: "b"}}))
 	if u != `{"$addToSet":{"handlers":{"$each":["b"]}}}` {
 		t.Errorf("listed event: %s", u)
 	}

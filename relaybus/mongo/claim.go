@@ -6,7 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -51,7 +52,7 @@ import (
 // held until they are handed back by the next claim or expire). One that
 // fails in step 8 gives the picks back to their lanes; if that fails too,
 // the next claim of this instance gives them back (Store.orphans).
-func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
+func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimParams) ([]*relaytype.Delivery, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
@@ -85,7 +86,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 // claimRun is the state of one claim.
 type claimRun struct {
 	s         *Store
-	p         *relaybus.DeliveryClaimParams
+	p         *driver.DeliveryClaimParams
 	now       time.Time
 	expiresAt time.Time
 
@@ -317,7 +318,7 @@ func (c *claimRun) rankFreeLanes(ctx context.Context, free []laneDoc, tried map[
 
 // finish picks, reads the picks whole, records them in their lanes,
 // re-checks keyed picks, parks backlogs, and returns the deliveries.
-func (c *claimRun) finish(ctx context.Context) ([]*relaybus.Delivery, error) {
+func (c *claimRun) finish(ctx context.Context) ([]*relaytype.Delivery, error) {
 	room := map[int32]int{}
 	for id, l := range c.lanes {
 		if l.usable {
@@ -349,7 +350,7 @@ func (c *claimRun) finish(ctx context.Context) ([]*relaybus.Delivery, error) {
 	picks = c.recheck(ctx, picks)
 	c.park(ctx)
 
-	out := make([]*relaybus.Delivery, len(picks))
+	out := make([]*relaytype.Delivery, len(picks))
 	for i, p := range picks {
 		out[i] = docs[p.ID].asProcessing(c.lanes[p.LaneID].epoch, c.p.Owner, c.expiresAt)
 	}

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -395,7 +395,7 @@ func (s *Store) giveBack(ctx context.Context, back map[laneEpoch][]bson.ObjectID
 
 // MaxOrphanLanes bounds the lanes whose unreturned picks a Store keeps to
 // give back at its next claim.
-const MaxOrphanLanes = relaybus.LaneCount
+const MaxOrphanLanes = driver.LaneCount
 
 // giveBackOrphans retries giving back what an earlier claim could not.
 // Called with claimMu held.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
@@ -35,15 +35,15 @@ func idsOf(cs []candidate) []byte {
 func TestClaimScanLimit(t *testing.T) {
 	t.Parallel()
 	for limit, want := range map[int]int64{
-		1:                      1*ClaimScanFactor + ClaimScanSlack,
-		100:                    100*ClaimScanFactor + ClaimScanSlack,
-		relaybus.MaxClaimLimit: MaxClaimScan,
+		1:                    1*ClaimScanFactor + ClaimScanSlack,
+		100:                  100*ClaimScanFactor + ClaimScanSlack,
+		driver.MaxClaimLimit: MaxClaimScan,
 	} {
 		if got := claimScanLimit(limit); got != want {
 			t.Errorf("claimScanLimit(%d) = %d, want %d", limit, got, want)
 		}
 	}
-	if claimScanLimit(relaybus.MaxClaimLimit) < int64(relaybus.MaxClaimLimit) {
+	if claimScanLimit(driver.MaxClaimLimit) < int64(driver.MaxClaimLimit) {
 		t.Error("the scan bound is below the claim limit: a full claim could not be filled")
 	}
 }
@@ -196,12 +196,12 @@ func TestRankLanes(t *testing.T) {
 
 func TestChunkLanesAndProbeRows(t *testing.T) {
 	t.Parallel()
-	all := make([]int32, relaybus.LaneCount)
+	all := make([]int32, driver.LaneCount)
 	for i := range all {
 		all[i] = int32(i)
 	}
 	chunks := chunkLanes(all)
-	if len(chunks) != 2 || len(chunks[0]) != MaxLanesPerSortedQuery || len(chunks[1]) != relaybus.LaneCount-MaxLanesPerSortedQuery {
+	if len(chunks) != 2 || len(chunks[0]) != MaxLanesPerSortedQuery || len(chunks[1]) != driver.LaneCount-MaxLanesPerSortedQuery {
 		t.Fatalf("chunks of 256 lanes: %d", len(chunks))
 	}
 	if MaxLanesPerSortedQuery > 200 {
@@ -214,7 +214,7 @@ func TestChunkLanesAndProbeRows(t *testing.T) {
 		t.Fatalf("probeRows(4) = %d, probeRows(1000) = %d", probeRows(4), probeRows(1000))
 	}
 	rounds := 0
-	for step, total := LaneTakeFirst, 0; total < relaybus.LaneCount; step *= 2 {
+	for step, total := LaneTakeFirst, 0; total < driver.LaneCount; step *= 2 {
 		total += step
 		rounds++
 	}

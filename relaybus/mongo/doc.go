@@ -84,7 +84,7 @@
 //   - <prefix>deliveries: _id = ObjectID, eventId, handler, status
 //     (pending or dead; completed only on rows left by 0.1.0), attempts
 //     (attempts that have ended), maxAttempts, dueAt, laneId
-//     (relaybus.LaneOf of the key, or of the event ID), claims (raised by
+//     (driver.LaneOf of the key, or of the event ID), claims (raised by
 //     every write that ends a claim), suspect, queue (claim-index
 //     membership: ready, or parked), lastError, createdAt, updatedAt, and
 //     a copy of the event's type, key, sequence, payload, headers and

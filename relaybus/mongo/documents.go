@@ -3,7 +3,8 @@ package mongo
 import (
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -26,7 +27,7 @@ const (
 	fAttempts       = "attempts"
 	fMaxAttempts    = "maxAttempts"
 	fDueAt          = "dueAt"
-	fLaneID         = "laneId"  // deliveries: the lease partition, relaybus.LaneOf
+	fLaneID         = "laneId"  // deliveries: the lease partition, driver.LaneOf
 	fClaims         = "claims"  // deliveries: raised by every write that ends a claim
 	fSuspect        = "suspect" // deliveries: in flight when its lane was taken over
 	fQueue          = "queue"   // deliveries: claim-index membership, queueReady or queueParked
@@ -89,7 +90,7 @@ type eventDoc struct {
 
 // deliveryDoc is a deliveries document. It carries a copy of its event's
 // type, key, sequence, payload, headers and creation time: a claim then
-// returns a complete relaybus.Delivery from one read of the picked
+// returns a complete relaytype.Delivery from one read of the picked
 // documents (no $lookup, no read per delivery), and a delivery does not
 // depend on its event document, which Purge may delete. The price is the
 // payload stored once per handler instead of once per event.
@@ -197,7 +198,7 @@ func headersToDoc(h map[string]string) []headerDoc {
 }
 
 func sortHeaders(hs []headerDoc) {
-	// Insertion sort: at most relaybus.MaxHeaders entries.
+	// Insertion sort: at most driver.MaxHeaders entries.
 	for i := 1; i < len(hs); i++ {
 		for j := i; j > 0 && hs[j].K < hs[j-1].K; j-- {
 			hs[j], hs[j-1] = hs[j-1], hs[j]
@@ -221,7 +222,7 @@ func headersFromDoc(hs []headerDoc) map[string]string {
 // with the handlers it gets deliveries for. BSON dates keep milliseconds:
 // every time this store writes is cut to the millisecond, and reads
 // return UTC.
-func newEventDoc(e *relaybus.Event, seq int64, handlers []string) eventDoc {
+func newEventDoc(e *relaytype.Event, seq int64, handlers []string) eventDoc {
 	hs := append([]string{}, handlers...)
 	return eventDoc{
 		ID:        e.ID,
@@ -237,7 +238,7 @@ func newEventDoc(e *relaybus.Event, seq int64, handlers []string) eventDoc {
 
 // newDeliveryDoc builds a pending delivery of ev for spec, due at now, in
 // the claim index, in the lane of its key (or event id).
-func newDeliveryDoc(id bson.ObjectID, ev *eventDoc, spec relaybus.DeliverySpec, now time.Time) deliveryDoc {
+func newDeliveryDoc(id bson.ObjectID, ev *eventDoc, spec driver.DeliverySpec, now time.Time) deliveryDoc {
 	return deliveryDoc{
 		ID:             id,
 		EventID:        ev.ID,
@@ -248,11 +249,11 @@ func newDeliveryDoc(id bson.ObjectID, ev *eventDoc, spec relaybus.DeliverySpec, 
 		Payload:        ev.Payload,
 		Headers:        ev.Headers,
 		EventCreatedAt: ev.CreatedAt,
-		Status:         string(relaybus.StatusPending),
+		Status:         string(relaytype.StatusPending),
 		Attempts:       0,
 		MaxAttempts:    int64(spec.MaxAttempts),
 		DueAt:          now,
-		LaneID:         int32(relaybus.LaneOf(ev.Key, ev.ID)),
+		LaneID:         int32(driver.LaneOf(ev.Key, ev.ID)),
 		Claims:         0,
 		Suspect:        false,
 		Queue:          queueReady,
@@ -264,8 +265,8 @@ func newDeliveryDoc(id bson.ObjectID, ev *eventDoc, spec relaybus.DeliverySpec, 
 // toDelivery converts a stored delivery into the caller's value, as it
 // is at rest: pending, dead, or (0.1.0 rows) completed. A delivery in
 // flight is shown by asProcessing. Nothing is shared with d.
-func (d *deliveryDoc) toDelivery() *relaybus.Delivery {
-	return &relaybus.Delivery{
+func (d *deliveryDoc) toDelivery() *relaytype.Delivery {
+	return &relaytype.Delivery{
 		ID:             d.ID.Hex(),
 		EventID:        d.EventID,
 		EventType:      d.EventType,
@@ -275,7 +276,7 @@ func (d *deliveryDoc) toDelivery() *relaybus.Delivery {
 		Headers:        headersFromDoc(d.Headers),
 		EventCreatedAt: utc(d.EventCreatedAt),
 		Handler:        d.Handler,
-		Status:         relaybus.Status(d.Status),
+		Status:         relaytype.Status(d.Status),
 		Attempts:       int(d.Attempts),
 		MaxAttempts:    int(d.MaxAttempts),
 		AvailableAt:    utc(d.DueAt),
@@ -292,12 +293,12 @@ func (d *deliveryDoc) toDelivery() *relaybus.Delivery {
 // lease of its claim, and Attempts the number of the attempt that runs
 // (the stored count is of attempts that have ended), as a claim returns
 // it.
-func (d *deliveryDoc) asProcessing(epoch int64, owner string, expiresAt time.Time) *relaybus.Delivery {
+func (d *deliveryDoc) asProcessing(epoch int64, owner string, expiresAt time.Time) *relaytype.Delivery {
 	out := d.toDelivery()
-	out.Status = relaybus.StatusProcessing
+	out.Status = relaytype.StatusProcessing
 	out.Attempts = int(d.Attempts) + 1
 	out.LeaseOwner = owner
-	out.LeaseToken = relaybus.LaneToken{Lane: int(d.LaneID), Epoch: epoch, Claims: d.Claims}.String()
+	out.LeaseToken = driver.LaneToken{Lane: int(d.LaneID), Epoch: epoch, Claims: d.Claims}.String()
 	out.LeaseExpiresAt = utc(expiresAt)
 	return out
 }
@@ -322,8 +323,8 @@ func newHistoryDoc(d *deliveryDoc, now time.Time) historyDoc {
 
 // toDelivery converts a history document: a completed delivery, without
 // payload and headers.
-func (h *historyDoc) toDelivery() *relaybus.Delivery {
-	return &relaybus.Delivery{
+func (h *historyDoc) toDelivery() *relaytype.Delivery {
+	return &relaytype.Delivery{
 		ID:             h.ID.Hex(),
 		EventID:        h.EventID,
 		EventType:      h.EventType,
@@ -331,7 +332,7 @@ func (h *historyDoc) toDelivery() *relaybus.Delivery {
 		Sequence:       h.Sequence,
 		EventCreatedAt: utc(h.EventCreatedAt),
 		Handler:        h.Handler,
-		Status:         relaybus.StatusCompleted,
+		Status:         relaytype.StatusCompleted,
 		Attempts:       int(h.Attempts),
 		MaxAttempts:    int(h.MaxAttempts),
 		CreatedAt:      utc(h.CreatedAt),

@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -32,11 +33,11 @@ func TestDeliveryDocumentRoundTrip(t *testing.T) {
 	t.Parallel()
 	created := time.Date(2031, 1, 1, 12, 0, 0, 123_456_789, time.FixedZone("X", 3600))
 	now := created.Add(time.Second)
-	ev := &relaybus.Event{ID: "e1", Type: "order.created", Key: "k1", Payload: []byte("p"),
+	ev := &relaytype.Event{ID: "e1", Type: "order.created", Key: "k1", Payload: []byte("p"),
 		Headers: map[string]string{"trace": "abc"}, CreatedAt: created}
 	evDoc := newEventDoc(ev, 7, []string{"h1"})
 	id := bson.NewObjectID()
-	d := newDeliveryDoc(id, &evDoc, relaybus.DeliverySpec{Handler: "h1", MaxAttempts: 3}, now)
+	d := newDeliveryDoc(id, &evDoc, driver.DeliverySpec{Handler: "h1", MaxAttempts: 3}, now)
 
 	raw, err := bson.Marshal(d)
 	if err != nil {
@@ -48,8 +49,8 @@ func TestDeliveryDocumentRoundTrip(t *testing.T) {
 		}
 	}
 	// Nothing says who holds a delivery; it starts ready in its lane.
-	if v := bson.Raw(raw).Lookup(fLaneID); v.Int32() != int32(relaybus.LaneOf("k1", "e1")) {
-		t.Errorf("laneId = %v, want relaybus.LaneOf(key, event id) = %d", v, relaybus.LaneOf("k1", "e1"))
+	if v := bson.Raw(raw).Lookup(fLaneID); v.Int32() != int32(driver.LaneOf("k1", "e1")) {
+		t.Errorf("laneId = %v, want driver.LaneOf(key, event id) = %d", v, driver.LaneOf("k1", "e1"))
 	}
 	if v := bson.Raw(raw).Lookup(fQueue); v.StringValue() != queueReady {
 		t.Errorf("queue = %v, want %q", v, queueReady)
@@ -63,10 +64,10 @@ func TestDeliveryDocumentRoundTrip(t *testing.T) {
 	}
 	got := back.toDelivery()
 	ms := func(t time.Time) time.Time { return t.Truncate(time.Millisecond).UTC() }
-	want := &relaybus.Delivery{
+	want := &relaytype.Delivery{
 		ID: id.Hex(), EventID: "e1", EventType: "order.created", Key: "k1", Sequence: 7,
 		Payload: []byte("p"), Headers: map[string]string{"trace": "abc"}, EventCreatedAt: ms(created),
-		Handler: "h1", Status: relaybus.StatusPending, Attempts: 0, MaxAttempts: 3, AvailableAt: ms(now),
+		Handler: "h1", Status: relaytype.StatusPending, Attempts: 0, MaxAttempts: 3, AvailableAt: ms(now),
 		CreatedAt: ms(now), UpdatedAt: ms(now),
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -82,8 +83,8 @@ func TestDeliveryDocumentRoundTrip(t *testing.T) {
 // partial on {key: {$exists: true}}.
 func TestUnkeyedDeliveryHasNoKeyField(t *testing.T) {
 	t.Parallel()
-	evDoc := newEventDoc(&relaybus.Event{ID: "e", Type: "t", CreatedAt: time.Now()}, 0, nil)
-	d := newDeliveryDoc(bson.NewObjectID(), &evDoc, relaybus.DeliverySpec{Handler: "h", MaxAttempts: 1}, time.Now())
+	evDoc := newEventDoc(&relaytype.Event{ID: "e", Type: "t", CreatedAt: time.Now()}, 0, nil)
+	d := newDeliveryDoc(bson.NewObjectID(), &evDoc, driver.DeliverySpec{Handler: "h", MaxAttempts: 1}, time.Now())
 	for name, v := range map[string]any{"event": evDoc, "delivery": d} {
 		raw, err := bson.Marshal(v)
 		if err != nil {
@@ -111,7 +112,7 @@ func TestBSONTime(t *testing.T) {
 
 func TestGroupByKeyAndSequences(t *testing.T) {
 	t.Parallel()
-	events := []*relaybus.Event{
+	events := []*relaytype.Event{
 		{ID: "a", Key: "k1"}, {ID: "b"}, {ID: "c", Key: "k2"}, {ID: "d", Key: "k1"}, {ID: "e", Key: "k1"},
 	}
 	groups := groupByKey(events)
@@ -131,10 +132,10 @@ func TestGroupByKeyAndSequences(t *testing.T) {
 // An unkeyed event's deliveries live in the lane of the event id.
 func TestUnkeyedLaneIsTheEventIDs(t *testing.T) {
 	t.Parallel()
-	evDoc := newEventDoc(&relaybus.Event{ID: "evt-42", Type: "t"}, 0, nil)
-	d := newDeliveryDoc(bson.NewObjectID(), &evDoc, relaybus.DeliverySpec{Handler: "h", MaxAttempts: 1}, testNow)
-	if d.LaneID != int32(relaybus.LaneOf("", "evt-42")) {
-		t.Fatalf("laneId %d, want %d", d.LaneID, relaybus.LaneOf("", "evt-42"))
+	evDoc := newEventDoc(&relaytype.Event{ID: "evt-42", Type: "t"}, 0, nil)
+	d := newDeliveryDoc(bson.NewObjectID(), &evDoc, driver.DeliverySpec{Handler: "h", MaxAttempts: 1}, testNow)
+	if d.LaneID != int32(driver.LaneOf("", "evt-42")) {
+		t.Fatalf("laneId %d, want %d", d.LaneID, driver.LaneOf("", "evt-42"))
 	}
 }
 
@@ -146,15 +147,15 @@ func TestAsProcessing(t *testing.T) {
 	d := deliveryDoc{ID: testID1, EventID: "e", Handler: "h", Status: statusPending, Attempts: 2, MaxAttempts: 5,
 		LaneID: 9, Claims: 4, Suspect: true, DueAt: testNow}
 	got := d.asProcessing(11, "w1", testNow.Add(time.Minute))
-	if got.Status != relaybus.StatusProcessing || got.Attempts != 3 || got.LeaseOwner != "w1" ||
+	if got.Status != relaytype.StatusProcessing || got.Attempts != 3 || got.LeaseOwner != "w1" ||
 		got.LeaseToken != "9:11:4" || !got.LeaseExpiresAt.Equal(testNow.Add(time.Minute)) || !got.Suspect {
 		t.Fatalf("asProcessing = %+v", got)
 	}
-	tok, err := relaybus.ParseLaneToken(got.LeaseToken)
-	if err != nil || tok != (relaybus.LaneToken{Lane: 9, Epoch: 11, Claims: 4}) {
+	tok, err := driver.ParseLaneToken(got.LeaseToken)
+	if err != nil || tok != (driver.LaneToken{Lane: 9, Epoch: 11, Claims: 4}) {
 		t.Fatalf("the token does not parse back: %v, %v", tok, err)
 	}
-	if at := d.toDelivery(); at.Status != relaybus.StatusPending || at.Attempts != 2 || at.LeaseToken != "" {
+	if at := d.toDelivery(); at.Status != relaytype.StatusPending || at.Attempts != 2 || at.LeaseToken != "" {
 		t.Fatalf("toDelivery of the same document = %+v", at)
 	}
 }
@@ -180,7 +181,7 @@ func TestHistoryDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := back.toDelivery()
-	if got.ID != testID1.Hex() || got.Status != relaybus.StatusCompleted || got.Attempts != 2 || got.Key != "k" ||
+	if got.ID != testID1.Hex() || got.Status != relaytype.StatusCompleted || got.Attempts != 2 || got.Key != "k" ||
 		got.Sequence != 3 || !got.CompletedAt.Equal(testNow.Add(time.Second)) || got.Payload != nil {
 		t.Fatalf("history round trip = %+v", got)
 	}
@@ -246,7 +247,7 @@ func TestEventHandlersField(t *testing.T) {
 			t.Errorf("%s: handlers = %v, want %v", name, ev.Handlers, tc.want)
 		}
 	}
-	doc := newEventDoc(&relaybus.Event{ID: "e", Type: "t"}, 0, nil)
+	doc := newEventDoc(&relaytype.Event{ID: "e", Type: "t"}, 0, nil)
 	raw, err := bson.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)

@@ -5,16 +5,16 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // errPrefix starts every error of this package.
 const errPrefix = "relaybus/mongo: "
 
-// invalidf returns an error that wraps relaybus.ErrInvalid.
+// invalidf returns an error that wraps relaytype.ErrInvalid.
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf(errPrefix+format+": %w", append(args, relaybus.ErrInvalid)...)
+	return fmt.Errorf(errPrefix+format+": %w", append(args, relaytype.ErrInvalid)...)
 }
 
 // errorFrom turns a driver error into this package's error: the text says
@@ -22,8 +22,8 @@ func invalidf(format string, args ...any) error {
 // errors.As finds mongo.ServerError and its labels), and the conditions
 // relaybus has sentinels for wrap those sentinels too:
 //
-//   - mongo.ErrNoDocuments -> relaybus.ErrNotFound
-//   - mongo.ErrClientDisconnected -> relaybus.ErrClosed
+//   - mongo.ErrNoDocuments -> relaytype.ErrNotFound
+//   - mongo.ErrClientDisconnected -> relaytype.ErrClosed
 //
 // Every error is wrapped, context errors too: errors.Is(err,
 // context.Canceled) still holds, and the driver reports its own timeouts
@@ -34,9 +34,9 @@ func errorFrom(op string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, mongo.ErrNoDocuments):
-		return fmt.Errorf("%s%s: %w: %w", errPrefix, op, relaybus.ErrNotFound, err)
+		return fmt.Errorf("%s%s: %w: %w", errPrefix, op, relaytype.ErrNotFound, err)
 	case errors.Is(err, mongo.ErrClientDisconnected):
-		return fmt.Errorf("%s%s: %w: %w", errPrefix, op, relaybus.ErrClosed, err)
+		return fmt.Errorf("%s%s: %w: %w", errPrefix, op, relaytype.ErrClosed, err)
 	}
 	return fmt.Errorf("%s%s: %w", errPrefix, op, err)
 }

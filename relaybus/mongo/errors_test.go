@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
@@ -28,8 +28,8 @@ func TestErrorFrom(t *testing.T) {
 	}{
 		{name: "canceled", in: context.Canceled, is: []error{context.Canceled}, prefix: true},
 		{name: "deadline", in: fmt.Errorf("server selection error: %w", context.DeadlineExceeded), is: []error{context.DeadlineExceeded}, prefix: true},
-		{name: "no documents", in: mongo.ErrNoDocuments, is: []error{relaybus.ErrNotFound, mongo.ErrNoDocuments}, prefix: true},
-		{name: "disconnected", in: mongo.ErrClientDisconnected, is: []error{relaybus.ErrClosed, mongo.ErrClientDisconnected}, prefix: true},
+		{name: "no documents", in: mongo.ErrNoDocuments, is: []error{relaytype.ErrNotFound, mongo.ErrNoDocuments}, prefix: true},
+		{name: "disconnected", in: mongo.ErrClientDisconnected, is: []error{relaytype.ErrClosed, mongo.ErrClientDisconnected}, prefix: true},
 		{name: "write conflict keeps its label", in: writeConflict, prefix: true, labeled: true},
 		{name: "duplicate key stays visible", in: duplicate, prefix: true, dup: true},
 		{name: "other", in: errors.New("boom"), prefix: true},
@@ -52,7 +52,7 @@ func TestErrorFrom(t *testing.T) {
 			if mongo.IsDuplicateKeyError(got) != tt.dup {
 				t.Errorf("IsDuplicateKeyError(%v) = %v, want %v", got, !tt.dup, tt.dup)
 			}
-			if errors.Is(got, relaybus.ErrNotFound) && !errors.Is(tt.in, mongo.ErrNoDocuments) {
+			if errors.Is(got, relaytype.ErrNotFound) && !errors.Is(tt.in, mongo.ErrNoDocuments) {
 				t.Errorf("errorFrom(%v) claims not found", tt.in)
 			}
 		})
@@ -85,7 +85,7 @@ func TestReplicaSetError(t *testing.T) {
 func TestInvalidf(t *testing.T) {
 	t.Parallel()
 	err := invalidf("field %q is %d", "x", 3)
-	if !errors.Is(err, relaybus.ErrInvalid) || err.Error() != `relaybus/mongo: field "x" is 3: relaybus: invalid input` {
+	if !errors.Is(err, relaytype.ErrInvalid) || err.Error() != `relaybus/mongo: field "x" is 3: relaybus: invalid input` {
 		t.Fatalf("invalidf = %q", err)
 	}
 }

@@ -4,7 +4,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -20,10 +21,10 @@ import (
 // indexes of setup.go that serve them.
 
 var (
-	statusPending    = string(relaybus.StatusPending)
-	statusProcessing = string(relaybus.StatusProcessing) // stored only by 0.1.0
-	statusCompleted  = string(relaybus.StatusCompleted)  // stored only by 0.1.0
-	statusDead       = string(relaybus.StatusDead)
+	statusPending    = string(relaytype.StatusPending)
+	statusProcessing = string(relaytype.StatusProcessing) // stored only by 0.1.0
+	statusCompleted  = string(relaytype.StatusCompleted)  // stored only by 0.1.0
+	statusDead       = string(relaytype.StatusDead)
 )
 
 // takeoverBuryError is the LastError of a delivery buried because the
@@ -205,7 +206,7 @@ func rescheduleUpdate(lastError string, availableAt, now time.Time) bson.D {
 		{Key: "$inc", Value: bson.D{{Key: fAttempts, Value: int64(1)}, {Key: fClaims, Value: int64(1)}}},
 		{Key: "$set", Value: bson.D{
 			{Key: fDueAt, Value: availableAt},
-			{Key: fLastError, Value: relaybus.TruncateError(lastError)},
+			{Key: fLastError, Value: driver.TruncateError(lastError)},
 			{Key: fSuspect, Value: false},
 			{Key: fUpdatedAt, Value: now},
 		}},
@@ -218,7 +219,7 @@ func buryUpdate(lastError string, now time.Time) bson.D {
 		{Key: "$inc", Value: bson.D{{Key: fAttempts, Value: int64(1)}, {Key: fClaims, Value: int64(1)}}},
 		{Key: "$set", Value: bson.D{
 			{Key: fStatus, Value: statusDead},
-			{Key: fLastError, Value: relaybus.TruncateError(lastError)},
+			{Key: fLastError, Value: driver.TruncateError(lastError)},
 			{Key: fSuspect, Value: false},
 			{Key: fUpdatedAt, Value: now},
 		}},
@@ -517,7 +518,7 @@ var ownedFilter = bson.D{{Key: fOwner, Value: bson.D{{Key: "$ne", Value: nil}}}}
 // listFilter turns DeliveryList's filters into a query of the deliveries
 // or the history collection (status is applied by the caller, who knows
 // which collection holds which status); after is the decoded cursor.
-func listFilter(p *relaybus.DeliveryListParams, after *bson.ObjectID) bson.D {
+func listFilter(p *driver.DeliveryListParams, after *bson.ObjectID) bson.D {
 	f := bson.D{}
 	if p.Handler != "" {
 		f = append(f, bson.E{Key: fHandler, Value: p.Handler})

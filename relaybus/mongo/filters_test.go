@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -44,7 +45,7 @@ func mustOID(hex string) bson.ObjectID {
 
 func TestDeliveryFilters(t *testing.T) {
 	t.Parallel()
-	ref := leaseRef{id: testID1, tok: relaybus.LaneToken{Lane: 7, Epoch: 3, Claims: 2}}
+	ref := leaseRef{id: testID1, tok: driver.LaneToken{Lane: 7, Epoch: 3, Claims: 2}}
 	tests := []struct {
 		name string
 		got  any
@@ -105,9 +106,9 @@ func TestDeliveryFilters(t *testing.T) {
 		{"sweep: after (createdAt, _id)", sweepEventsFilter(testNow, &testNow, "e1"),
 			`{"createdAt":{"$lt":` + nowJSON + `},"$or":[{"createdAt":{"$gt":` + nowJSON + `}},{"createdAt":` + nowJSON + `,"_id":{"$gt":"e1"}}]}`},
 		{"list: every filter and the cursor",
-			listFilter(&relaybus.DeliveryListParams{Status: relaybus.StatusDead, Handler: "h", Key: "k", EventID: "e"}, &testID1),
+			listFilter(&driver.DeliveryListParams{Status: relaytype.StatusDead, Handler: "h", Key: "k", EventID: "e"}, &testID1),
 			`{"handler":"h","key":"k","eventId":"e","_id":{"$gt":` + id1JSON + `}}`},
-		{"list: no filter", listFilter(&relaybus.DeliveryListParams{}, nil), `{}`},
+		{"list: no filter", listFilter(&driver.DeliveryListParams{}, nil), `{}`},
 	}
 	for _, tt := range tests {
 		if got := extJSON(t, tt.got); got != tt.want {
@@ -118,7 +119,7 @@ func TestDeliveryFilters(t *testing.T) {
 
 func TestLaneFilters(t *testing.T) {
 	t.Parallel()
-	ref := leaseRef{id: testID1, tok: relaybus.LaneToken{Lane: 7, Epoch: 3, Claims: 2}}
+	ref := leaseRef{id: testID1, tok: driver.LaneToken{Lane: 7, Epoch: 3, Claims: 2}}
 	key := parkedKey{Handler: "h1", Key: "k"}
 	inFlightMinus := func(dropJSON string) string {
 		return `{"$filter":{"input":{"$ifNull":["$inFlight",[]]},"as":"v","cond":{"$not":[{"$in":["$$v",{"$literal":` + dropJSON + `}]}]}}}`
@@ -230,7 +231,7 @@ func TestUpdatePipelineStages(t *testing.T) {
 
 func TestErrorTextIsTruncated(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("x", relaybus.MaxErrorBytes+100)
+	long := strings.Repeat("x", driver.MaxErrorBytes+100)
 	for name, update := range map[string]bson.D{
 		"reschedule": rescheduleUpdate(long, testNow, testNow),
 		"bury":       buryUpdate(long, testNow),
@@ -246,8 +247,8 @@ func TestErrorTextIsTruncated(t *testing.T) {
 				}
 			}
 		}
-		if len(got) != relaybus.MaxErrorBytes {
-			t.Errorf("%s stores %d bytes of error text, want %d", name, len(got), relaybus.MaxErrorBytes)
+		if len(got) != driver.MaxErrorBytes {
+			t.Errorf("%s stores %d bytes of error text, want %d", name, len(got), driver.MaxErrorBytes)
 		}
 	}
 }

@@ -15,7 +15,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Integration tests of what is particular to the MongoDB lane-lease
@@ -76,27 +77,27 @@ func (e *itEnv) store(opts *Options) *Store {
 
 func (e *itEnv) publish(s *Store, id, key string, maxAttempts int, now time.Time, handlers ...string) {
 	e.t.Helper()
-	ep := &relaybus.EventPublish{Event: &relaybus.Event{ID: id, Type: "t", Key: key, Payload: []byte(`{}`)}}
+	ep := &driver.EventPublish{Event: &relaytype.Event{ID: id, Type: "t", Key: key, Payload: []byte(`{}`)}}
 	for _, h := range handlers {
-		ep.Deliveries = append(ep.Deliveries, relaybus.DeliverySpec{Handler: h, MaxAttempts: maxAttempts})
+		ep.Deliveries = append(ep.Deliveries, driver.DeliverySpec{Handler: h, MaxAttempts: maxAttempts})
 	}
-	_, err := s.EventPublish(e.ctx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: now})
+	_, err := s.EventPublish(e.ctx, &driver.EventPublishParams{Events: []*driver.EventPublish{ep}, Now: now})
 	require.NoError(e.t, err)
 }
 
-func (e *itEnv) claim(s *Store, owner string, limit int, lease time.Duration, now time.Time, handlers ...string) []*relaybus.Delivery {
+func (e *itEnv) claim(s *Store, owner string, limit int, lease time.Duration, now time.Time, handlers ...string) []*relaytype.Delivery {
 	e.t.Helper()
 	if len(handlers) == 0 {
 		handlers = []string{"h1"}
 	}
-	ds, err := s.DeliveryClaim(e.ctx, &relaybus.DeliveryClaimParams{Owner: owner, Handlers: handlers, Limit: limit, LeaseDuration: lease, Now: now})
+	ds, err := s.DeliveryClaim(e.ctx, &driver.DeliveryClaimParams{Owner: owner, Handlers: handlers, Limit: limit, LeaseDuration: lease, Now: now})
 	require.NoError(e.t, err)
 	return ds
 }
 
-func (e *itEnv) complete(s *Store, l relaybus.Lease, now time.Time) bool {
+func (e *itEnv) complete(s *Store, l relaytype.Lease, now time.Time) bool {
 	e.t.Helper()
-	ok, err := s.DeliveryComplete(e.ctx, &relaybus.DeliveryCompleteParams{Lease: l, Now: now})
+	ok, err := s.DeliveryComplete(e.ctx, &driver.DeliveryCompleteParams{Lease: l, Now: now})
 	require.NoError(e.t, err)
 	return ok
 }
@@ -134,7 +135,7 @@ func (e *itEnv) begin() context.Context {
 
 // publishAndClaim publishes event e1 for h1 and claims it as owner wa
 // at itT0 under a 10 s lease.
-func (e *itEnv) publishAndClaim(s *Store) []*relaybus.Delivery {
+func (e *itEnv) publishAndClaim(s *Store) []*relaytype.Delivery {
 	e.t.Helper()
 	e.publish(s, "e1", "", 5, itT0, "h1")
 	ds := e.claim(s, "wa", 10, 10*time.Second, itT0)
@@ -142,7 +143,7 @@ func (e *itEnv) publishAndClaim(s *Store) []*relaybus.Delivery {
 	return ds
 }
 
-func leaseRefOf(t *testing.T, d *relaybus.Delivery) leaseRef {
+func leaseRefOf(t *testing.T, d *relaytype.Delivery) leaseRef {
 	t.Helper()
 	ref, ok, err := parseLease(d.Lease())
 	require.NoError(t, err)
@@ -201,12 +202,12 @@ func TestIntegrationCompletionBeforeTakeoverCharge(t *testing.T) {
 	require.Equal(t, []bool{true}, ok)
 
 	type claimed struct {
-		ds  []*relaybus.Delivery
+		ds  []*relaytype.Delivery
 		err error
 	}
 	done := make(chan claimed, 1)
 	go func() {
-		ds, err := b.DeliveryClaim(e.ctx, &relaybus.DeliveryClaimParams{Owner: "wb", Handlers: []string{"h1"}, Limit: 10,
+		ds, err := b.DeliveryClaim(e.ctx, &driver.DeliveryClaimParams{Owner: "wb", Handlers: []string{"h1"}, Limit: 10,
 			LeaseDuration: 10 * time.Second, Now: itAt(11 * time.Second)})
 		done <- claimed{ds, err}
 	}()
@@ -233,7 +234,7 @@ func TestIntegrationTransactionalCompletionLosesToTakeover(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, e.claim(b, "wb", 10, 10*time.Second, itAt(11*time.Second)), 1)
 
-	_, err = a.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: ds[0].Lease(), Now: itAt(12 * time.Second)})
+	_, err = a.DeliveryCompleteTx(e.ctx, tx, &driver.DeliveryCompleteParams{Lease: ds[0].Lease(), Now: itAt(12 * time.Second)})
 	require.True(t, TransientTransactionError(err), "want a TransientTransactionError, got %v", err)
 	_ = a.TxRollback(e.ctx, tx)
 	n, err := orders.CountDocuments(e.ctx, bson.D{})
@@ -242,7 +243,7 @@ func TestIntegrationTransactionalCompletionLosesToTakeover(t *testing.T) {
 
 	tx, err = a.TxBegin(e.ctx)
 	require.NoError(t, err)
-	ok, err := a.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: ds[0].Lease(), Now: itAt(12 * time.Second)})
+	ok, err := a.DeliveryCompleteTx(e.ctx, tx, &driver.DeliveryCompleteParams{Lease: ds[0].Lease(), Now: itAt(12 * time.Second)})
 	require.NoError(t, err)
 	require.False(t, ok, "run again, the completion must see the new epoch")
 	require.NoError(t, a.TxRollback(e.ctx, tx))
@@ -281,7 +282,7 @@ func TestIntegrationRestartedOwnerDoesNotAdoptLanes(t *testing.T) {
 
 	after := e.store(nil) // same owner name, new instance
 	require.Empty(t, e.claim(after, "worker-1", 10, 30*time.Second, itAt(10*time.Second)), "adopted a live lane of the process before")
-	ok, err := after.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: "worker-1", Leases: []relaybus.Lease{ds[0].Lease()},
+	ok, err := after.LeaseExtend(e.ctx, &driver.LeaseExtendParams{Owner: "worker-1", Leases: []relaytype.Lease{ds[0].Lease()},
 		ExpiresAt: itAt(time.Hour), Now: itAt(10 * time.Second)})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, ok, "renewed a lease of the process before")
@@ -346,7 +347,7 @@ func sameLaneEvents(n int) []string {
 	byLane := map[int][]string{}
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("same-lane-%d", i)
-		l := relaybus.LaneOf("", id)
+		l := driver.LaneOf("", id)
 		byLane[l] = append(byLane[l], id)
 		if len(byLane[l]) == n {
 			return byLane[l]
@@ -378,7 +379,7 @@ func TestIntegrationRescheduledHeadRunsFirst(t *testing.T) {
 	head := e.claim(s, "w", 10, time.Minute, itT0)
 	require.Len(t, head, 1)
 	require.Equal(t, "k-1", head[0].EventID)
-	ok, err := s.DeliveryReschedule(e.ctx, &relaybus.DeliveryRescheduleParams{Lease: head[0].Lease(), Error: "later",
+	ok, err := s.DeliveryReschedule(e.ctx, &driver.DeliveryRescheduleParams{Lease: head[0].Lease(), Error: "later",
 		AvailableAt: itAt(time.Minute), Now: itAt(time.Second)})
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -398,7 +399,7 @@ func TestIntegrationParking(t *testing.T) {
 	for i := range n {
 		e.publish(s, fmt.Sprintf("hot-%03d", i), "hot", 5, itT0, "h1")
 	}
-	lane := relaybus.LaneOf("hot", "")
+	lane := driver.LaneOf("hot", "")
 	first := e.claim(s, "w", 1, time.Minute, itAt(time.Second))
 	require.Len(t, first, 1)
 	require.Equal(t, "hot-000", first[0].EventID)
@@ -430,7 +431,7 @@ func TestIntegrationRelinquish(t *testing.T) {
 		e.publish(s, fmt.Sprintf("r-%d", i), "", 5, itT0, "h1")
 	}
 	require.Len(t, e.claim(s, "wa", 10, time.Minute, itT0), 3)
-	n, err := s.OwnerRelinquish(e.ctx, &relaybus.OwnerRelinquishParams{Owner: "wa", Now: itAt(time.Second)})
+	n, err := s.OwnerRelinquish(e.ctx, &driver.OwnerRelinquishParams{Owner: "wa", Now: itAt(time.Second)})
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	held, err := s.lanes.CountDocuments(e.ctx, ownedFilter)
@@ -454,15 +455,15 @@ func TestIntegrationCompletionHistory(t *testing.T) {
 	require.Len(t, ds, 1)
 	require.True(t, e.complete(s, ds[0].Lease(), itAt(time.Second)))
 	require.Nil(t, e.delivery(s, ds[0].ID))
-	res, err := s.DeliveryList(e.ctx, &relaybus.DeliveryListParams{Status: relaybus.StatusCompleted})
+	res, err := s.DeliveryList(e.ctx, &driver.DeliveryListParams{Status: relaytype.StatusCompleted})
 	require.NoError(t, err)
 	require.Len(t, res.Deliveries, 1)
 	require.Equal(t, ds[0].ID, res.Deliveries[0].ID)
 	require.Equal(t, 1, res.Deliveries[0].Attempts)
-	st, err := s.Statistics(e.ctx, &relaybus.StatisticsParams{Now: itAt(2 * time.Second)})
+	st, err := s.Statistics(e.ctx, &driver.StatisticsParams{Now: itAt(2 * time.Second)})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, st.Completed)
-	pr, err := s.Purge(e.ctx, &relaybus.PurgeParams{CompletedBefore: itAt(time.Minute), Now: itAt(time.Minute)})
+	pr, err := s.Purge(e.ctx, &driver.PurgeParams{CompletedBefore: itAt(time.Minute), Now: itAt(time.Minute)})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, pr.Deliveries)
 	require.EqualValues(t, 1, pr.Events)
@@ -533,7 +534,7 @@ func TestIntegrationUpgradeFrom010(t *testing.T) {
 		d := e.delivery(s, id)
 		require.NotNil(t, d, id)
 		byID[id] = d
-		require.Equal(t, int32(relaybus.LaneOf(d.Key, d.EventID)), d.LaneID, "laneId of %s", id)
+		require.Equal(t, int32(driver.LaneOf(d.Key, d.EventID)), d.LaneID, "laneId of %s", id)
 		require.Zero(t, d.Claims)
 		require.Equal(t, queueReady, d.Queue)
 	}
@@ -562,7 +563,7 @@ func TestIntegrationUpgradeFrom010(t *testing.T) {
 		require.Contains(t, names, *indexOptions(t, m).Name)
 	}
 
-	completed, err := s.DeliveryList(e.ctx, &relaybus.DeliveryListParams{Status: relaybus.StatusCompleted})
+	completed, err := s.DeliveryList(e.ctx, &driver.DeliveryListParams{Status: relaytype.StatusCompleted})
 	require.NoError(t, err)
 	require.Len(t, completed.Deliveries, 2, "0.1.0 completed rows stay listed")
 
@@ -576,9 +577,9 @@ func TestIntegrationUpgradeFrom010(t *testing.T) {
 	require.Equal(t, []string{"ev1/h2", "ev2/h1"}, events)
 
 	// Republishing ev1 with a third handler adds only that one.
-	res, err := s.EventPublish(e.ctx, &relaybus.EventPublishParams{Now: itAt(time.Hour), Events: []*relaybus.EventPublish{{
-		Event:      &relaybus.Event{ID: "ev1", Type: "order.created", Key: "k1"},
-		Deliveries: []relaybus.DeliverySpec{{Handler: "h1", MaxAttempts: 5}, {Handler: "h2", MaxAttempts: 5}, {Handler: "h3", MaxAttempts: 5}},
+	res, err := s.EventPublish(e.ctx, &driver.EventPublishParams{Now: itAt(time.Hour), Events: []*driver.EventPublish{{
+		Event:      &relaytype.Event{ID: "ev1", Type: "order.created", Key: "k1"},
+		Deliveries: []driver.DeliverySpec{{Handler: "h1", MaxAttempts: 5}, {Handler: "h2", MaxAttempts: 5}, {Handler: "h3", MaxAttempts: 5}},
 	}}})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Deliveries)

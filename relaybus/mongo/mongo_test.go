@@ -9,7 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	rbmongo "github.com/berkcansavur/relaybus/relaybus/mongo"
 	"github.com/berkcansavur/relaybus/relaybus/storetest"
 )
@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // at once with a TransientTransactionError instead of making it wait.
 func TestConformance(t *testing.T) {
 	uri := dbtest.TestMongoURI(t)
-	storetest.Run(t, func(t *testing.T) relaybus.Store[context.Context] {
+	storetest.Run(t, func(t *testing.T) driver.Store[context.Context] {
 		return newTestStore(t, uri)
 	}, &storetest.Options{RetryableConflict: rbmongo.TransientTransactionError})
 }

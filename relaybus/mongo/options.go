@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 // DefaultCollectionPrefix is Options.CollectionPrefix when it is empty.
@@ -23,7 +23,7 @@ const (
 	// MaxPayloadBytesLimit bounds Options.MaxPayloadBytes. A delivery
 	// document carries a copy of its event's payload and a BSON document
 	// is at most 16 MiB; the last MiB is left for headers (at most
-	// relaybus.MaxHeaders * 2 * relaybus.MaxHeaderBytes = 512 KiB) and the
+	// driver.MaxHeaders * 2 * driver.MaxHeaderBytes = 512 KiB) and the
 	// delivery's own fields.
 	MaxPayloadBytesLimit = 15 << 20
 )
@@ -39,7 +39,7 @@ type Options struct {
 	// not contain "$" or NUL, nor start with "system.".
 	CollectionPrefix string
 	// MaxPayloadBytes bounds Event.Payload. 0 means
-	// relaybus.DefaultMaxPayloadBytes; at most MaxPayloadBytesLimit.
+	// driver.DefaultMaxPayloadBytes; at most MaxPayloadBytesLimit.
 	MaxPayloadBytes int
 	// CompletionHistory keeps one document per completed delivery in
 	// "<prefix>completed_deliveries", inserted in the completion's
@@ -98,7 +98,7 @@ func newConfig(opts *Options) (config, error) {
 	case maxPayload < 0 || maxPayload > MaxPayloadBytesLimit:
 		return config{}, invalidf("MaxPayloadBytes %d out of range [0, %d]", maxPayload, MaxPayloadBytesLimit)
 	case maxPayload == 0:
-		maxPayload = relaybus.DefaultMaxPayloadBytes
+		maxPayload = driver.DefaultMaxPayloadBytes
 	}
 	logger := opts.Logger
 	if logger == nil {

@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 func TestNewConfig(t *testing.T) {
@@ -54,8 +55,8 @@ func TestNewConfig(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("newConfig = %v, want an error containing %q", err, tt.wantErr)
 			}
-			if !errors.Is(err, relaybus.ErrInvalid) {
-				t.Errorf("error %v does not wrap relaybus.ErrInvalid", err)
+			if !errors.Is(err, relaytype.ErrInvalid) {
+				t.Errorf("error %v does not wrap relaytype.ErrInvalid", err)
 			}
 			if !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
 				t.Errorf("error %q does not start with the package name", err)
@@ -70,7 +71,7 @@ func TestNewConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.prefix != DefaultCollectionPrefix || cfg.maxPayloadBytes != relaybus.DefaultMaxPayloadBytes {
+	if cfg.prefix != DefaultCollectionPrefix || cfg.maxPayloadBytes != driver.DefaultMaxPayloadBytes {
 		t.Fatalf("defaults: prefix %q, max payload %d", cfg.prefix, cfg.maxPayloadBytes)
 	}
 	cfg, err = newConfig(&Options{Database: "app", CollectionPrefix: "x_", MaxPayloadBytes: 10})
@@ -87,12 +88,12 @@ func TestNewConfigDefaults(t *testing.T) {
 func TestPayloadLimitLeavesRoomForHeaders(t *testing.T) {
 	t.Parallel()
 	const bsonMax = 16 << 20
-	headers := relaybus.MaxHeaders * 2 * relaybus.MaxHeaderBytes
+	headers := driver.MaxHeaders * 2 * driver.MaxHeaderBytes
 	if MaxPayloadBytesLimit+headers+64<<10 > bsonMax {
 		t.Fatalf("payload limit %d + headers %d + 64 KiB of fields exceed a BSON document (%d)", MaxPayloadBytesLimit, headers, bsonMax)
 	}
-	if MaxPayloadBytesLimit < relaybus.DefaultMaxPayloadBytes {
-		t.Fatalf("payload limit %d is below the core default %d", MaxPayloadBytesLimit, relaybus.DefaultMaxPayloadBytes)
+	if MaxPayloadBytesLimit < driver.DefaultMaxPayloadBytes {
+		t.Fatalf("payload limit %d is below the core default %d", MaxPayloadBytesLimit, driver.DefaultMaxPayloadBytes)
 	}
 }
 

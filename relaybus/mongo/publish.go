@@ -5,7 +5,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -17,7 +18,7 @@ import (
 // Per call, whatever the number of events: one read of the events that
 // exist already, one counter update per distinct ordering key, one
 // insertMany of events (each with its handlers list and createdAt) and
-// one of deliveries (each with its laneId, relaybus.LaneOf of the key or
+// one of deliveries (each with its laneId, driver.LaneOf of the key or
 // event id). An existing event that gets new handlers costs one more
 // bulkWrite for all of them.
 //
@@ -35,7 +36,7 @@ import (
 // gets deliveries only for handlers its handlers list does not name (a
 // completed delivery is deleted, but its handler stays listed). Two transactions
 // inserting the same new event id conflict the same way as above.
-func (s *Store) EventPublishTx(ctx context.Context, tx context.Context, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+func (s *Store) EventPublishTx(ctx context.Context, tx context.Context, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	if err := params.Validate(s.cfg.maxPayloadBytes); err != nil {
 		return nil, err
 	}
@@ -55,10 +56,10 @@ const MaxPublishDuplicateRetries = 3
 // EventPublish publishes in a transaction of its own, retried by the
 // driver on TransientTransactionError (for up to the driver's 120 s
 // budget) and by this method on a duplicate key (at most
-// MaxPublishDuplicateRetries times). It is not part of relaybus.Store: a
+// MaxPublishDuplicateRetries times). It is not part of driver.Store: a
 // bus that finds it by type assertion can use it instead of TxBegin,
 // EventPublishTx, TxCommit, which cannot retry a conflicting transaction.
-func (s *Store) EventPublish(ctx context.Context, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+func (s *Store) EventPublish(ctx context.Context, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	if err := params.Validate(s.cfg.maxPayloadBytes); err != nil {
 		return nil, err
 	}
@@ -77,13 +78,13 @@ func (s *Store) EventPublish(ctx context.Context, params *relaybus.EventPublishP
 			}
 			return nil, errorFrom("publish", err)
 		}
-		return res.(*relaybus.EventPublishResult), nil
+		return res.(*driver.EventPublishResult), nil
 	}
 }
 
 // publish does the writes of EventPublishTx in sctx, a session context
 // with a running transaction. params have been validated.
-func (s *Store) publish(sctx context.Context, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+func (s *Store) publish(sctx context.Context, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	now := bsonTime(params.Now)
 	existing, err := s.existingEvents(sctx, params.Events)
 	if err != nil {
@@ -93,7 +94,7 @@ func (s *Store) publish(sctx context.Context, params *relaybus.EventPublishParam
 	if err != nil {
 		return nil, err
 	}
-	newEvents := make([]*relaybus.Event, 0, len(params.Events))
+	newEvents := make([]*relaytype.Event, 0, len(params.Events))
 	for _, ep := range params.Events {
 		if _, ok := existing[ep.Event.ID]; !ok {
 			newEvents = append(newEvents, ep.Event)
@@ -104,7 +105,7 @@ func (s *Store) publish(sctx context.Context, params *relaybus.EventPublishParam
 		return nil, err
 	}
 
-	res := &relaybus.EventPublishResult{
+	res := &driver.EventPublishResult{
 		Inserted:  make([]bool, len(params.Events)),
 		Sequences: make([]int64, len(params.Events)),
 	}
@@ -157,8 +158,8 @@ func (s *Store) publish(sctx context.Context, params *relaybus.EventPublishParam
 // deliveries an event gets. A handler an event ever had a delivery for
 // is in its handlers list even after that delivery completed and was
 // deleted, so it never runs twice.
-func freshHandlers(specs []relaybus.DeliverySpec, known map[string]bool) []relaybus.DeliverySpec {
-	out := make([]relaybus.DeliverySpec, 0, len(specs))
+func freshHandlers(specs []driver.DeliverySpec, known map[string]bool) []driver.DeliverySpec {
+	out := make([]driver.DeliverySpec, 0, len(specs))
 	for _, spec := range specs {
 		if !known[spec.Handler] {
 			out = append(out, spec)
@@ -167,7 +168,7 @@ func freshHandlers(specs []relaybus.DeliverySpec, known map[string]bool) []relay
 	return out
 }
 
-func specHandlers(specs []relaybus.DeliverySpec) []string {
+func specHandlers(specs []driver.DeliverySpec) []string {
 	out := make([]string, len(specs))
 	for i, spec := range specs {
 		out[i] = spec.Handler
@@ -180,7 +181,7 @@ func specHandlers(specs []relaybus.DeliverySpec) []string {
 // An event stored by 0.1.0 and not yet upgraded (no handlers field) gets
 // the handlers of its deliveries (known, read from them) as well, so that
 // the list this write creates is complete.
-func growHandlersModel(ev *eventDoc, known map[string]bool, fresh []relaybus.DeliverySpec) mongo.WriteModel {
+func growHandlersModel(ev *eventDoc, known map[string]bool, fresh []driver.DeliverySpec) mongo.WriteModel {
 	add := specHandlers(fresh)
 	if ev.Handlers == nil {
 		for h := range known {
@@ -194,7 +195,7 @@ func growHandlersModel(ev *eventDoc, known map[string]bool, fresh []relaybus.Del
 }
 
 // existingEvents reads the events of the call that are stored already.
-func (s *Store) existingEvents(sctx context.Context, events []*relaybus.EventPublish) (map[string]*eventDoc, error) {
+func (s *Store) existingEvents(sctx context.Context, events []*driver.EventPublish) (map[string]*eventDoc, error) {
 	ids := make([]string, len(events))
 	for i, ep := range events {
 		ids[i] = ep.Event.ID
@@ -265,7 +266,7 @@ type keyBatch struct {
 
 // groupByKey groups keyed events by key, keys in order of first
 // appearance, events in call order. Unkeyed events are left out.
-func groupByKey(events []*relaybus.Event) []keyBatch {
+func groupByKey(events []*relaytype.Event) []keyBatch {
 	var out []keyBatch
 	index := map[string]int{}
 	for _, e := range events {
@@ -294,7 +295,7 @@ func assignSequences(b keyBatch, last int64, into map[string]int64) {
 
 // reserveSequences increments the counter of each key once, by the number
 // of new events of that key, and returns every keyed event's sequence.
-func (s *Store) reserveSequences(sctx context.Context, events []*relaybus.Event) (map[string]int64, error) {
+func (s *Store) reserveSequences(sctx context.Context, events []*relaytype.Event) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, b := range groupByKey(events) {
 		var counter struct {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -37,11 +37,11 @@ const (
 // Events outlive their deliveries on purpose: their handlers list is what
 // stops a redelivered event from running a completed handler again. Once
 // purged, a redelivery of the event is a new event.
-func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relaybus.PurgeResult, error) {
+func (s *Store) Purge(ctx context.Context, params *driver.PurgeParams) (*driver.PurgeResult, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	res := &relaybus.PurgeResult{}
+	res := &driver.PurgeResult{}
 	eventIDs := map[string]struct{}{}
 	type target struct {
 		coll   *mongo.Collection

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -128,8 +128,8 @@ func (s *Store) seedLanes(ctx context.Context) error {
 
 // seedLaneModels is one upsert per lane.
 func seedLaneModels() []mongo.WriteModel {
-	models := make([]mongo.WriteModel, relaybus.LaneCount)
-	for lane := range relaybus.LaneCount {
+	models := make([]mongo.WriteModel, driver.LaneCount)
+	for lane := range driver.LaneCount {
 		models[lane] = mongo.NewUpdateOneModel().
 			SetFilter(bson.D{{Key: fID, Value: int32(lane)}}).
 			SetUpdate(seedLaneUpdate).
@@ -263,7 +263,7 @@ func (s *Store) dropIndex(ctx context.Context, name string) error {
 //     upgrade does the same); its next attempt, alone, decides. Their
 //     lease fields are removed.
 //  2. lease fields left on any other delivery are removed.
-//  3. every delivery without laneId gets laneId (relaybus.LaneOf, the
+//  3. every delivery without laneId gets laneId (driver.LaneOf, the
 //     function publish uses), claims 0, suspect as step 1 left it (false
 //     when unset), queue ready: in batches in _id order.
 //  4. every event without handlers gets the handlers of all its
@@ -349,7 +349,7 @@ func laneBackfillModels(rows []laneBackfillRow) []mongo.WriteModel {
 			SetFilter(bson.D{{Key: fID, Value: r.ID}, {Key: fLaneID, Value: missing}}).
 			// A pipeline, so that a suspect set by step 1 stays one.
 			SetUpdate(bson.A{bson.D{{Key: "$set", Value: bson.D{
-				{Key: fLaneID, Value: int32(relaybus.LaneOf(r.Key, r.EventID))},
+				{Key: fLaneID, Value: int32(driver.LaneOf(r.Key, r.EventID))},
 				{Key: fClaims, Value: int64(0)},
 				{Key: fSuspect, Value: bson.D{{Key: "$ifNull", Value: bson.A{field(fSuspect), false}}}},
 				{Key: fQueue, Value: literal(queueReady)},

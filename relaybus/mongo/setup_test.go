@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -126,8 +126,8 @@ func TestUpgradeMarker(t *testing.T) {
 func TestSeedLaneModels(t *testing.T) {
 	t.Parallel()
 	models := seedLaneModels()
-	if len(models) != relaybus.LaneCount {
-		t.Fatalf("%d lanes, want %d", len(models), relaybus.LaneCount)
+	if len(models) != driver.LaneCount {
+		t.Fatalf("%d lanes, want %d", len(models), driver.LaneCount)
 	}
 	for i, m := range models {
 		u := m.(*mongo.UpdateOneModel)
@@ -185,7 +185,7 @@ func TestLaneBackfillModels(t *testing.T) {
 			t.Fatal("a backfill must not upsert")
 		}
 		wantFilter := `{"_id":` + extJSON(t, r.ID) + `,"laneId":{"$exists":false}}`
-		lane := relaybus.LaneOf(r.Key, r.EventID)
+		lane := driver.LaneOf(r.Key, r.EventID)
 		wantUpdate := `[{"$set":{"laneId":` + itoa(lane) + `,"claims":0,"suspect":{"$ifNull":["$suspect",false]},"queue":{"$literal":"ready"}}}]`
 		if got := extJSON(t, u.Filter); got != wantFilter {
 			t.Errorf("row %d filter %s, want %s", i, got, wantFilter)
@@ -195,7 +195,7 @@ func TestLaneBackfillModels(t *testing.T) {
 		}
 	}
 	// The key decides when there is one; the event id otherwise.
-	if relaybus.LaneOf("k", "e1") != relaybus.LaneOf("k", "other") {
+	if driver.LaneOf("k", "e1") != driver.LaneOf("k", "other") {
 		t.Fatal("the lane of a keyed delivery depends on its event id")
 	}
 }

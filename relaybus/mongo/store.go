@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
-// Store is the MongoDB store: relaybus.Store[context.Context], where the
+// Store is the MongoDB store: driver.Store[context.Context], where the
 // transaction is a session context (see TxBegin).
 type Store struct {
 	client     *mongo.Client
@@ -47,7 +47,7 @@ type Store struct {
 	upgradeBatch int
 }
 
-var _ relaybus.Store[context.Context] = (*Store)(nil)
+var _ driver.Store[context.Context] = (*Store)(nil)
 
 // New returns a store on client. It does not touch the server: call Setup
 // once (it is idempotent) before using the store.

@@ -10,8 +10,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	rbmongo "github.com/berkcansavur/relaybus/relaybus/mongo"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // These tests need no server: they cover what the store decides before
@@ -37,7 +38,7 @@ func offlineStore(t *testing.T) *rbmongo.Store {
 
 func TestNewRejects(t *testing.T) {
 	t.Parallel()
-	if _, err := rbmongo.New(nil, &rbmongo.Options{Database: "x"}); !errors.Is(err, relaybus.ErrInvalid) {
+	if _, err := rbmongo.New(nil, &rbmongo.Options{Database: "x"}); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("New(nil client) = %v", err)
 	}
 	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://127.0.0.1:1/"))
@@ -45,10 +46,10 @@ func TestNewRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Disconnect(context.Background())
-	if _, err := rbmongo.New(client, nil); !errors.Is(err, relaybus.ErrInvalid) {
+	if _, err := rbmongo.New(client, nil); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("New(nil options) = %v", err)
 	}
-	if _, err := rbmongo.New(client, &rbmongo.Options{Database: "a.b"}); !errors.Is(err, relaybus.ErrInvalid) {
+	if _, err := rbmongo.New(client, &rbmongo.Options{Database: "a.b"}); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("New(bad database) = %v", err)
 	}
 }
@@ -60,22 +61,22 @@ func TestTxLifecycle(t *testing.T) {
 	s := offlineStore(t)
 	ctx := context.Background()
 	now := time.Date(2031, 1, 1, 12, 0, 0, 0, time.UTC)
-	publish := &relaybus.EventPublishParams{Now: now, Events: []*relaybus.EventPublish{{
-		Event: &relaybus.Event{ID: "e1", Type: "t"}, Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 1}},
+	publish := &driver.EventPublishParams{Now: now, Events: []*driver.EventPublish{{
+		Event: &relaytype.Event{ID: "e1", Type: "t"}, Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 1}},
 	}}}
-	complete := &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "x", Token: "1:0:0"}, Now: now}
+	complete := &driver.DeliveryCompleteParams{Lease: relaytype.Lease{DeliveryID: "x", Token: "1:0:0"}, Now: now}
 
 	// A context without a session is not a transaction.
-	if _, err := s.EventPublishTx(ctx, ctx, publish); !errors.Is(err, relaybus.ErrInvalid) {
+	if _, err := s.EventPublishTx(ctx, ctx, publish); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("EventPublishTx(plain context) = %v", err)
 	}
-	if _, err := s.DeliveryCompleteTx(ctx, ctx, complete); !errors.Is(err, relaybus.ErrInvalid) {
+	if _, err := s.DeliveryCompleteTx(ctx, ctx, complete); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("DeliveryCompleteTx(plain context) = %v", err)
 	}
-	if err := s.TxCommit(ctx, ctx); !errors.Is(err, relaybus.ErrInvalid) {
+	if err := s.TxCommit(ctx, ctx); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("TxCommit(plain context) = %v", err)
 	}
-	if err := s.TxRollback(ctx, nil); !errors.Is(err, relaybus.ErrInvalid) {
+	if err := s.TxRollback(ctx, nil); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("TxRollback(nil) = %v", err)
 	}
 
@@ -91,16 +92,16 @@ func TestTxLifecycle(t *testing.T) {
 		t.Fatalf("rollback: %v", err)
 	}
 	// Ended: every further use is refused before it reaches the server.
-	if err := s.TxRollback(ctx, tx); !errors.Is(err, relaybus.ErrInvalid) {
+	if err := s.TxRollback(ctx, tx); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("second rollback = %v", err)
 	}
-	if err := s.TxCommit(ctx, tx); !errors.Is(err, relaybus.ErrInvalid) {
+	if err := s.TxCommit(ctx, tx); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("commit after rollback = %v", err)
 	}
-	if _, err := s.EventPublishTx(ctx, tx, publish); !errors.Is(err, relaybus.ErrInvalid) {
+	if _, err := s.EventPublishTx(ctx, tx, publish); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("publish after rollback = %v", err)
 	}
-	if _, err := s.DeliveryCompleteTx(ctx, tx, complete); !errors.Is(err, relaybus.ErrInvalid) {
+	if _, err := s.DeliveryCompleteTx(ctx, tx, complete); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("complete after rollback = %v", err)
 	}
 
@@ -111,7 +112,7 @@ func TestTxLifecycle(t *testing.T) {
 	if err := s.TxCommit(ctx, tx); err != nil {
 		t.Fatalf("commit of an empty transaction: %v", err)
 	}
-	if err := s.TxCommit(ctx, tx); !errors.Is(err, relaybus.ErrInvalid) {
+	if err := s.TxCommit(ctx, tx); !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("second commit = %v", err)
 	}
 }
@@ -123,33 +124,33 @@ func TestInvalidParams(t *testing.T) {
 	s := offlineStore(t)
 	ctx := context.Background()
 	calls := map[string]func() error{
-		"publish":    func() error { _, err := s.EventPublish(ctx, &relaybus.EventPublishParams{}); return err },
+		"publish":    func() error { _, err := s.EventPublish(ctx, &driver.EventPublishParams{}); return err },
 		"publish tx": func() error { _, err := s.EventPublishTx(ctx, ctx, nil); return err },
-		"claim":      func() error { _, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{}); return err },
-		"extend":     func() error { _, err := s.LeaseExtend(ctx, &relaybus.LeaseExtendParams{}); return err },
-		"complete":   func() error { _, err := s.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{}); return err },
+		"claim":      func() error { _, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{}); return err },
+		"extend":     func() error { _, err := s.LeaseExtend(ctx, &driver.LeaseExtendParams{}); return err },
+		"complete":   func() error { _, err := s.DeliveryComplete(ctx, &driver.DeliveryCompleteParams{}); return err },
 		"complete n": func() error {
-			_, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{})
+			_, err := s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{})
 			return err
 		},
 		"complete tx": func() error { _, err := s.DeliveryCompleteTx(ctx, ctx, nil); return err },
-		"reschedule":  func() error { _, err := s.DeliveryReschedule(ctx, &relaybus.DeliveryRescheduleParams{}); return err },
-		"bury":        func() error { _, err := s.DeliveryBury(ctx, &relaybus.DeliveryBuryParams{}); return err },
-		"release":     func() error { _, err := s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{}); return err },
-		"relinquish":  func() error { _, err := s.OwnerRelinquish(ctx, &relaybus.OwnerRelinquishParams{}); return err },
-		"requeue":     func() error { return s.DeliveryRequeue(ctx, &relaybus.DeliveryRequeueParams{}) },
-		"list":        func() error { _, err := s.DeliveryList(ctx, &relaybus.DeliveryListParams{Limit: -1}); return err },
-		"statistics":  func() error { _, err := s.Statistics(ctx, &relaybus.StatisticsParams{}); return err },
-		"purge":       func() error { _, err := s.Purge(ctx, &relaybus.PurgeParams{Limit: -1}); return err },
+		"reschedule":  func() error { _, err := s.DeliveryReschedule(ctx, &driver.DeliveryRescheduleParams{}); return err },
+		"bury":        func() error { _, err := s.DeliveryBury(ctx, &driver.DeliveryBuryParams{}); return err },
+		"release":     func() error { _, err := s.DeliveryRelease(ctx, &driver.DeliveryReleaseParams{}); return err },
+		"relinquish":  func() error { _, err := s.OwnerRelinquish(ctx, &driver.OwnerRelinquishParams{}); return err },
+		"requeue":     func() error { return s.DeliveryRequeue(ctx, &driver.DeliveryRequeueParams{}) },
+		"list":        func() error { _, err := s.DeliveryList(ctx, &driver.DeliveryListParams{Limit: -1}); return err },
+		"statistics":  func() error { _, err := s.Statistics(ctx, &driver.StatisticsParams{}); return err },
+		"purge":       func() error { _, err := s.Purge(ctx, &driver.PurgeParams{Limit: -1}); return err },
 		"payload over the store's limit": func() error {
-			_, err := s.EventPublish(ctx, &relaybus.EventPublishParams{Now: time.Now(), Events: []*relaybus.EventPublish{{
-				Event: &relaybus.Event{ID: "e", Type: "t", Payload: make([]byte, relaybus.DefaultMaxPayloadBytes+1)},
+			_, err := s.EventPublish(ctx, &driver.EventPublishParams{Now: time.Now(), Events: []*driver.EventPublish{{
+				Event: &relaytype.Event{ID: "e", Type: "t", Payload: make([]byte, driver.DefaultMaxPayloadBytes+1)},
 			}}})
 			return err
 		},
 	}
 	for name, call := range calls {
-		if err := call(); !errors.Is(err, relaybus.ErrInvalid) {
+		if err := call(); !errors.Is(err, relaytype.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
@@ -157,28 +158,28 @@ func TestInvalidParams(t *testing.T) {
 
 // leaseWrites are the fenced writes of a store under one lease, each
 // reporting (current, error).
-func leaseWrites(s *rbmongo.Store, l relaybus.Lease) map[string]func() (bool, error) {
+func leaseWrites(s *rbmongo.Store, l relaytype.Lease) map[string]func() (bool, error) {
 	ctx := context.Background()
 	now := time.Date(2031, 1, 1, 12, 0, 0, 0, time.UTC)
 	return map[string]func() (bool, error){
 		"complete": func() (bool, error) {
-			return s.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: l, Now: now})
+			return s.DeliveryComplete(ctx, &driver.DeliveryCompleteParams{Lease: l, Now: now})
 		},
 		"reschedule": func() (bool, error) {
-			return s.DeliveryReschedule(ctx, &relaybus.DeliveryRescheduleParams{Lease: l, AvailableAt: now, Now: now})
+			return s.DeliveryReschedule(ctx, &driver.DeliveryRescheduleParams{Lease: l, AvailableAt: now, Now: now})
 		},
 		"bury": func() (bool, error) {
-			return s.DeliveryBury(ctx, &relaybus.DeliveryBuryParams{Lease: l, Now: now})
+			return s.DeliveryBury(ctx, &driver.DeliveryBuryParams{Lease: l, Now: now})
 		},
 		"release": func() (bool, error) {
-			return s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{Lease: l, Now: now})
+			return s.DeliveryRelease(ctx, &driver.DeliveryReleaseParams{Lease: l, Now: now})
 		},
 		"complete many": func() (bool, error) {
-			ok, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: []relaybus.Lease{l}, Now: now})
+			ok, err := s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{Leases: []relaytype.Lease{l}, Now: now})
 			return len(ok) == 1 && ok[0], err
 		},
 		"extend": func() (bool, error) {
-			ok, err := s.LeaseExtend(ctx, &relaybus.LeaseExtendParams{Owner: "w", Leases: []relaybus.Lease{l}, ExpiresAt: now.Add(time.Minute), Now: now})
+			ok, err := s.LeaseExtend(ctx, &driver.LeaseExtendParams{Owner: "w", Leases: []relaytype.Lease{l}, ExpiresAt: now.Add(time.Minute), Now: now})
 			return len(ok) == 1 && ok[0], err
 		},
 	}
@@ -191,7 +192,7 @@ func TestForeignLeasesAreNotCurrent(t *testing.T) {
 	s := offlineStore(t)
 	ctx := context.Background()
 	now := time.Date(2031, 1, 1, 12, 0, 0, 0, time.UTC)
-	foreign := []relaybus.Lease{
+	foreign := []relaytype.Lease{
 		{DeliveryID: "42", Token: "7:3:2"},                       // not an ObjectID
 		{DeliveryID: "65F000000000000000000001", Token: "7:3:2"}, // upper case: never issued
 	}
@@ -202,12 +203,12 @@ func TestForeignLeasesAreNotCurrent(t *testing.T) {
 			}
 		}
 	}
-	err := s.DeliveryRequeue(ctx, &relaybus.DeliveryRequeueParams{DeliveryID: "42", Now: now})
-	if !errors.Is(err, relaybus.ErrNotFound) || !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
+	err := s.DeliveryRequeue(ctx, &driver.DeliveryRequeueParams{DeliveryID: "42", Now: now})
+	if !errors.Is(err, relaytype.ErrNotFound) || !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
 		t.Errorf("requeue of a foreign ID = %v, want ErrNotFound", err)
 	}
-	_, err = s.DeliveryList(ctx, &relaybus.DeliveryListParams{After: "42"})
-	if !errors.Is(err, relaybus.ErrInvalid) {
+	_, err = s.DeliveryList(ctx, &driver.DeliveryListParams{After: "42"})
+	if !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("list after a foreign cursor = %v, want ErrInvalid", err)
 	}
 }
@@ -218,7 +219,7 @@ func TestForeignLeasesAreNotCurrent(t *testing.T) {
 func TestMalformedTokensAreInvalid(t *testing.T) {
 	t.Parallel()
 	s := offlineStore(t)
-	for _, l := range []relaybus.Lease{
+	for _, l := range []relaytype.Lease{
 		{DeliveryID: "65f000000000000000000001", Token: "0123456789abcdef0123456789abcdef"}, // a 0.1.0 token
 		{DeliveryID: "65f000000000000000000001", Token: "7:3"},
 		{DeliveryID: "65f000000000000000000001", Token: "256:0:0"},
@@ -226,16 +227,16 @@ func TestMalformedTokensAreInvalid(t *testing.T) {
 	} {
 		for name, write := range leaseWrites(s, l) {
 			ok, err := write()
-			if ok || !errors.Is(err, relaybus.ErrInvalid) || !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
+			if ok || !errors.Is(err, relaytype.ErrInvalid) || !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
 				t.Errorf("%s under %+v = %v, %v; want a relaybus/mongo ErrInvalid", name, l, ok, err)
 			}
 		}
 	}
 	now := time.Date(2031, 1, 1, 12, 0, 0, 0, time.UTC)
-	_, err := s.DeliveryCompleteMany(context.Background(), &relaybus.DeliveryCompleteManyParams{Now: now, Leases: []relaybus.Lease{
+	_, err := s.DeliveryCompleteMany(context.Background(), &driver.DeliveryCompleteManyParams{Now: now, Leases: []relaytype.Lease{
 		{DeliveryID: "42", Token: "1:0:0"}, {DeliveryID: "43", Token: "1:0:x"},
 	}})
-	if !errors.Is(err, relaybus.ErrInvalid) {
+	if !errors.Is(err, relaytype.ErrInvalid) {
 		t.Errorf("complete many with a malformed second token = %v, want ErrInvalid", err)
 	}
 }
@@ -250,4 +251,4 @@ func TestSetupWithoutServer(t *testing.T) {
 }
 
 // The bus publishes through the store's retrying EventPublish.
-var _ relaybus.EventPublisher = (*rbmongo.Store)(nil)
+var _ driver.EventPublisher = (*rbmongo.Store)(nil)

@@ -5,7 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -28,7 +29,7 @@ func newHolderID() string {
 // ObjectID and the parsed lane:epoch:claims token.
 type leaseRef struct {
 	id  bson.ObjectID
-	tok relaybus.LaneToken
+	tok driver.LaneToken
 }
 
 // parseLease reads a lease. A token that is not lane:epoch:claims is the
@@ -37,8 +38,8 @@ type leaseRef struct {
 // ObjectID) names no delivery here: ok is false and the fenced write
 // reports false without a round trip, as for any lease that is not
 // current.
-func parseLease(l relaybus.Lease) (ref leaseRef, ok bool, err error) {
-	tok, err := relaybus.ParseLaneToken(l.Token)
+func parseLease(l relaytype.Lease) (ref leaseRef, ok bool, err error) {
+	tok, err := driver.ParseLaneToken(l.Token)
 	if err != nil {
 		return leaseRef{}, false, fmt.Errorf("%slease of delivery %q: %w", errPrefix, l.DeliveryID, err)
 	}
@@ -52,7 +53,7 @@ func parseLease(l relaybus.Lease) (ref leaseRef, ok bool, err error) {
 // parseLeases parses every lease of a call before anything is sent, so a
 // malformed token in position 7 fails the call without writing the first
 // six. usable[i] is false for a lease whose ID cannot be ours.
-func parseLeases(leases []relaybus.Lease) (refs []leaseRef, usable []bool, err error) {
+func parseLeases(leases []relaytype.Lease) (refs []leaseRef, usable []bool, err error) {
 	refs = make([]leaseRef, len(leases))
 	usable = make([]bool, len(leases))
 	for i, l := range leases {

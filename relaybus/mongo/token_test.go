@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -27,25 +28,25 @@ func TestHolderID(t *testing.T) {
 func TestParseLease(t *testing.T) {
 	t.Parallel()
 	oid := bson.NewObjectID()
-	ref, ok, err := parseLease(relaybus.Lease{DeliveryID: oid.Hex(), Token: "7:3:2"})
-	if err != nil || !ok || ref.id != oid || ref.tok != (relaybus.LaneToken{Lane: 7, Epoch: 3, Claims: 2}) {
+	ref, ok, err := parseLease(relaytype.Lease{DeliveryID: oid.Hex(), Token: "7:3:2"})
+	if err != nil || !ok || ref.id != oid || ref.tok != (driver.LaneToken{Lane: 7, Epoch: 3, Claims: 2}) {
 		t.Fatalf("parseLease(good) = %+v, %v, %v", ref, ok, err)
 	}
 	// A delivery ID this store cannot have issued: not current, no error.
 	for _, id := range []string{"42", strings.ToUpper(oid.Hex()), ""} {
-		if _, ok, err := parseLease(relaybus.Lease{DeliveryID: id, Token: "7:3:2"}); ok || err != nil {
+		if _, ok, err := parseLease(relaytype.Lease{DeliveryID: id, Token: "7:3:2"}); ok || err != nil {
 			t.Errorf("parseLease(id %q) = %v, %v; want not usable, no error", id, ok, err)
 		}
 	}
 	// A token that is not lane:epoch:claims: the caller's bug, ErrInvalid,
 	// whatever the ID.
 	for _, tok := range []string{"", "7:3", "7:3:2:1", "256:0:0", "-1:0:0", "07:3:2", "0123456789abcdef0123456789abcdef", "7:3:2x"} {
-		_, ok, err := parseLease(relaybus.Lease{DeliveryID: oid.Hex(), Token: tok})
-		if ok || !errors.Is(err, relaybus.ErrInvalid) || !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
+		_, ok, err := parseLease(relaytype.Lease{DeliveryID: oid.Hex(), Token: tok})
+		if ok || !errors.Is(err, relaytype.ErrInvalid) || !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
 			t.Errorf("parseLease(token %q) = %v, %v; want a relaybus/mongo ErrInvalid", tok, ok, err)
 		}
-		_, _, err = parseLease(relaybus.Lease{DeliveryID: "42", Token: tok})
-		if !errors.Is(err, relaybus.ErrInvalid) {
+		_, _, err = parseLease(relaytype.Lease{DeliveryID: "42", Token: tok})
+		if !errors.Is(err, relaytype.ErrInvalid) {
 			t.Errorf("parseLease(foreign id, token %q) = %v; a malformed token is ErrInvalid whatever the id", tok, err)
 		}
 	}
@@ -56,12 +57,12 @@ func TestParseLease(t *testing.T) {
 func TestParseLeases(t *testing.T) {
 	t.Parallel()
 	a, b := bson.NewObjectID(), bson.NewObjectID()
-	refs, usable, err := parseLeases([]relaybus.Lease{{DeliveryID: a.Hex(), Token: "1:0:0"}, {DeliveryID: "x", Token: "2:0:0"}, {DeliveryID: b.Hex(), Token: "3:1:4"}})
+	refs, usable, err := parseLeases([]relaytype.Lease{{DeliveryID: a.Hex(), Token: "1:0:0"}, {DeliveryID: "x", Token: "2:0:0"}, {DeliveryID: b.Hex(), Token: "3:1:4"}})
 	if err != nil || len(refs) != 3 || !usable[0] || usable[1] || !usable[2] || refs[2].id != b || refs[2].tok.Claims != 4 {
 		t.Fatalf("parseLeases = %+v, %v, %v", refs, usable, err)
 	}
-	_, _, err = parseLeases([]relaybus.Lease{{DeliveryID: a.Hex(), Token: "1:0:0"}, {DeliveryID: b.Hex(), Token: "nope"}})
-	if !errors.Is(err, relaybus.ErrInvalid) {
+	_, _, err = parseLeases([]relaytype.Lease{{DeliveryID: a.Hex(), Token: "1:0:0"}, {DeliveryID: b.Hex(), Token: "nope"}})
+	if !errors.Is(err, relaytype.ErrInvalid) {
 		t.Fatalf("parseLeases with a malformed second token = %v, want ErrInvalid", err)
 	}
 }
@@ -93,7 +94,7 @@ func TestCursor(t *testing.T) {
 		t.Fatalf("cursor round trip: %v, %v", got, err)
 	}
 	_, err = decodeCursor("page-2")
-	if !errors.Is(err, relaybus.ErrInvalid) || !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
+	if !errors.Is(err, relaytype.ErrInvalid) || !strings.HasPrefix(err.Error(), "relaybus/mongo: ") {
 		t.Fatalf("decodeCursor(bad) = %v, want a relaybus/mongo ErrInvalid", err)
 	}
 }
@@ -120,8 +121,8 @@ func FuzzParseLease(f *testing.F) {
 	f.Add("42", "")
 	f.Add("", "255:9223372036854775807:0")
 	f.Fuzz(func(t *testing.T, id, tok string) {
-		ref, ok, err := parseLease(relaybus.Lease{DeliveryID: id, Token: tok})
-		if _, perr := relaybus.ParseLaneToken(tok); (perr != nil) != (err != nil) {
+		ref, ok, err := parseLease(relaytype.Lease{DeliveryID: id, Token: tok})
+		if _, perr := driver.ParseLaneToken(tok); (perr != nil) != (err != nil) {
 			t.Fatalf("parseLease(%q, %q) error %v, but ParseLaneToken says %v", id, tok, err, perr)
 		}
 		if ok && (ref.id.Hex() != id || ref.tok.String() != tok) {

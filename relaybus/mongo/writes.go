@@ -7,7 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -27,11 +28,11 @@ import (
 
 // DeliveryComplete deletes the delivery if its lease is current: one
 // transaction, as DeliveryCompleteMany.
-func (s *Store) DeliveryComplete(ctx context.Context, params *relaybus.DeliveryCompleteParams) (bool, error) {
+func (s *Store) DeliveryComplete(ctx context.Context, params *driver.DeliveryCompleteParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	ok, err := s.completeMany(ctx, []relaybus.Lease{params.Lease}, params.Now)
+	ok, err := s.completeMany(ctx, []relaytype.Lease{params.Lease}, params.Now)
 	if err != nil {
 		return false, err
 	}
@@ -42,14 +43,14 @@ func (s *Store) DeliveryComplete(ctx context.Context, params *relaybus.DeliveryC
 // in one transaction of its own (completeIn), run again from the start
 // when it meets a write conflict (runTx). One result per lease, in
 // order; a lease named twice is completed once (the second is false).
-func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.DeliveryCompleteManyParams) ([]bool, error) {
+func (s *Store) DeliveryCompleteMany(ctx context.Context, params *driver.DeliveryCompleteManyParams) ([]bool, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
 	return s.completeMany(ctx, params.Leases, params.Now)
 }
 
-func (s *Store) completeMany(ctx context.Context, leases []relaybus.Lease, now time.Time) ([]bool, error) {
+func (s *Store) completeMany(ctx context.Context, leases []relaytype.Lease, now time.Time) ([]bool, error) {
 	refs, usable, err := parseLeases(leases)
 	if err != nil {
 		return nil, err
@@ -82,11 +83,11 @@ func (s *Store) completeMany(ctx context.Context, leases []relaybus.Lease, now t
 // and tx must be rolled back (the handler's writes with it); the charge,
 // being a transaction of the store's own, runs again and finds the
 // delivery, or finds it deleted if tx committed.
-func (s *Store) DeliveryCompleteTx(ctx context.Context, tx context.Context, params *relaybus.DeliveryCompleteParams) (bool, error) {
+func (s *Store) DeliveryCompleteTx(ctx context.Context, tx context.Context, params *driver.DeliveryCompleteParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	refs, usable, err := parseLeases([]relaybus.Lease{params.Lease})
+	refs, usable, err := parseLeases([]relaytype.Lease{params.Lease})
 	if err != nil {
 		return false, err
 	}
@@ -243,7 +244,7 @@ func (s *Store) readFenceDeliveries(ctx context.Context, ids []bson.ObjectID) (m
 
 // DeliveryReschedule records a failed attempt and makes the delivery due
 // again at params.AvailableAt (endClaim).
-func (s *Store) DeliveryReschedule(ctx context.Context, params *relaybus.DeliveryRescheduleParams) (bool, error) {
+func (s *Store) DeliveryReschedule(ctx context.Context, params *driver.DeliveryRescheduleParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
@@ -253,7 +254,7 @@ func (s *Store) DeliveryReschedule(ctx context.Context, params *relaybus.Deliver
 
 // DeliveryBury records a failed attempt and makes the delivery dead
 // (endClaim).
-func (s *Store) DeliveryBury(ctx context.Context, params *relaybus.DeliveryBuryParams) (bool, error) {
+func (s *Store) DeliveryBury(ctx context.Context, params *driver.DeliveryBuryParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
@@ -262,7 +263,7 @@ func (s *Store) DeliveryBury(ctx context.Context, params *relaybus.DeliveryBuryP
 
 // DeliveryRelease gives the delivery back without spending an attempt
 // (endClaim).
-func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryReleaseParams) (bool, error) {
+func (s *Store) DeliveryRelease(ctx context.Context, params *driver.DeliveryReleaseParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
@@ -283,7 +284,7 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryRe
 // orders this against a takeover (which writes the lane too): the second
 // of the two writers conflicts, and this transaction, run again, finds
 // the new epoch.
-func (s *Store) endClaim(ctx context.Context, op string, lease relaybus.Lease, update bson.D) (bool, error) {
+func (s *Store) endClaim(ctx context.Context, op string, lease relaytype.Lease, update bson.D) (bool, error) {
 	ref, ok, err := parseLease(lease)
 	if err != nil || !ok {
 		return false, err
@@ -325,7 +326,7 @@ func (s *Store) endClaim(ctx context.Context, op string, lease relaybus.Lease, u
 // and lists the delivery in flight. Each lane document is updated
 // atomically; the updateMany as a whole is not atomic and need not be:
 // each lane's result is read back.
-func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendParams) ([]bool, error) {
+func (s *Store) LeaseExtend(ctx context.Context, params *driver.LeaseExtendParams) ([]bool, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
@@ -392,7 +393,7 @@ func leaseRenewed(r leaseRef, l *laneDoc, owner, holder string, expiresAt time.T
 // A lane that another writer changed after the transaction's snapshot
 // makes the lane write a write conflict, and the whole transaction runs
 // again. Returns how many deliveries it released.
-func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelinquishParams) (int, error) {
+func (s *Store) OwnerRelinquish(ctx context.Context, params *driver.OwnerRelinquishParams) (int, error) {
 	if err := params.Validate(); err != nil {
 		return 0, err
 	}

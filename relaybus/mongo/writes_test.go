@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -13,7 +13,7 @@ import (
 // the lease not current.
 func TestFenceHolds(t *testing.T) {
 	t.Parallel()
-	ref := leaseRef{id: testID1, tok: relaybus.LaneToken{Lane: 7, Epoch: 3, Claims: 2}}
+	ref := leaseRef{id: testID1, tok: driver.LaneToken{Lane: 7, Epoch: 3, Claims: 2}}
 	lane := func() *laneDoc { return &laneDoc{ID: 7, Epoch: 3, InFlight: []bson.ObjectID{testID2, testID1}} }
 	doc := func() *deliveryDoc {
 		return &deliveryDoc{ID: testID1, Status: statusPending, LaneID: 7, Claims: 2}
@@ -40,12 +40,12 @@ func TestFenceHolds(t *testing.T) {
 
 func TestCompleteFences(t *testing.T) {
 	t.Parallel()
-	tok := relaybus.LaneToken{Lane: 7, Epoch: 3, Claims: 0}
+	tok := driver.LaneToken{Lane: 7, Epoch: 3, Claims: 0}
 	refs := []leaseRef{
 		{id: oid(1), tok: tok},
 		{id: oid(2), tok: tok}, // stale: claims moved
 		{id: oid(1), tok: tok}, // the first lease again
-		{id: oid(3), tok: relaybus.LaneToken{Lane: 8, Epoch: 1, Claims: 0}}, // lane 8 not read (no such lane)
+		{id: oid(3), tok: driver.LaneToken{Lane: 8, Epoch: 1, Claims: 0}}, // lane 8 not read (no such lane)
 		{id: oid(4), tok: tok}, // unusable (foreign id in the call)
 		{id: oid(5), tok: tok},
 	}
@@ -68,7 +68,7 @@ func TestCompleteFences(t *testing.T) {
 
 func TestLeaseRenewed(t *testing.T) {
 	t.Parallel()
-	ref := leaseRef{id: testID1, tok: relaybus.LaneToken{Lane: 7, Epoch: 3}}
+	ref := leaseRef{id: testID1, tok: driver.LaneToken{Lane: 7, Epoch: 3}}
 	exp := testNow.Add(time.Minute)
 	o, h := "o", "hid"
 	good := func() *laneDoc {

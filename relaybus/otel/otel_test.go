@@ -23,8 +23,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/memory"
 	relaybusotel "github.com/berkcansavur/relaybus/relaybus/otel"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -453,16 +455,16 @@ func TestLeaseMetrics(t *testing.T) {
 	require.NoError(t, tb.bus.Publish(ctx, &relaybus.Event{Type: "t"}, &relaybus.Event{Type: "t"}))
 	store := relaybusotel.WrapStore[*memory.Tx](tb.store, tb.in)
 	now := time.Now()
-	ds, err := store.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{
+	ds, err := store.DeliveryClaim(ctx, &driver.DeliveryClaimParams{
 		Owner: "o", Handlers: []string{"h"}, Limit: 10, LeaseDuration: time.Minute, Now: now,
 	})
 	require.NoError(t, err)
 	require.Len(t, ds, 2)
-	ok, err := store.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: ds[1].Lease(), Now: now})
+	ok, err := store.DeliveryComplete(ctx, &driver.DeliveryCompleteParams{Lease: ds[1].Lease(), Now: now})
 	require.NoError(t, err)
 	require.True(t, ok)
-	oks, err := store.LeaseExtend(ctx, &relaybus.LeaseExtendParams{
-		Owner: "o", Leases: []relaybus.Lease{ds[0].Lease(), ds[1].Lease()}, ExpiresAt: now.Add(2 * time.Minute), Now: now,
+	oks, err := store.LeaseExtend(ctx, &driver.LeaseExtendParams{
+		Owner: "o", Leases: []relaytype.Lease{ds[0].Lease(), ds[1].Lease()}, ExpiresAt: now.Add(2 * time.Minute), Now: now,
 	})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, false}, oks)
@@ -553,11 +555,11 @@ func TestDocTable(t *testing.T) {
 	tb.run(t, 1)
 	store := relaybusotel.WrapStore[*memory.Tx](tb.store, tb.in)
 	now := time.Now()
-	ds, err := store.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"d"}, Limit: 1, LeaseDuration: time.Minute, Now: now})
+	ds, err := store.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{"d"}, Limit: 1, LeaseDuration: time.Minute, Now: now})
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
-	oks, err := store.LeaseExtend(ctx, &relaybus.LeaseExtendParams{
-		Owner: "o", Leases: []relaybus.Lease{ds[0].Lease(), {DeliveryID: ds[0].ID, Token: "0:99:1"}}, ExpiresAt: now.Add(time.Minute), Now: now,
+	oks, err := store.LeaseExtend(ctx, &driver.LeaseExtendParams{
+		Owner: "o", Leases: []relaytype.Lease{ds[0].Lease(), {DeliveryID: ds[0].ID, Token: "0:99:1"}}, ExpiresAt: now.Add(time.Minute), Now: now,
 	})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, false}, oks)

@@ -4,7 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // WrapStore returns s with the store's side of the metrics: the round
@@ -12,13 +13,13 @@ import (
 // renewed or found lost, and the duration of EventPublishTx and
 // EventPublish. It is transparent: every call goes to s with the same
 // arguments, and returns s's results and errors unchanged (not wrapped).
-// If s implements relaybus.EventPublisher the result does too, and
+// If s implements driver.EventPublisher the result does too, and
 // otherwise it does not, so Bus.Publish takes the same path on either.
 // Other methods of s's concrete type (a store's admin calls) are not on
 // the result: call them on s. Give the result to relaybus.New.
-func WrapStore[TTx any](s relaybus.Store[TTx], in *Instruments) relaybus.Store[TTx] {
+func WrapStore[TTx any](s driver.Store[TTx], in *Instruments) driver.Store[TTx] {
 	w := &store[TTx]{inner: s, in: in}
-	if p, ok := s.(relaybus.EventPublisher); ok {
+	if p, ok := s.(driver.EventPublisher); ok {
 		return &publisherStore[TTx]{store: w, publisher: p}
 	}
 	return w
@@ -26,7 +27,7 @@ func WrapStore[TTx any](s relaybus.Store[TTx], in *Instruments) relaybus.Store[T
 
 // Unwrap returns the store WrapStore wrapped, or s itself if it is not
 // one of WrapStore's.
-func Unwrap[TTx any](s relaybus.Store[TTx]) relaybus.Store[TTx] {
+func Unwrap[TTx any](s driver.Store[TTx]) driver.Store[TTx] {
 	switch w := s.(type) {
 	case *store[TTx]:
 		return w.inner
@@ -38,24 +39,24 @@ func Unwrap[TTx any](s relaybus.Store[TTx]) relaybus.Store[TTx] {
 
 // Compile-time checks of both wrappers.
 var (
-	_ relaybus.Store[int]     = (*store[int])(nil)
-	_ relaybus.Store[int]     = (*publisherStore[int])(nil)
-	_ relaybus.EventPublisher = (*publisherStore[int])(nil)
+	_ driver.Store[int]     = (*store[int])(nil)
+	_ driver.Store[int]     = (*publisherStore[int])(nil)
+	_ driver.EventPublisher = (*publisherStore[int])(nil)
 )
 
 // store wraps a Store without EventPublisher.
 type store[TTx any] struct {
-	inner relaybus.Store[TTx]
+	inner driver.Store[TTx]
 	in    *Instruments
 }
 
 // publisherStore wraps a Store that is an EventPublisher too.
 type publisherStore[TTx any] struct {
 	*store[TTx]
-	publisher relaybus.EventPublisher
+	publisher driver.EventPublisher
 }
 
-func (s *publisherStore[TTx]) EventPublish(ctx context.Context, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+func (s *publisherStore[TTx]) EventPublish(ctx context.Context, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	start := time.Now()
 	res, err := s.publisher.EventPublish(ctx, params)
 	s.in.publishDuration.Record(ctx, time.Since(start).Seconds(), s.in.opt(attrKey{method: "EventPublish", errorType: errorType(err)}))
@@ -72,14 +73,14 @@ func (s *store[TTx]) TxRollback(ctx context.Context, tx TTx) error {
 	return s.inner.TxRollback(ctx, tx)
 }
 
-func (s *store[TTx]) EventPublishTx(ctx context.Context, tx TTx, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+func (s *store[TTx]) EventPublishTx(ctx context.Context, tx TTx, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	start := time.Now()
 	res, err := s.inner.EventPublishTx(ctx, tx, params)
 	s.in.publishDuration.Record(ctx, time.Since(start).Seconds(), s.in.opt(attrKey{method: "EventPublishTx", errorType: errorType(err)}))
 	return res, err
 }
 
-func (s *store[TTx]) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
+func (s *store[TTx]) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimParams) ([]*relaytype.Delivery, error) {
 	start := time.Now()
 	ds, err := s.inner.DeliveryClaim(ctx, params)
 	s.in.claimDuration.Record(ctx, time.Since(start).Seconds(), s.in.opt(attrKey{errorType: errorType(err)}))
@@ -88,7 +89,7 @@ func (s *store[TTx]) DeliveryClaim(ctx context.Context, params *relaybus.Deliver
 	return ds, err
 }
 
-func (s *store[TTx]) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendParams) ([]bool, error) {
+func (s *store[TTx]) LeaseExtend(ctx context.Context, params *driver.LeaseExtendParams) ([]bool, error) {
 	oks, err := s.inner.LeaseExtend(ctx, params)
 	if err == nil {
 		var held, lost int64
@@ -110,46 +111,46 @@ func (s *store[TTx]) LeaseExtend(ctx context.Context, params *relaybus.LeaseExte
 	return oks, err
 }
 
-func (s *store[TTx]) DeliveryComplete(ctx context.Context, params *relaybus.DeliveryCompleteParams) (bool, error) {
+func (s *store[TTx]) DeliveryComplete(ctx context.Context, params *driver.DeliveryCompleteParams) (bool, error) {
 	return s.inner.DeliveryComplete(ctx, params)
 }
 
-func (s *store[TTx]) DeliveryCompleteMany(ctx context.Context, params *relaybus.DeliveryCompleteManyParams) ([]bool, error) {
+func (s *store[TTx]) DeliveryCompleteMany(ctx context.Context, params *driver.DeliveryCompleteManyParams) ([]bool, error) {
 	return s.inner.DeliveryCompleteMany(ctx, params)
 }
 
-func (s *store[TTx]) DeliveryCompleteTx(ctx context.Context, tx TTx, params *relaybus.DeliveryCompleteParams) (bool, error) {
+func (s *store[TTx]) DeliveryCompleteTx(ctx context.Context, tx TTx, params *driver.DeliveryCompleteParams) (bool, error) {
 	return s.inner.DeliveryCompleteTx(ctx, tx, params)
 }
 
-func (s *store[TTx]) DeliveryReschedule(ctx context.Context, params *relaybus.DeliveryRescheduleParams) (bool, error) {
+func (s *store[TTx]) DeliveryReschedule(ctx context.Context, params *driver.DeliveryRescheduleParams) (bool, error) {
 	return s.inner.DeliveryReschedule(ctx, params)
 }
 
-func (s *store[TTx]) DeliveryBury(ctx context.Context, params *relaybus.DeliveryBuryParams) (bool, error) {
+func (s *store[TTx]) DeliveryBury(ctx context.Context, params *driver.DeliveryBuryParams) (bool, error) {
 	return s.inner.DeliveryBury(ctx, params)
 }
 
-func (s *store[TTx]) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryReleaseParams) (bool, error) {
+func (s *store[TTx]) DeliveryRelease(ctx context.Context, params *driver.DeliveryReleaseParams) (bool, error) {
 	return s.inner.DeliveryRelease(ctx, params)
 }
 
-func (s *store[TTx]) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelinquishParams) (int, error) {
+func (s *store[TTx]) OwnerRelinquish(ctx context.Context, params *driver.OwnerRelinquishParams) (int, error) {
 	return s.inner.OwnerRelinquish(ctx, params)
 }
 
-func (s *store[TTx]) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRequeueParams) error {
+func (s *store[TTx]) DeliveryRequeue(ctx context.Context, params *driver.DeliveryRequeueParams) error {
 	return s.inner.DeliveryRequeue(ctx, params)
 }
 
-func (s *store[TTx]) DeliveryList(ctx context.Context, params *relaybus.DeliveryListParams) (*relaybus.DeliveryListResult, error) {
+func (s *store[TTx]) DeliveryList(ctx context.Context, params *driver.DeliveryListParams) (*driver.DeliveryListResult, error) {
 	return s.inner.DeliveryList(ctx, params)
 }
 
-func (s *store[TTx]) Statistics(ctx context.Context, params *relaybus.StatisticsParams) (*relaybus.Statistics, error) {
+func (s *store[TTx]) Statistics(ctx context.Context, params *driver.StatisticsParams) (*relaytype.Statistics, error) {
 	return s.inner.Statistics(ctx, params)
 }
 
-func (s *store[TTx]) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relaybus.PurgeResult, error) {
+func (s *store[TTx]) Purge(ctx context.Context, params *driver.PurgeParams) (*driver.PurgeResult, error) {
 	return s.inner.Purge(ctx, params)
 }

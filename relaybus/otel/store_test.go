@@ -11,7 +11,9 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	relaybusotel "github.com/berkcansavur/relaybus/relaybus/otel"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // stubStore returns fixed results, or err from every method, and records
@@ -22,23 +24,23 @@ type stubStore struct {
 	calls []string
 	args  []any
 
-	published *relaybus.EventPublishResult
-	claimed   []*relaybus.Delivery
+	published *driver.EventPublishResult
+	claimed   []*relaytype.Delivery
 	oks       []bool
-	list      *relaybus.DeliveryListResult
-	stats     *relaybus.Statistics
-	purged    *relaybus.PurgeResult
+	list      *driver.DeliveryListResult
+	stats     *relaytype.Statistics
+	purged    *driver.PurgeResult
 }
 
 func newStub(err error) *stubStore {
 	return &stubStore{
 		err: err, tx: 7,
-		published: &relaybus.EventPublishResult{Inserted: []bool{true}},
-		claimed:   []*relaybus.Delivery{{ID: "d1"}, {ID: "d2"}},
+		published: &driver.EventPublishResult{Inserted: []bool{true}},
+		claimed:   []*relaytype.Delivery{{ID: "d1"}, {ID: "d2"}},
 		oks:       []bool{true, false, true},
-		list:      &relaybus.DeliveryListResult{Next: "n"},
-		stats:     &relaybus.Statistics{},
-		purged:    &relaybus.PurgeResult{Events: 3},
+		list:      &driver.DeliveryListResult{Next: "n"},
+		stats:     &relaytype.Statistics{},
+		purged:    &driver.PurgeResult{Events: 3},
 	}
 }
 
@@ -57,59 +59,59 @@ func (s *stubStore) TxRollback(_ context.Context, tx int) error {
 	s.rec("TxRollback", tx)
 	return s.err
 }
-func (s *stubStore) EventPublishTx(_ context.Context, _ int, p *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+func (s *stubStore) EventPublishTx(_ context.Context, _ int, p *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	s.rec("EventPublishTx", p)
 	return s.published, s.err
 }
-func (s *stubStore) DeliveryClaim(_ context.Context, p *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
+func (s *stubStore) DeliveryClaim(_ context.Context, p *driver.DeliveryClaimParams) ([]*relaytype.Delivery, error) {
 	s.rec("DeliveryClaim", p)
 	return s.claimed, s.err // a partial claim: deliveries and an error
 }
-func (s *stubStore) LeaseExtend(_ context.Context, p *relaybus.LeaseExtendParams) ([]bool, error) {
+func (s *stubStore) LeaseExtend(_ context.Context, p *driver.LeaseExtendParams) ([]bool, error) {
 	s.rec("LeaseExtend", p)
 	return s.oks, s.err
 }
-func (s *stubStore) DeliveryComplete(_ context.Context, p *relaybus.DeliveryCompleteParams) (bool, error) {
+func (s *stubStore) DeliveryComplete(_ context.Context, p *driver.DeliveryCompleteParams) (bool, error) {
 	s.rec("DeliveryComplete", p)
 	return true, s.err
 }
-func (s *stubStore) DeliveryCompleteMany(_ context.Context, p *relaybus.DeliveryCompleteManyParams) ([]bool, error) {
+func (s *stubStore) DeliveryCompleteMany(_ context.Context, p *driver.DeliveryCompleteManyParams) ([]bool, error) {
 	s.rec("DeliveryCompleteMany", p)
 	return s.oks, s.err
 }
-func (s *stubStore) DeliveryCompleteTx(_ context.Context, _ int, p *relaybus.DeliveryCompleteParams) (bool, error) {
+func (s *stubStore) DeliveryCompleteTx(_ context.Context, _ int, p *driver.DeliveryCompleteParams) (bool, error) {
 	s.rec("DeliveryCompleteTx", p)
 	return true, s.err
 }
-func (s *stubStore) DeliveryReschedule(_ context.Context, p *relaybus.DeliveryRescheduleParams) (bool, error) {
+func (s *stubStore) DeliveryReschedule(_ context.Context, p *driver.DeliveryRescheduleParams) (bool, error) {
 	s.rec("DeliveryReschedule", p)
 	return true, s.err
 }
-func (s *stubStore) DeliveryBury(_ context.Context, p *relaybus.DeliveryBuryParams) (bool, error) {
+func (s *stubStore) DeliveryBury(_ context.Context, p *driver.DeliveryBuryParams) (bool, error) {
 	s.rec("DeliveryBury", p)
 	return true, s.err
 }
-func (s *stubStore) DeliveryRelease(_ context.Context, p *relaybus.DeliveryReleaseParams) (bool, error) {
+func (s *stubStore) DeliveryRelease(_ context.Context, p *driver.DeliveryReleaseParams) (bool, error) {
 	s.rec("DeliveryRelease", p)
 	return true, s.err
 }
-func (s *stubStore) OwnerRelinquish(_ context.Context, p *relaybus.OwnerRelinquishParams) (int, error) {
+func (s *stubStore) OwnerRelinquish(_ context.Context, p *driver.OwnerRelinquishParams) (int, error) {
 	s.rec("OwnerRelinquish", p)
 	return 5, s.err
 }
-func (s *stubStore) DeliveryRequeue(_ context.Context, p *relaybus.DeliveryRequeueParams) error {
+func (s *stubStore) DeliveryRequeue(_ context.Context, p *driver.DeliveryRequeueParams) error {
 	s.rec("DeliveryRequeue", p)
 	return s.err
 }
-func (s *stubStore) DeliveryList(_ context.Context, p *relaybus.DeliveryListParams) (*relaybus.DeliveryListResult, error) {
+func (s *stubStore) DeliveryList(_ context.Context, p *driver.DeliveryListParams) (*driver.DeliveryListResult, error) {
 	s.rec("DeliveryList", p)
 	return s.list, s.err
 }
-func (s *stubStore) Statistics(_ context.Context, p *relaybus.StatisticsParams) (*relaybus.Statistics, error) {
+func (s *stubStore) Statistics(_ context.Context, p *driver.StatisticsParams) (*relaytype.Statistics, error) {
 	s.rec("Statistics", p)
 	return s.stats, s.err
 }
-func (s *stubStore) Purge(_ context.Context, p *relaybus.PurgeParams) (*relaybus.PurgeResult, error) {
+func (s *stubStore) Purge(_ context.Context, p *driver.PurgeParams) (*driver.PurgeResult, error) {
 	s.rec("Purge", p)
 	return s.purged, s.err
 }
@@ -117,7 +119,7 @@ func (s *stubStore) Purge(_ context.Context, p *relaybus.PurgeParams) (*relaybus
 // publisherStub is a stubStore with EventPublisher.
 type publisherStub struct{ *stubStore }
 
-func (s publisherStub) EventPublish(_ context.Context, p *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+func (s publisherStub) EventPublish(_ context.Context, p *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	s.rec("EventPublish", p)
 	return s.published, s.err
 }
@@ -144,56 +146,56 @@ func TestWrapStoreTransparent(t *testing.T) {
 		require.Equal(t, 7, tx)
 		same(w.TxCommit(ctx, 8))
 		same(w.TxRollback(ctx, 9))
-		pp := &relaybus.EventPublishParams{}
+		pp := &driver.EventPublishParams{}
 		pr, err := w.EventPublishTx(ctx, 3, pp)
 		same(err)
 		require.Same(t, stub.published, pr)
-		cp := &relaybus.DeliveryClaimParams{Owner: "o"}
+		cp := &driver.DeliveryClaimParams{Owner: "o"}
 		ds, err := w.DeliveryClaim(ctx, cp)
 		same(err)
 		require.Equal(t, stub.claimed, ds)
-		lp := &relaybus.LeaseExtendParams{}
+		lp := &driver.LeaseExtendParams{}
 		oks, err := w.LeaseExtend(ctx, lp)
 		same(err)
 		require.Equal(t, stub.oks, oks)
-		completeP := &relaybus.DeliveryCompleteParams{}
+		completeP := &driver.DeliveryCompleteParams{}
 		ok, err := w.DeliveryComplete(ctx, completeP)
 		same(err)
 		require.True(t, ok)
-		manyP := &relaybus.DeliveryCompleteManyParams{}
+		manyP := &driver.DeliveryCompleteManyParams{}
 		oks, err = w.DeliveryCompleteMany(ctx, manyP)
 		same(err)
 		require.Equal(t, stub.oks, oks)
 		ok, err = w.DeliveryCompleteTx(ctx, 4, completeP)
 		same(err)
 		require.True(t, ok)
-		rp := &relaybus.DeliveryRescheduleParams{}
+		rp := &driver.DeliveryRescheduleParams{}
 		ok, err = w.DeliveryReschedule(ctx, rp)
 		same(err)
 		require.True(t, ok)
-		bp := &relaybus.DeliveryBuryParams{}
+		bp := &driver.DeliveryBuryParams{}
 		ok, err = w.DeliveryBury(ctx, bp)
 		same(err)
 		require.True(t, ok)
-		relP := &relaybus.DeliveryReleaseParams{}
+		relP := &driver.DeliveryReleaseParams{}
 		ok, err = w.DeliveryRelease(ctx, relP)
 		same(err)
 		require.True(t, ok)
-		op := &relaybus.OwnerRelinquishParams{}
+		op := &driver.OwnerRelinquishParams{}
 		n, err := w.OwnerRelinquish(ctx, op)
 		same(err)
 		require.Equal(t, 5, n)
-		qp := &relaybus.DeliveryRequeueParams{}
+		qp := &driver.DeliveryRequeueParams{}
 		same(w.DeliveryRequeue(ctx, qp))
-		listP := &relaybus.DeliveryListParams{}
+		listP := &driver.DeliveryListParams{}
 		lr, err := w.DeliveryList(ctx, listP)
 		same(err)
 		require.Same(t, stub.list, lr)
-		sp := &relaybus.StatisticsParams{}
+		sp := &driver.StatisticsParams{}
 		st, err := w.Statistics(ctx, sp)
 		same(err)
 		require.Same(t, stub.stats, st)
-		purgeP := &relaybus.PurgeParams{}
+		purgeP := &driver.PurgeParams{}
 		pur, err := w.Purge(ctx, purgeP)
 		same(err)
 		require.Same(t, stub.purged, pur)
@@ -217,16 +219,16 @@ func TestWrapStoreEventPublisher(t *testing.T) {
 	require.NoError(t, err)
 
 	plain := relaybusotel.WrapStore[int](newStub(nil), in)
-	_, isPublisher := plain.(relaybus.EventPublisher)
+	_, isPublisher := plain.(driver.EventPublisher)
 	require.False(t, isPublisher, "no EventPublisher added")
 
 	failing := errors.New("write conflict")
 	stub := newStub(failing)
 	w := relaybusotel.WrapStore[int](publisherStub{stub}, in)
-	p, isPublisher := w.(relaybus.EventPublisher)
+	p, isPublisher := w.(driver.EventPublisher)
 	require.True(t, isPublisher, "EventPublisher kept")
 	require.Equal(t, publisherStub{stub}, relaybusotel.Unwrap(w))
-	params := &relaybus.EventPublishParams{}
+	params := &driver.EventPublishParams{}
 	res, err := p.EventPublish(context.Background(), params)
 	require.Same(t, failing, err)
 	require.Same(t, stub.published, res)
@@ -235,7 +237,7 @@ func TestWrapStoreEventPublisher(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, bus.Declare("t", "h", nil))
 	stub.calls = nil
-	err = bus.Publish(context.Background(), &relaybus.Event{Type: "t"})
+	err = bus.Publish(context.Background(), &relaytype.Event{Type: "t"})
 	require.ErrorIs(t, err, failing)
 	require.Equal(t, []string{"EventPublish"}, stub.calls, "Bus.Publish used the store's EventPublish, no transaction of its own")
 

@@ -7,20 +7,22 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/internal/decimal"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // DeliveryRequeue makes a dead delivery pending again with a fresh
 // attempt budget, due at params.Now, and no longer a suspect. Its last
 // error is kept. It raises claims, so no lease of an earlier claim of the
 // delivery can write to it.
-func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRequeueParams) error {
+func (s *Store) DeliveryRequeue(ctx context.Context, params *driver.DeliveryRequeueParams) error {
 	if err := params.Validate(); err != nil {
 		return err
 	}
 	id, ok := parseID(params.DeliveryID)
 	if !ok {
-		return fmt.Errorf("relaybus/postgres: requeue: delivery %q: %w", params.DeliveryID, relaybus.ErrNotFound)
+		return fmt.Errorf("relaybus/postgres: requeue: delivery %q: %w", params.DeliveryID, relaytype.ErrNotFound)
 	}
 	tag, err := s.pool.Exec(ctx, s.q.requeue, id, params.Now)
 	if err != nil {
@@ -33,19 +35,19 @@ func (s *Store) DeliveryRequeue(ctx context.Context, params *relaybus.DeliveryRe
 	if err := s.pool.QueryRow(ctx, s.q.requeueStatus, id).Scan(&status); err != nil {
 		return errorFrom(fmt.Sprintf("requeue: delivery %d", id), err)
 	}
-	return fmt.Errorf("relaybus/postgres: requeue: delivery %d is %s: %w", id, status, relaybus.ErrNotDead)
+	return fmt.Errorf("relaybus/postgres: requeue: delivery %d is %s: %w", id, status, relaytype.ErrNotDead)
 }
 
 // DeliveryList lists deliveries in ID order: the deliveries table (a
 // pending delivery that is in flight shows as processing) and the
 // completion history. The cursor is the last ID of the page. The
 // statement is delivery.sql's deliveryList.
-func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListParams) (*relaybus.DeliveryListResult, error) {
+func (s *Store) DeliveryList(ctx context.Context, params *driver.DeliveryListParams) (*driver.DeliveryListResult, error) {
 	limit, err := params.Validate()
 	if err != nil {
 		return nil, err
 	}
-	after, err := relaybus.DecimalListCursor("relaybus/postgres", params.After)
+	after, err := decimal.ListCursor("relaybus/postgres", params.After)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +63,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *relaybus.DeliveryListP
 	if err != nil {
 		return nil, errorFrom("list", err)
 	}
-	res := &relaybus.DeliveryListResult{Deliveries: list}
+	res := &driver.DeliveryListResult{Deliveries: list}
 	if len(list) > limit {
 		res.Deliveries = list[:limit]
 		res.Next = list[limit-1].ID
@@ -79,7 +81,7 @@ type listData struct {
 
 // listQuery is DeliveryList's statement and its arguments for params,
 // after the cursor after, pages of limit.
-func (s *Store) listQuery(params *relaybus.DeliveryListParams, after int64, limit int) (string, []any, error) {
+func (s *Store) listQuery(params *driver.DeliveryListParams, after int64, limit int) (string, []any, error) {
 	// $1 after, $2 page size + 1 (one row more tells whether there is a
 	// next page); the filters follow.
 	args := []any{after, limit + 1}
@@ -99,13 +101,13 @@ func (s *Store) listQuery(params *relaybus.DeliveryListParams, after int64, limi
 	}
 	switch params.Status {
 	case "":
-	case relaybus.StatusPending:
+	case relaytype.StatusPending:
 		d.Pending, d.WithHistory = true, false
-	case relaybus.StatusProcessing:
+	case relaytype.StatusProcessing:
 		d.Processing, d.WithHistory = true, false
 	default:
 		d.Status = param(string(params.Status))
-		d.WithHistory = params.Status == relaybus.StatusCompleted
+		d.WithHistory = params.Status == relaytype.StatusCompleted
 	}
 	sql, err := render("deliveryList", d)
 	return sql, args, err
@@ -113,11 +115,11 @@ func (s *Store) listQuery(params *relaybus.DeliveryListParams, after int64, limi
 
 // Statistics counts deliveries per status and handler (a scan of the
 // deliveries table: an admin call, not a hot path).
-func (s *Store) Statistics(ctx context.Context, params *relaybus.StatisticsParams) (*relaybus.Statistics, error) {
+func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams) (*relaytype.Statistics, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
-	st := &relaybus.Statistics{Handlers: map[string]relaybus.Counts{}}
+	st := &relaytype.Statistics{Handlers: map[string]relaytype.Counts{}}
 	batch := &pgx.Batch{}
 	batch.Queue(s.q.statisticsCounts).Query(func(rows pgx.Rows) error {
 		var handler, status string
@@ -148,15 +150,15 @@ func (s *Store) Statistics(ctx context.Context, params *relaybus.StatisticsParam
 	return st, nil
 }
 
-func addCount(c *relaybus.Counts, status string, n int64) error {
-	switch relaybus.Status(status) {
-	case relaybus.StatusPending:
+func addCount(c *relaytype.Counts, status string, n int64) error {
+	switch relaytype.Status(status) {
+	case relaytype.StatusPending:
 		c.Pending += n
-	case relaybus.StatusProcessing:
+	case relaytype.StatusProcessing:
 		c.Processing += n
-	case relaybus.StatusCompleted:
+	case relaytype.StatusCompleted:
 		c.Completed += n
-	case relaybus.StatusDead:
+	case relaytype.StatusDead:
 		c.Dead += n
 	default:
 		return fmt.Errorf("relaybus/postgres: statistics: unknown status %q", status)
@@ -174,14 +176,14 @@ func addCount(c *relaybus.Counts, status string, n int64) error {
 // (events.handlers keeps a republish from running them again), so with
 // completed ones kept forever (CompletedBefore zero) no event is deleted.
 // All in one transaction.
-func (s *Store) Purge(ctx context.Context, params *relaybus.PurgeParams) (*relaybus.PurgeResult, error) {
+func (s *Store) Purge(ctx context.Context, params *driver.PurgeParams) (*driver.PurgeResult, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
 	if params.CompletedBefore.IsZero() && params.DeadBefore.IsZero() {
-		return &relaybus.PurgeResult{}, nil
+		return &driver.PurgeResult{}, nil
 	}
-	res := &relaybus.PurgeResult{}
+	res := &driver.PurgeResult{}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Each kind takes what the limit leaves; the three are separate
 		// statements so that each walks its own index (the 0.1.0 rows

@@ -15,8 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // How to run these against a server with pg_stat_statements loaded (the
@@ -55,16 +56,16 @@ const (
 func BenchmarkPublish(b *testing.B) {
 	s, _ := benchStore(b)
 	for i := 0; b.Loop(); i++ {
-		eps := make([]*relaybus.EventPublish, benchBatch)
+		eps := make([]*driver.EventPublish, benchBatch)
 		for j := range eps {
-			eps[j] = &relaybus.EventPublish{
-				Event:      &relaybus.Event{ID: fmt.Sprintf("e%d-%d", i, j), Type: "t", Key: fmt.Sprintf("k%d", j%10)},
-				Deliveries: []relaybus.DeliverySpec{{Handler: "a", MaxAttempts: 3}, {Handler: "b", MaxAttempts: 3}},
+			eps[j] = &driver.EventPublish{
+				Event:      &relaytype.Event{ID: fmt.Sprintf("e%d-%d", i, j), Type: "t", Key: fmt.Sprintf("k%d", j%10)},
+				Deliveries: []driver.DeliverySpec{{Handler: "a", MaxAttempts: 3}, {Handler: "b", MaxAttempts: 3}},
 			}
 		}
 		tx, err := s.TxBegin(b.Context())
 		require.NoError(b, err)
-		_, err = s.EventPublishTx(b.Context(), tx, &relaybus.EventPublishParams{Events: eps, Now: t0})
+		_, err = s.EventPublishTx(b.Context(), tx, &driver.EventPublishParams{Events: eps, Now: t0})
 		require.NoError(b, err)
 		require.NoError(b, s.TxCommit(b.Context(), tx))
 	}
@@ -79,9 +80,9 @@ func BenchmarkPublishOne(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		tx, err := s.TxBegin(b.Context())
 		require.NoError(b, err)
-		_, err = s.EventPublishTx(b.Context(), tx, &relaybus.EventPublishParams{Now: t0, Events: []*relaybus.EventPublish{{
-			Event:      &relaybus.Event{ID: fmt.Sprintf("e%d", i), Type: "t", Payload: make([]byte, 128)},
-			Deliveries: []relaybus.DeliverySpec{{Handler: "a", MaxAttempts: 3}},
+		_, err = s.EventPublishTx(b.Context(), tx, &driver.EventPublishParams{Now: t0, Events: []*driver.EventPublish{{
+			Event:      &relaytype.Event{ID: fmt.Sprintf("e%d", i), Type: "t", Payload: make([]byte, 128)},
+			Deliveries: []driver.DeliverySpec{{Handler: "a", MaxAttempts: 3}},
 		}}})
 		require.NoError(b, err)
 		require.NoError(b, s.TxCommit(b.Context(), tx))
@@ -98,25 +99,25 @@ func BenchmarkClaimComplete(b *testing.B) {
 	now := t0.Add(time.Second)
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
-		eps := make([]*relaybus.EventPublish, benchBatch)
+		eps := make([]*driver.EventPublish, benchBatch)
 		for j := range eps {
-			eps[j] = &relaybus.EventPublish{
-				Event:      &relaybus.Event{ID: fmt.Sprintf("e%d-%d", i, j), Type: "t"},
-				Deliveries: []relaybus.DeliverySpec{{Handler: "a", MaxAttempts: 3}},
+			eps[j] = &driver.EventPublish{
+				Event:      &relaytype.Event{ID: fmt.Sprintf("e%d-%d", i, j), Type: "t"},
+				Deliveries: []driver.DeliverySpec{{Handler: "a", MaxAttempts: 3}},
 			}
 		}
 		tx, err := s.TxBegin(b.Context())
 		require.NoError(b, err)
-		_, err = s.EventPublishTx(b.Context(), tx, &relaybus.EventPublishParams{Events: eps, Now: t0})
+		_, err = s.EventPublishTx(b.Context(), tx, &driver.EventPublishParams{Events: eps, Now: t0})
 		require.NoError(b, err)
 		require.NoError(b, s.TxCommit(b.Context(), tx))
 		b.StartTimer()
 
-		ds, err := s.DeliveryClaim(b.Context(), &relaybus.DeliveryClaimParams{
+		ds, err := s.DeliveryClaim(b.Context(), &driver.DeliveryClaimParams{
 			Owner: "w", Handlers: []string{"a"}, Limit: benchBatch, LeaseDuration: time.Minute, Now: now})
 		require.NoError(b, err)
 		require.Len(b, ds, benchBatch)
-		ok, err := s.DeliveryCompleteMany(b.Context(), &relaybus.DeliveryCompleteManyParams{Leases: leasesOf(ds), Now: now})
+		ok, err := s.DeliveryCompleteMany(b.Context(), &driver.DeliveryCompleteManyParams{Leases: leasesOf(ds), Now: now})
 		require.NoError(b, err)
 		require.NotContains(b, ok, false)
 	}
@@ -157,13 +158,13 @@ func BenchmarkClaimHotKeys(b *testing.B) {
 	b.ResetTimer()
 	for done := 0; done < total; {
 		now := t0.Add(time.Minute)
-		ds, err := s.DeliveryClaim(b.Context(), &relaybus.DeliveryClaimParams{
+		ds, err := s.DeliveryClaim(b.Context(), &driver.DeliveryClaimParams{
 			Owner: "w", Handlers: []string{"h"}, Limit: benchParallelBatch, LeaseDuration: time.Hour, Now: now})
 		require.NoError(b, err)
 		claims++
 		require.NotEmpty(b, ds, "a hot key's head was not claimable")
 		require.LessOrEqual(b, len(ds), benchHotKeys)
-		ok, err := s.DeliveryCompleteMany(b.Context(), &relaybus.DeliveryCompleteManyParams{Leases: leasesOf(ds), Now: now})
+		ok, err := s.DeliveryCompleteMany(b.Context(), &driver.DeliveryCompleteManyParams{Leases: leasesOf(ds), Now: now})
 		require.NoError(b, err)
 		require.NotContains(b, ok, false)
 		done += len(ds)
@@ -207,7 +208,7 @@ func drainParallel(b *testing.B, s *postgres.Store, total, workers int) {
 			owner := fmt.Sprintf("w%d", w)
 			for done.Load() < int64(total) {
 				now := t0.Add(time.Minute)
-				ds, err := s.DeliveryClaim(b.Context(), &relaybus.DeliveryClaimParams{
+				ds, err := s.DeliveryClaim(b.Context(), &driver.DeliveryClaimParams{
 					Owner: owner, Handlers: []string{"h"}, Limit: benchParallelBatch, LeaseDuration: time.Hour, Now: now})
 				if err != nil {
 					errs <- err
@@ -217,7 +218,7 @@ func drainParallel(b *testing.B, s *postgres.Store, total, workers int) {
 					time.Sleep(time.Millisecond)
 					continue
 				}
-				ok, err := s.DeliveryCompleteMany(b.Context(), &relaybus.DeliveryCompleteManyParams{Leases: leasesOf(ds), Now: now})
+				ok, err := s.DeliveryCompleteMany(b.Context(), &driver.DeliveryCompleteManyParams{Leases: leasesOf(ds), Now: now})
 				if err != nil {
 					errs <- err
 					return
@@ -238,8 +239,8 @@ func drainParallel(b *testing.B, s *postgres.Store, total, workers int) {
 	require.Equal(b, int64(total), done.Load())
 }
 
-func leasesOf(ds []*relaybus.Delivery) []relaybus.Lease {
-	ls := make([]relaybus.Lease, len(ds))
+func leasesOf(ds []*relaytype.Delivery) []relaytype.Lease {
+	ls := make([]relaytype.Lease, len(ds))
 	for i, d := range ds {
 		ls[i] = d.Lease()
 	}
@@ -269,16 +270,16 @@ func preload(b *testing.B, s *postgres.Store, pool *pgxpool.Pool, n int, key fun
 	b.Helper()
 	ctx := b.Context()
 	for start := 0; start < n; start += benchPreloadBatch {
-		eps := make([]*relaybus.EventPublish, 0, benchPreloadBatch)
+		eps := make([]*driver.EventPublish, 0, benchPreloadBatch)
 		for i := start; i < min(n, start+benchPreloadBatch); i++ {
-			eps = append(eps, &relaybus.EventPublish{
-				Event:      &relaybus.Event{ID: fmt.Sprintf("e%d", i), Type: "t", Key: key(i), Payload: make([]byte, 128)},
-				Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+			eps = append(eps, &driver.EventPublish{
+				Event:      &relaytype.Event{ID: fmt.Sprintf("e%d", i), Type: "t", Key: key(i), Payload: make([]byte, 128)},
+				Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
 			})
 		}
 		tx, err := s.TxBegin(ctx)
 		require.NoError(b, err)
-		_, err = s.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{Events: eps, Now: t0})
+		_, err = s.EventPublishTx(ctx, tx, &driver.EventPublishParams{Events: eps, Now: t0})
 		require.NoError(b, err)
 		require.NoError(b, s.TxCommit(ctx, tx))
 	}

@@ -7,7 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Bounds of a claim's lane taking.
@@ -63,23 +64,23 @@ const expiredFinalAttempt = "lease expired after the final attempt"
 // round trip each. While the limit is still not filled and lanes were
 // taken, further round trips take 8, 16, ... lanes. Each round trip
 // commits on its own; a failure in a later one returns what the earlier
-// ones claimed together with the error, as the relaybus.Store contract
+// ones claimed together with the error, as the driver.Store contract
 // allows. A suspect (a delivery that was in flight when its lane was
 // taken over) is returned alone, only as the first thing a claim finds,
 // and never to a params.Busy caller: a busy caller whose oldest candidate
 // is a suspect gets nothing and takes no more lanes, so that it drains.
 // No delivery row is written, except the charge of a takeover.
-func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClaimParams) ([]*relaybus.Delivery, error) {
+func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimParams) ([]*relaytype.Delivery, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
 	expiresAt := params.Now.Add(params.LeaseDuration)
-	var claimed []*relaybus.Delivery
+	var claimed []*relaytype.Delivery
 	tried := []int16{} // not nil: a NULL array would match no lane
 	for step := claimTakeFirst; ; step *= 2 {
 		batch := &pgx.Batch{}
 		batch.Queue(s.q.claimPrelude, len(claimed))
-		var own []*relaybus.Delivery
+		var own []*relaytype.Delivery
 		if step == claimTakeFirst {
 			batch.Queue(s.q.claimLock, params.Owner, s.holder, params.Now)
 			batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
@@ -87,7 +88,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		}
 		var taken []int16
 		cursor := s.takeCursor.Load()
-		batch.Queue(s.q.claimTake, min(step, relaybus.LaneCount), tried, params.Now, params.Handlers,
+		batch.Queue(s.q.claimTake, min(step, driver.LaneCount), tried, params.Now, params.Handlers,
 			params.Limit, cursor)
 		batch.Queue(s.q.claimWrite, params.Owner, s.holder, params.Now, expiresAt, expiredFinalAttempt).
 			QueryRow(func(row pgx.Row) error {
@@ -95,7 +96,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 				var setting string
 				return row.Scan(&taken, &charged, &setting)
 			})
-		var more []*relaybus.Delivery
+		var more []*relaytype.Delivery
 		batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
 			params.Limit, true, expiresAt, params.Busy).Query(collectInto(&more))
 		// A busy caller whose oldest candidate was a suspect gets nothing
@@ -119,7 +120,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *relaybus.DeliveryClai
 		s.moveTakeCursor(cursor, taken)
 		// The take asked for as many lanes as the claim needed, at most
 		// step; fewer means no more were to be had.
-		asked := min(step, relaybus.LaneCount, params.Limit-len(claimed)-len(own))
+		asked := min(step, driver.LaneCount, params.Limit-len(claimed)-len(own))
 		claimed = append(append(claimed, own...), more...)
 		if len(taken) < asked || len(claimed) >= params.Limit || suspectAlone(claimed) || full {
 			return sortClaimed(claimed), nil
@@ -137,14 +138,14 @@ func (s *Store) moveTakeCursor(cursor int32, taken []int16) {
 	}
 	last := int32(0)
 	for _, l := range taken {
-		last = max(last, (int32(l)-cursor+relaybus.LaneCount)%relaybus.LaneCount)
+		last = max(last, (int32(l)-cursor+driver.LaneCount)%driver.LaneCount)
 	}
-	s.takeCursor.CompareAndSwap(cursor, (cursor+last+1)%relaybus.LaneCount)
+	s.takeCursor.CompareAndSwap(cursor, (cursor+last+1)%driver.LaneCount)
 }
 
 // collectInto returns a batch callback that scans claimed deliveries into
 // out.
-func collectInto(out *[]*relaybus.Delivery) func(pgx.Rows) error {
+func collectInto(out *[]*relaytype.Delivery) func(pgx.Rows) error {
 	return func(rows pgx.Rows) error {
 		var err error
 		*out, err = pgx.CollectRows(rows, scanDelivery)
@@ -154,14 +155,14 @@ func collectInto(out *[]*relaybus.Delivery) func(pgx.Rows) error {
 
 // suspectAlone reports whether a claim returned a suspect, which it
 // returns alone: nothing more may join it.
-func suspectAlone(ds []*relaybus.Delivery) bool {
+func suspectAlone(ds []*relaytype.Delivery) bool {
 	return len(ds) == 1 && ds[0].Suspect
 }
 
 // sortClaimed hands claimed deliveries out in claim order: due time, then
 // ID (RETURNING has no order, and steps add to the list).
-func sortClaimed(ds []*relaybus.Delivery) []*relaybus.Delivery {
-	slices.SortFunc(ds, func(a, b *relaybus.Delivery) int {
+func sortClaimed(ds []*relaytype.Delivery) []*relaytype.Delivery {
+	slices.SortFunc(ds, func(a, b *relaytype.Delivery) int {
 		if c := a.AvailableAt.Compare(b.AvailableAt); c != 0 {
 			return c
 		}

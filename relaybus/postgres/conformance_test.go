@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
 	"github.com/berkcansavur/relaybus/relaybus/storetest"
 )
@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 	for _, history := range []bool{false, true} {
 		t.Run(fmt.Sprintf("CompletionHistory=%v", history), func(t *testing.T) {
 			t.Parallel()
-			storetest.Run(t, func(t *testing.T) relaybus.Store[pgx.Tx] {
+			storetest.Run(t, func(t *testing.T) driver.Store[pgx.Tx] {
 				s, err := postgres.New(pool, &postgres.Options{
 					Schema:            fmt.Sprintf("conformance_%d", schemas.Add(1)),
 					CompletionHistory: history,

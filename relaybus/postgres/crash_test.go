@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // TestDatabaseCrashAfterAClaim crashes the server for real (an immediate
@@ -35,18 +36,18 @@ func TestDatabaseCrashAfterAClaim(t *testing.T) {
 	// another holder takes the lane over.
 	type world struct {
 		a, b   *postgres.Store
-		first  *relaybus.Delivery
+		first  *relaytype.Delivery
 		tokenA string
 	}
 	const lease = time.Minute
-	claimAt := func(s *postgres.Store, owner string, now time.Time) []*relaybus.Delivery {
+	claimAt := func(s *postgres.Store, owner string, now time.Time) []*relaytype.Delivery {
 		t.Helper()
-		var ds []*relaybus.Delivery
+		var ds []*relaytype.Delivery
 		var err error
 		// The first call after the crash may meet a connection the crash
 		// broke; the pool replaces it.
 		require.Eventually(t, func() bool {
-			ds, err = s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{
+			ds, err = s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{
 				Owner: owner, Handlers: []string{"h1"}, Limit: 10, LeaseDuration: lease, Now: now})
 			return err == nil
 		}, 30*time.Second, 50*time.Millisecond, "claim after the crash: %v", err)
@@ -70,11 +71,11 @@ func TestDatabaseCrashAfterAClaim(t *testing.T) {
 		require.NoError(t, err)
 		// Two deliveries of one key, published with an ordinary
 		// (synchronous) commit: they survive the crash.
-		ev := func(id string) *relaybus.EventPublish {
-			return &relaybus.EventPublish{Event: &relaybus.Event{ID: id, Type: "t", Key: "k"},
-				Deliveries: []relaybus.DeliverySpec{{Handler: "h1", MaxAttempts: 5}}}
+		ev := func(id string) *driver.EventPublish {
+			return &driver.EventPublish{Event: &relaytype.Event{ID: id, Type: "t", Key: "k"},
+				Deliveries: []driver.DeliverySpec{{Handler: "h1", MaxAttempts: 5}}}
 		}
-		publish(t, w.a, poolA, []*relaybus.EventPublish{ev("e1"), ev("e2")})
+		publish(t, w.a, poolA, []*driver.EventPublish{ev("e1"), ev("e2")})
 		return w
 	}
 	same, other := newWorld("crash_same"), newWorld("crash_other")
@@ -108,17 +109,17 @@ func TestDatabaseCrashAfterAClaim(t *testing.T) {
 		require.Equal(t, "e1", taken[0].EventID)
 		require.NotEqual(t, w.tokenA, taken[0].LeaseToken, "the takeover reissued the token of the claim the crash lost")
 
-		renewed, err := w.a.LeaseExtend(ctx, &relaybus.LeaseExtendParams{Owner: "owner-a",
-			Leases: []relaybus.Lease{w.first.Lease()}, ExpiresAt: t0.Add(2*lease + time.Second), Now: t0.Add(lease + 2*time.Second)})
+		renewed, err := w.a.LeaseExtend(ctx, &driver.LeaseExtendParams{Owner: "owner-a",
+			Leases: []relaytype.Lease{w.first.Lease()}, ExpiresAt: t0.Add(2*lease + time.Second), Now: t0.Add(lease + 2*time.Second)})
 		require.NoError(t, err)
 		require.Equal(t, []bool{false}, renewed, "the stale holder renewed its lease")
-		done, err := w.a.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: w.first.Lease(), Now: t0.Add(lease + 2*time.Second)})
+		done, err := w.a.DeliveryComplete(ctx, &driver.DeliveryCompleteParams{Lease: w.first.Lease(), Now: t0.Add(lease + 2*time.Second)})
 		require.NoError(t, err)
 		require.False(t, done, "the stale holder's completion was accepted (it would delete the row the new holder runs)")
 
 		// While B runs e1, e2 is not handed out; B's completion holds.
 		require.Empty(t, claimAt(w.b, "owner-b", t0.Add(lease+3*time.Second)), "e2 was handed out while e1 runs")
-		done, err = w.b.DeliveryComplete(ctx, &relaybus.DeliveryCompleteParams{Lease: taken[0].Lease(), Now: t0.Add(lease + 4*time.Second)})
+		done, err = w.b.DeliveryComplete(ctx, &driver.DeliveryCompleteParams{Lease: taken[0].Lease(), Now: t0.Add(lease + 4*time.Second)})
 		require.NoError(t, err)
 		require.True(t, done, "the new holder's completion was refused")
 		next := claimAt(w.b, "owner-b", t0.Add(lease+5*time.Second))

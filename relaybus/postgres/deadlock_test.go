@@ -19,8 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Sizes of TestNoDeadlockUnderMixedLoad.
@@ -131,14 +132,14 @@ func TestNoDeadlockUnderMixedLoad(t *testing.T) {
 	// The lanes, their keys, and unkeyed event ids in them.
 	var lanes []int
 	for lane := 7; len(lanes) < mixedLanes; lane += 83 {
-		lanes = append(lanes, lane%relaybus.LaneCount)
+		lanes = append(lanes, lane%driver.LaneCount)
 	}
 	inLanes := func(lane int) bool { return slices.Contains(lanes, lane) }
 	var keys []string
 	perLane := map[int]int{}
 	for i := 0; len(keys) < mixedLanes*mixedKeysLane; i++ {
 		k := fmt.Sprintf("key-%d", i)
-		if lane := relaybus.LaneOf(k, ""); inLanes(lane) && perLane[lane] < mixedKeysLane {
+		if lane := driver.LaneOf(k, ""); inLanes(lane) && perLane[lane] < mixedKeysLane {
 			perLane[lane]++
 			keys = append(keys, k)
 		}
@@ -147,7 +148,7 @@ func TestNoDeadlockUnderMixedLoad(t *testing.T) {
 	unkeyedID := func() string {
 		for {
 			id := fmt.Sprintf("u-%d", nextID.Add(1))
-			if inLanes(relaybus.LaneOf("", id)) {
+			if inLanes(driver.LaneOf("", id)) {
 				return id
 			}
 		}
@@ -195,22 +196,22 @@ func TestNoDeadlockUnderMixedLoad(t *testing.T) {
 				time.Sleep(2 * time.Millisecond)
 				continue
 			}
-			var eps []*relaybus.EventPublish
+			var eps []*driver.EventPublish
 			deliveries := 0
 			for range mixedPublishes {
-				e := &relaybus.Event{Type: "t"}
+				e := &relaytype.Event{Type: "t"}
 				if rng.IntN(3) == 0 {
 					e.Key = keys[rng.IntN(len(keys))]
 					e.ID = fmt.Sprintf("k-%d", nextID.Add(1))
 				} else {
 					e.ID = unkeyedID()
 				}
-				specs := []relaybus.DeliverySpec{{Handler: "h1", MaxAttempts: 4}}
+				specs := []driver.DeliverySpec{{Handler: "h1", MaxAttempts: 4}}
 				if rng.IntN(4) == 0 {
-					specs = append(specs, relaybus.DeliverySpec{Handler: "h2", MaxAttempts: 4})
+					specs = append(specs, driver.DeliverySpec{Handler: "h2", MaxAttempts: 4})
 				}
 				deliveries += len(specs)
-				eps = append(eps, &relaybus.EventPublish{Event: e, Deliveries: specs})
+				eps = append(eps, &driver.EventPublish{Event: e, Deliveries: specs})
 			}
 			start := time.Now()
 			tx, err := admin.TxBegin(ctx)
@@ -218,7 +219,7 @@ func TestNoDeadlockUnderMixedLoad(t *testing.T) {
 				record("publish", start, err)
 				continue
 			}
-			_, err = admin.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{Events: eps, Now: now()})
+			_, err = admin.EventPublishTx(ctx, tx, &driver.EventPublishParams{Events: eps, Now: now()})
 			if err == nil {
 				err = admin.TxCommit(ctx, tx)
 			} else {
@@ -238,8 +239,8 @@ func TestNoDeadlockUnderMixedLoad(t *testing.T) {
 		defer tick.Stop()
 		requeue := func(id string) {
 			start := time.Now()
-			err := admin.DeliveryRequeue(ctx, &relaybus.DeliveryRequeueParams{DeliveryID: id, Now: now()})
-			if errors.Is(err, relaybus.ErrNotDead) || errors.Is(err, relaybus.ErrNotFound) {
+			err := admin.DeliveryRequeue(ctx, &driver.DeliveryRequeueParams{DeliveryID: id, Now: now()})
+			if errors.Is(err, relaytype.ErrNotDead) || errors.Is(err, relaytype.ErrNotFound) {
 				err = nil // requeued already (found twice), or purged: not this test's business
 			}
 			record("requeue", start, err)
@@ -251,7 +252,7 @@ func TestNoDeadlockUnderMixedLoad(t *testing.T) {
 				requeue(id)
 			case <-tick.C:
 				start := time.Now()
-				res, err := admin.DeliveryList(ctx, &relaybus.DeliveryListParams{Status: relaybus.StatusDead, Limit: 100})
+				res, err := admin.DeliveryList(ctx, &driver.DeliveryListParams{Status: relaytype.StatusDead, Limit: 100})
 				if record("list dead", start, err) {
 					for _, d := range res.Deliveries {
 						requeue(d.ID)
@@ -263,7 +264,7 @@ func TestNoDeadlockUnderMixedLoad(t *testing.T) {
 
 	var pools []*pgxpool.Pool
 	for i := range mixedInstances {
-		inst := &mixedInstance{owner: fmt.Sprintf("owner-%d", i), held: map[relaybus.Lease]bool{}}
+		inst := &mixedInstance{owner: fmt.Sprintf("owner-%d", i), held: map[relaytype.Lease]bool{}}
 		pool := mixedPool(mixedWorkers + 3)
 		pools = append(pools, pool)
 		inst.s, err = postgres.New(pool, nil)
@@ -284,7 +285,7 @@ func TestNoDeadlockUnderMixedLoad(t *testing.T) {
 				if len(ls) > 0 {
 					rng.Shuffle(len(ls), func(a, b int) { ls[a], ls[b] = ls[b], ls[a] })
 					start := time.Now()
-					_, err := inst.s.LeaseExtend(ctx, &relaybus.LeaseExtendParams{Owner: inst.owner, Leases: ls,
+					_, err := inst.s.LeaseExtend(ctx, &driver.LeaseExtendParams{Owner: inst.owner, Leases: ls,
 						ExpiresAt: now().Add(mixedLease), Now: now()})
 					record("extend", start, err)
 				}
@@ -353,11 +354,11 @@ type mixedInstance struct {
 	owner string
 
 	mu          sync.Mutex
-	held        map[relaybus.Lease]bool
+	held        map[relaytype.Lease]bool
 	pausedUntil time.Time
 }
 
-func (m *mixedInstance) hold(ds []*relaybus.Delivery) {
+func (m *mixedInstance) hold(ds []*relaytype.Delivery) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, d := range ds {
@@ -365,7 +366,7 @@ func (m *mixedInstance) hold(ds []*relaybus.Delivery) {
 	}
 }
 
-func (m *mixedInstance) drop(ls []relaybus.Lease) {
+func (m *mixedInstance) drop(ls []relaytype.Lease) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, l := range ls {
@@ -373,10 +374,10 @@ func (m *mixedInstance) drop(ls []relaybus.Lease) {
 	}
 }
 
-func (m *mixedInstance) leases() []relaybus.Lease {
+func (m *mixedInstance) leases() []relaytype.Lease {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ls := make([]relaybus.Lease, 0, len(m.held))
+	ls := make([]relaytype.Lease, 0, len(m.held))
 	for l := range m.held {
 		ls = append(ls, l)
 	}
@@ -411,16 +412,16 @@ func (m *mixedInstance) wait() {
 func mixedWorker(ctx context.Context, rng *rand.Rand, inst *mixedInstance, relinquishAt int, now func() time.Time,
 	stopped func() bool, record func(string, time.Time, error) bool, stats *mixedStats, completed *atomic.Int64,
 	buried chan<- string) {
-	var mine []relaybus.Lease
+	var mine []relaytype.Lease
 	for round := 1; !stopped(); round++ {
 		inst.wait()
 		if round%mixedRelinquish == relinquishAt {
 			start := time.Now()
-			_, err := inst.s.OwnerRelinquish(ctx, &relaybus.OwnerRelinquishParams{Owner: inst.owner, Now: now()})
+			_, err := inst.s.OwnerRelinquish(ctx, &driver.OwnerRelinquishParams{Owner: inst.owner, Now: now()})
 			record("relinquish", start, err)
 		}
 		start := time.Now()
-		ds, err := inst.s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: inst.owner, Handlers: mixedHandlers,
+		ds, err := inst.s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: inst.owner, Handlers: mixedHandlers,
 			Limit: 1 + rng.IntN(8), LeaseDuration: mixedLease, Now: now(), Busy: len(mine) > 0})
 		record("claim", start, err)
 		inst.hold(ds) // a failed claim may return what its earlier round trips claimed
@@ -438,7 +439,7 @@ func mixedWorker(ctx context.Context, rng *rand.Rand, inst *mixedInstance, relin
 		n := 1 + rng.IntN(len(mine))
 		batch := slices.Clone(mine[:n])
 		mine = mine[n:]
-		var many []relaybus.Lease
+		var many []relaytype.Lease
 		for _, l := range batch {
 			inst.wait()
 			switch r := rng.IntN(100); {
@@ -451,7 +452,7 @@ func mixedWorker(ctx context.Context, rng *rand.Rand, inst *mixedInstance, relin
 					record("complete tx", start, err)
 					continue
 				}
-				ok, err := inst.s.DeliveryCompleteTx(ctx, tx, &relaybus.DeliveryCompleteParams{Lease: l, Now: now()})
+				ok, err := inst.s.DeliveryCompleteTx(ctx, tx, &driver.DeliveryCompleteParams{Lease: l, Now: now()})
 				switch {
 				case err != nil:
 					_ = inst.s.TxRollback(ctx, tx)
@@ -460,7 +461,7 @@ func mixedWorker(ctx context.Context, rng *rand.Rand, inst *mixedInstance, relin
 					if err == nil {
 						// Still in flight under the same lease.
 						start := time.Now()
-						_, err := inst.s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{Lease: l, Now: now()})
+						_, err := inst.s.DeliveryRelease(ctx, &driver.DeliveryReleaseParams{Lease: l, Now: now()})
 						record("release", start, err)
 					}
 					ok = false
@@ -472,16 +473,16 @@ func mixedWorker(ctx context.Context, rng *rand.Rand, inst *mixedInstance, relin
 				}
 			case r < 72:
 				start := time.Now()
-				_, err := inst.s.DeliveryReschedule(ctx, &relaybus.DeliveryRescheduleParams{Lease: l, Error: "again",
+				_, err := inst.s.DeliveryReschedule(ctx, &driver.DeliveryRescheduleParams{Lease: l, Error: "again",
 					AvailableAt: now().Add(time.Duration(rng.IntN(30)) * time.Millisecond), Now: now()})
 				record("reschedule", start, err)
 			case r < 82:
 				start := time.Now()
-				_, err := inst.s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{Lease: l, Now: now()})
+				_, err := inst.s.DeliveryRelease(ctx, &driver.DeliveryReleaseParams{Lease: l, Now: now()})
 				record("release", start, err)
 			case r < 87:
 				start := time.Now()
-				ok, err := inst.s.DeliveryBury(ctx, &relaybus.DeliveryBuryParams{Lease: l, Error: "poison", Now: now()})
+				ok, err := inst.s.DeliveryBury(ctx, &driver.DeliveryBuryParams{Lease: l, Error: "poison", Now: now()})
 				if record("bury", start, err) && ok {
 					select {
 					case buried <- l.DeliveryID:
@@ -496,7 +497,7 @@ func mixedWorker(ctx context.Context, rng *rand.Rand, inst *mixedInstance, relin
 		if len(many) > 0 {
 			rng.Shuffle(len(many), func(a, b int) { many[a], many[b] = many[b], many[a] })
 			start := time.Now()
-			oks, err := inst.s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: many, Now: now()})
+			oks, err := inst.s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{Leases: many, Now: now()})
 			if record("complete many", start, err) {
 				for _, ok := range oks {
 					if ok {
@@ -505,11 +506,11 @@ func mixedWorker(ctx context.Context, rng *rand.Rand, inst *mixedInstance, relin
 				}
 			}
 		}
-		kept := map[relaybus.Lease]bool{}
+		kept := map[relaytype.Lease]bool{}
 		for _, l := range mine {
 			kept[l] = true
 		}
-		inst.drop(slices.DeleteFunc(batch, func(l relaybus.Lease) bool { return kept[l] }))
+		inst.drop(slices.DeleteFunc(batch, func(l relaytype.Lease) bool { return kept[l] }))
 	}
 }
 

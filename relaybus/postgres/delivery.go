@@ -8,7 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/internal/decimal"
+	"github.com/berkcansavur/relaybus/relaybus/internal/decimallease"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // scanDelivery reads one row of deliveryColumns and checks what it read:
@@ -19,9 +22,9 @@ import (
 // is reported as processing, with the lane's owner and expiry and its
 // lease token, and Attempts counts the running attempt: the stored
 // attempts are the attempts that have ended.
-func scanDelivery(row pgx.CollectableRow) (*relaybus.Delivery, error) {
+func scanDelivery(row pgx.CollectableRow) (*relaytype.Delivery, error) {
 	var (
-		d                                  relaybus.Delivery
+		d                                  relaytype.Delivery
 		id, claims                         int64
 		lane                               int16
 		key, lastError, owner              *string
@@ -41,12 +44,12 @@ func scanDelivery(row pgx.CollectableRow) (*relaybus.Delivery, error) {
 		return nil, err
 	}
 	d.ID = strconv.FormatInt(id, 10)
-	d.Status = relaybus.Status(status)
-	if d.Status != relaybus.StatusPending && d.Status != relaybus.StatusCompleted && d.Status != relaybus.StatusDead {
+	d.Status = relaytype.Status(status)
+	if d.Status != relaytype.StatusPending && d.Status != relaytype.StatusCompleted && d.Status != relaytype.StatusDead {
 		return nil, fmt.Errorf("relaybus/postgres: delivery %d has unknown status %q", id, status)
 	}
-	if lane < 0 || lane >= relaybus.LaneCount {
-		return nil, fmt.Errorf("relaybus/postgres: delivery %d has lane %d, out of range [0, %d)", id, lane, relaybus.LaneCount)
+	if lane < 0 || lane >= driver.LaneCount {
+		return nil, fmt.Errorf("relaybus/postgres: delivery %d has lane %d, out of range [0, %d)", id, lane, driver.LaneCount)
 	}
 	if headers != nil {
 		if err := json.Unmarshal(headers, &d.Headers); err != nil {
@@ -57,12 +60,12 @@ func scanDelivery(row pgx.CollectableRow) (*relaybus.Delivery, error) {
 	d.Attempts, d.MaxAttempts = int(attempts), int(maxAttempts)
 	d.Key = deref(key)
 	d.LastError = deref(lastError)
-	if owner != nil && epoch != nil && leaseExpiresAt != nil && d.Status == relaybus.StatusPending {
-		d.Status = relaybus.StatusProcessing
+	if owner != nil && epoch != nil && leaseExpiresAt != nil && d.Status == relaytype.StatusPending {
+		d.Status = relaytype.StatusProcessing
 		d.Attempts++
 		d.LeaseOwner = *owner
 		d.LeaseExpiresAt = *leaseExpiresAt
-		d.LeaseToken = relaybus.LaneToken{Lane: int(lane), Epoch: *epoch, Claims: claims}.String()
+		d.LeaseToken = driver.LaneToken{Lane: int(lane), Epoch: *epoch, Claims: claims}.String()
 	}
 	if completedAt != nil {
 		d.CompletedAt = *completedAt
@@ -78,17 +81,17 @@ func deref(s *string) string {
 }
 
 // parseID reads a delivery ID this store handed out (see
-// relaybus.ParseDeliveryID).
-func parseID(s string) (int64, bool) { return relaybus.ParseDeliveryID(s) }
+// decimal.ParseID).
+func parseID(s string) (int64, bool) { return decimal.ParseID(s) }
 
-// lease is a parsed relaybus.Lease of this store.
-type lease = relaybus.DecimalLease
+// lease is a parsed relaytype.Lease of this store.
+type lease = decimallease.Lease
 
 // parseLease reads a lease this store handed out: an ID or token of
 // another form is an ErrInvalid error and the call writes nothing (see
-// relaybus.ParseDecimalLease).
-func parseLease(op string, l relaybus.Lease) (lease, error) {
-	pl, err := relaybus.ParseDecimalLease(l)
+// decimallease.Parse).
+func parseLease(op string, l relaytype.Lease) (lease, error) {
+	pl, err := decimallease.Parse(l)
 	if err != nil {
 		return lease{}, fmt.Errorf("relaybus/postgres: %s: %w", op, err)
 	}
@@ -96,8 +99,8 @@ func parseLease(op string, l relaybus.Lease) (lease, error) {
 }
 
 // parseLeases parses every lease of a call before anything is written.
-func parseLeases(op string, ls []relaybus.Lease) ([]lease, error) {
-	out, err := relaybus.ParseDecimalLeases(ls)
+func parseLeases(op string, ls []relaytype.Lease) ([]lease, error) {
+	out, err := decimallease.ParseAll(ls)
 	if err != nil {
 		return nil, fmt.Errorf("relaybus/postgres: %s: %w", op, err)
 	}

@@ -11,7 +11,7 @@
 //	if err := store.Setup(ctx); err != nil { ... } // installs 0.2.0, or upgrades 0.1.0 in place
 //
 //	tx, err := store.TxBegin(ctx) // or a pgx.Tx of your own
-//	res, err := store.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{...})
+//	res, err := store.EventPublishTx(ctx, tx, &driver.EventPublishParams{...})
 //	err = store.TxCommit(ctx, tx)
 //
 // The protocol, the same for every 0.2.0 store, is docs/lane-protocol.md;
@@ -39,7 +39,7 @@
 //   - relaybus_deliveries: one row per (event, handler) from publish until
 //     its completion commits: status (pending or dead; completed only for
 //     rows 0.1.0 left), attempts (the attempts that have ended), the due
-//     time, lane (relaybus.LaneOf(key, event id)), claims (raised by
+//     time, lane (driver.LaneOf(key, event id)), claims (raised by
 //     every write that ends a claim without deleting the row) and
 //     suspect (in flight when its lane was taken over). No lease columns.
 //     Indexes: the primary key; (event_id, handler) unique (idempotent
@@ -127,7 +127,7 @@
 // synchronous_commit off for every transaction gives that guarantee up,
 // for claims and completions alike.
 //
-// The lease token is "lane:epoch:claims" (relaybus.LaneToken). A fenced
+// The lease token is "lane:epoch:claims" (driver.LaneToken). A fenced
 // write holds when the lane still has the epoch and lists the delivery in
 // in_flight, and the delivery's claims counter is the token's; a stale
 // lease's write changes nothing and reports false, and a token or ID of
@@ -220,8 +220,8 @@
 // # Errors
 //
 // Invalid parameters return the relaybus validation error unchanged
-// (errors.Is relaybus.ErrInvalid). Driver errors go through one mapping
-// (errorFrom): no rows is relaybus.ErrNotFound, text PostgreSQL cannot
-// store (such as \u0000 in a jsonb header value) is relaybus.ErrInvalid.
+// (errors.Is relaytype.ErrInvalid). Driver errors go through one mapping
+// (errorFrom): no rows is relaytype.ErrNotFound, text PostgreSQL cannot
+// store (such as \u0000 in a jsonb header value) is relaytype.ErrInvalid.
 // Every error this package makes starts with "relaybus/postgres: ".
 package postgres

@@ -14,6 +14,7 @@ import (
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // This file holds the README's "Using the library" snippet as a whole
@@ -54,7 +55,7 @@ func Example_readme() {
 		panic(err)
 	}
 
-	err = bus.Handle("order.placed", "send-receipt", func(ctx context.Context, d *relaybus.Delivery) error {
+	err = bus.Handle("order.placed", "send-receipt", func(ctx context.Context, d *relaytype.Delivery) error {
 		defer cancel() // this example stops once the receipt is sent
 		return sendReceipt(ctx, d.Payload)
 	}, nil)
@@ -76,7 +77,7 @@ func Example_readme() {
 	if _, err := tx.Exec(ctx, `INSERT INTO orders (id, customer) VALUES (1, 'customer-42')`); err != nil {
 		panic(err)
 	}
-	err = bus.PublishTx(ctx, tx, &relaybus.Event{Type: "order.placed", Key: "customer-42", Payload: []byte("order 1")})
+	err = bus.PublishTx(ctx, tx, &relaytype.Event{Type: "order.placed", Key: "customer-42", Payload: []byte("order 1")})
 	if err != nil {
 		panic(err)
 	}

@@ -6,7 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // LeaseExtend moves the expiry of the lanes that hold current leases of
@@ -15,7 +16,7 @@ import (
 // lists the delivery, and the delivery's claims counter is the token's.
 // A lease that is not current extends nothing. It writes lane rows only
 // (HOT updates) and reads the delivery rows without a lock.
-func (s *Store) LeaseExtend(ctx context.Context, params *relaybus.LeaseExtendParams) ([]bool, error) {
+func (s *Store) LeaseExtend(ctx context.Context, params *driver.LeaseExtendParams) ([]bool, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
@@ -69,11 +70,11 @@ func (s *Store) currentIn(ls []lease, i int) bool {
 }
 
 // DeliveryComplete deletes the delivery if the lease is current.
-func (s *Store) DeliveryComplete(ctx context.Context, params *relaybus.DeliveryCompleteParams) (bool, error) {
+func (s *Store) DeliveryComplete(ctx context.Context, params *driver.DeliveryCompleteParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	oks, err := s.completeMany(ctx, []relaybus.Lease{params.Lease}, params.Now)
+	oks, err := s.completeMany(ctx, []relaytype.Lease{params.Lease}, params.Now)
 	if err != nil {
 		return false, err
 	}
@@ -86,14 +87,14 @@ func (s *Store) DeliveryComplete(ctx context.Context, params *relaybus.DeliveryC
 // not written: concurrent completions of one lane never wait on each
 // other, and a renewal (lane rows only) never waits on a completion
 // (delivery rows only).
-func (s *Store) DeliveryCompleteMany(ctx context.Context, params *relaybus.DeliveryCompleteManyParams) ([]bool, error) {
+func (s *Store) DeliveryCompleteMany(ctx context.Context, params *driver.DeliveryCompleteManyParams) ([]bool, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
 	return s.completeMany(ctx, params.Leases, params.Now)
 }
 
-func (s *Store) completeMany(ctx context.Context, leases []relaybus.Lease, now any) ([]bool, error) {
+func (s *Store) completeMany(ctx context.Context, leases []relaytype.Lease, now any) ([]bool, error) {
 	ls, err := parseLeases("complete", leases)
 	if err != nil {
 		return nil, err
@@ -146,12 +147,12 @@ func (s *Store) completeMany(ctx context.Context, leases []relaybus.Lease, now a
 // SHARE on the lane row, which a takeover's FOR UPDATE SKIP LOCKED skips,
 // and deletes the delivery. If tx rolls back, the delivery is still in
 // flight under the same lease; if it commits, no takeover ran it.
-func (s *Store) DeliveryCompleteTx(ctx context.Context, tx pgx.Tx, params *relaybus.DeliveryCompleteParams) (bool, error) {
+func (s *Store) DeliveryCompleteTx(ctx context.Context, tx pgx.Tx, params *driver.DeliveryCompleteParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
 	if tx == nil {
-		return false, fmt.Errorf("relaybus/postgres: complete: tx is nil: %w", relaybus.ErrInvalid)
+		return false, fmt.Errorf("relaybus/postgres: complete: tx is nil: %w", relaytype.ErrInvalid)
 	}
 	l, err := parseLease("complete", params.Lease)
 	if err != nil {
@@ -175,27 +176,27 @@ func (s *Store) DeliveryCompleteTx(ctx context.Context, tx pgx.Tx, params *relay
 
 // DeliveryReschedule ends the attempt as failed (it is charged now) and
 // makes the delivery pending again at params.AvailableAt.
-func (s *Store) DeliveryReschedule(ctx context.Context, params *relaybus.DeliveryRescheduleParams) (bool, error) {
+func (s *Store) DeliveryReschedule(ctx context.Context, params *driver.DeliveryRescheduleParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
 	return s.endClaim(ctx, "reschedule", params.Lease, s.q.reschedule, params.Now,
-		params.AvailableAt, relaybus.TruncateError(params.Error))
+		params.AvailableAt, driver.TruncateError(params.Error))
 }
 
 // DeliveryBury ends the attempt as failed (charged now) and makes the
 // delivery dead.
-func (s *Store) DeliveryBury(ctx context.Context, params *relaybus.DeliveryBuryParams) (bool, error) {
+func (s *Store) DeliveryBury(ctx context.Context, params *driver.DeliveryBuryParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	return s.endClaim(ctx, "bury", params.Lease, s.q.bury, params.Now, relaybus.TruncateError(params.Error))
+	return s.endClaim(ctx, "bury", params.Lease, s.q.bury, params.Now, driver.TruncateError(params.Error))
 }
 
 // DeliveryRelease gives the delivery back without spending an attempt:
 // it is pending again at once (to this holder's lane, or to anyone once
 // the lane is handed back).
-func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryReleaseParams) (bool, error) {
+func (s *Store) DeliveryRelease(ctx context.Context, params *driver.DeliveryReleaseParams) (bool, error) {
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
@@ -204,7 +205,7 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *relaybus.DeliveryRe
 
 // endClaim runs one of the statements that end a claim without deleting
 // the delivery: $1 id, $2 lane, $3 claims, $4 epoch, $5 now, args from $6.
-func (s *Store) endClaim(ctx context.Context, op string, l relaybus.Lease, sql string, now any, args ...any) (bool, error) {
+func (s *Store) endClaim(ctx context.Context, op string, l relaytype.Lease, sql string, now any, args ...any) (bool, error) {
 	pl, err := parseLease(op, l)
 	if err != nil {
 		return false, err
@@ -226,7 +227,7 @@ func (s *Store) endClaim(ctx context.Context, op string, l relaybus.Lease, sql s
 // params.Owner and this store instance hold (no attempt spent) and hands
 // those lanes back, so other claimers take them at once instead of after
 // the lease. It returns the number of deliveries released.
-func (s *Store) OwnerRelinquish(ctx context.Context, params *relaybus.OwnerRelinquishParams) (int, error) {
+func (s *Store) OwnerRelinquish(ctx context.Context, params *driver.OwnerRelinquishParams) (int, error) {
 	if err := params.Validate(); err != nil {
 		return 0, err
 	}

@@ -15,8 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Sizes of TestNoDeadlockRenewalsCompletionsClaims.
@@ -48,13 +49,13 @@ func TestNoDeadlockRenewalsCompletionsClaims(t *testing.T) {
 	require.NoError(t, s.Setup(ctx))
 	deadlocksBefore := deadlocks(t, pool)
 
-	var eps []*relaybus.EventPublish
+	var eps []*driver.EventPublish
 	for i := range lockTestDeliveries {
-		e := &relaybus.Event{ID: fmt.Sprintf("e%d", i), Type: "t"}
+		e := &relaytype.Event{ID: fmt.Sprintf("e%d", i), Type: "t"}
 		if i%3 == 0 {
 			e.Key = fmt.Sprintf("k%d", i%17)
 		}
-		eps = append(eps, &relaybus.EventPublish{Event: e, Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 100}}})
+		eps = append(eps, &driver.EventPublish{Event: e, Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 100}}})
 	}
 	publish(t, s, pool, eps)
 
@@ -63,7 +64,7 @@ func TestNoDeadlockRenewalsCompletionsClaims(t *testing.T) {
 		completed atomic.Int64
 		wg        sync.WaitGroup
 		mu        sync.Mutex
-		held      = map[string]relaybus.Lease{} // owner-a's current leases
+		held      = map[string]relaytype.Lease{} // owner-a's current leases
 		done      = make(chan struct{})
 	)
 	check := func(what string, err error) bool {
@@ -78,16 +79,16 @@ func TestNoDeadlockRenewalsCompletionsClaims(t *testing.T) {
 		}
 		return false
 	}
-	snapshot := func() []relaybus.Lease {
+	snapshot := func() []relaytype.Lease {
 		mu.Lock()
 		defer mu.Unlock()
-		ls := make([]relaybus.Lease, 0, len(held))
+		ls := make([]relaytype.Lease, 0, len(held))
 		for _, l := range held {
 			ls = append(ls, l)
 		}
 		return ls
 	}
-	forget := func(ls []relaybus.Lease, oks []bool) {
+	forget := func(ls []relaytype.Lease, oks []bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		for i, l := range ls {
@@ -110,7 +111,7 @@ func TestNoDeadlockRenewalsCompletionsClaims(t *testing.T) {
 				return
 			default:
 			}
-			ds, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "owner-a", Handlers: []string{"h"},
+			ds, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "owner-a", Handlers: []string{"h"},
 				Limit: lockTestBatch, LeaseDuration: time.Minute, Now: now()})
 			if !check("claim", err) {
 				return
@@ -138,7 +139,7 @@ func TestNoDeadlockRenewalsCompletionsClaims(t *testing.T) {
 				continue
 			}
 			rng.Shuffle(len(ls), func(i, j int) { ls[i], ls[j] = ls[j], ls[i] })
-			_, err := s.LeaseExtend(ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", Leases: ls,
+			_, err := s.LeaseExtend(ctx, &driver.LeaseExtendParams{Owner: "owner-a", Leases: ls,
 				ExpiresAt: now().Add(time.Minute), Now: now()})
 			if !check("extend", err) {
 				return
@@ -172,19 +173,19 @@ func TestNoDeadlockRenewalsCompletionsClaims(t *testing.T) {
 					var ok bool
 					var err error
 					if rng.IntN(2) == 0 {
-						ok, err = s.DeliveryReschedule(ctx, &relaybus.DeliveryRescheduleParams{Lease: l, Error: "again", AvailableAt: now(), Now: now()})
+						ok, err = s.DeliveryReschedule(ctx, &driver.DeliveryRescheduleParams{Lease: l, Error: "again", AvailableAt: now(), Now: now()})
 					} else {
-						ok, err = s.DeliveryRelease(ctx, &relaybus.DeliveryReleaseParams{Lease: l, Now: now()})
+						ok, err = s.DeliveryRelease(ctx, &driver.DeliveryReleaseParams{Lease: l, Now: now()})
 					}
 					if !check("reschedule or release", err) {
 						return
 					}
 					if ok {
-						forget([]relaybus.Lease{l}, nil)
+						forget([]relaytype.Lease{l}, nil)
 					}
 					continue
 				}
-				oks, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: now()})
+				oks, err := s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{Leases: ls, Now: now()})
 				if !check("complete", err) {
 					return
 				}
@@ -246,11 +247,11 @@ func TestNoDeadlockRenewalsCompletionsClaims(t *testing.T) {
 // them.
 func testTakeoverAgainstLateCompletions(t *testing.T, s *postgres.Store, pool *pgxpool.Pool) {
 	ctx := t.Context()
-	var eps []*relaybus.EventPublish
+	var eps []*driver.EventPublish
 	for i := range lockTestBatch * 2 {
-		eps = append(eps, &relaybus.EventPublish{
-			Event:      &relaybus.Event{ID: fmt.Sprintf("late%d", i), Type: "t"},
-			Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 100}},
+		eps = append(eps, &driver.EventPublish{
+			Event:      &relaytype.Event{ID: fmt.Sprintf("late%d", i), Type: "t"},
+			Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 100}},
 		})
 	}
 	publish(t, s, pool, eps)
@@ -262,11 +263,11 @@ func testTakeoverAgainstLateCompletions(t *testing.T, s *postgres.Store, pool *p
 	var lateOK, takenOK atomic.Int64
 	errs := make(chan error, 2)
 	wg.Go(func() {
-		ls := make([]relaybus.Lease, len(ds))
+		ls := make([]relaytype.Lease, len(ds))
 		for i, d := range ds {
 			ls[len(ds)-1-i] = d.Lease()
 		}
-		oks, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: lateNow})
+		oks, err := s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{Leases: ls, Now: lateNow})
 		errs <- err
 		for _, ok := range oks {
 			if ok {
@@ -278,17 +279,17 @@ func testTakeoverAgainstLateCompletions(t *testing.T, s *postgres.Store, pool *p
 		// Claims by owner-b until it finds nothing: suspects come one at a
 		// time.
 		for {
-			taken, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "owner-b", Handlers: []string{"h"},
+			taken, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "owner-b", Handlers: []string{"h"},
 				Limit: len(eps), LeaseDuration: time.Minute, Now: lateNow})
 			if err != nil || len(taken) == 0 {
 				errs <- err
 				return
 			}
-			ls := make([]relaybus.Lease, len(taken))
+			ls := make([]relaytype.Lease, len(taken))
 			for i, d := range taken {
 				ls[i] = d.Lease()
 			}
-			oks, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: lateNow})
+			oks, err := s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{Leases: ls, Now: lateNow})
 			if err != nil {
 				errs <- err
 				return

@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Sizes of the plan tests' backlog: a deep keyed backlog (four hot keys
@@ -142,23 +143,23 @@ func planStore(t *testing.T) (*Store, *pgxpool.Pool) {
 	// The hot keys are due first, so that the claimer takes their lanes.
 	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC).Add(-time.Hour)
 	n := 0
-	var eps []*relaybus.EventPublish
+	var eps []*driver.EventPublish
 	flush := func() {
 		if len(eps) == 0 {
 			return
 		}
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
-		_, err = s.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{Events: eps, Now: now})
+		_, err = s.EventPublishTx(ctx, tx, &driver.EventPublishParams{Events: eps, Now: now})
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(ctx))
 		eps = nil
 	}
 	add := func(key string) {
 		n++
-		eps = append(eps, &relaybus.EventPublish{
-			Event:      &relaybus.Event{ID: fmt.Sprintf("e%d", n), Type: "t", Key: key},
-			Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+		eps = append(eps, &driver.EventPublish{
+			Event:      &relaytype.Event{ID: fmt.Sprintf("e%d", n), Type: "t", Key: key},
+			Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
 		})
 		if len(eps) == planPublishBatch {
 			flush()
@@ -207,9 +208,9 @@ func TestPlans(t *testing.T) {
 
 	// The claimer takes lanes until it holds some hot keys: their heads
 	// run, the rest of each hot key is a backlog that cannot.
-	var held []*relaybus.Delivery
+	var held []*relaytype.Delivery
 	for range 20 {
-		ds, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "w", Handlers: []string{"h"}, Limit: planLimit, LeaseDuration: time.Hour, Now: now})
+		ds, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "w", Handlers: []string{"h"}, Limit: planLimit, LeaseDuration: time.Hour, Now: now})
 		require.NoError(t, err)
 		held = append(held, ds...)
 	}
@@ -311,7 +312,7 @@ type leaseCols struct {
 
 func (c leaseCols) args() []any { return []any{c.ids, c.lanes, c.claims, c.epochs} }
 
-func leasesOf(t *testing.T, ds []*relaybus.Delivery) leaseCols {
+func leasesOf(t *testing.T, ds []*relaytype.Delivery) leaseCols {
 	t.Helper()
 	var c leaseCols
 	for _, d := range ds {

@@ -10,7 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // EventPublishTx inserts events and their deliveries in tx. A call of new
@@ -19,12 +20,12 @@ import (
 // new keyed ones, insert the deliveries. Events that exist already cost
 // one more round trip: they are read, locked, and get deliveries only for
 // handlers not in their handlers list, which is extended.
-func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *relaybus.EventPublishParams) (*relaybus.EventPublishResult, error) {
+func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	if err := params.Validate(s.maxPayloadBytes); err != nil {
 		return nil, err
 	}
 	if tx == nil {
-		return nil, fmt.Errorf("relaybus/postgres: publish: tx is nil: %w", relaybus.ErrInvalid)
+		return nil, fmt.Errorf("relaybus/postgres: publish: tx is nil: %w", relaytype.ErrInvalid)
 	}
 	n := len(params.Events)
 	ids := make([]string, n)
@@ -78,7 +79,7 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *relaybus.
 		isNew[id] = true
 	}
 
-	res := &relaybus.EventPublishResult{Inserted: make([]bool, n), Sequences: make([]int64, n)}
+	res := &driver.EventPublishResult{Inserted: make([]bool, n), Sequences: make([]int64, n)}
 	sequences := make(map[string]int64, n)
 
 	// Step 2: sequences for the new keyed events, numbered per key in
@@ -163,7 +164,7 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *relaybus.
 
 // takeSequences runs step 2 of a publish for the new keyed events and
 // records their sequences.
-func (s *Store) takeSequences(ctx context.Context, tx pgx.Tx, events []*relaybus.EventPublish, isNew map[string]bool, sequences map[string]int64) error {
+func (s *Store) takeSequences(ctx context.Context, tx pgx.Tx, events []*driver.EventPublish, isNew map[string]bool, sequences map[string]int64) error {
 	var seqIDs, seqKeys []string
 	var seqRanks []int64
 	perKey := map[string]int64{}
@@ -248,7 +249,7 @@ type deliveryRows struct {
 	maxAttempts               []int32
 }
 
-func (r *deliveryRows) add(eventID string, spec relaybus.DeliverySpec, eventType, key string, sequence int64) {
+func (r *deliveryRows) add(eventID string, spec driver.DeliverySpec, eventType, key string, sequence int64) {
 	r.eventIDs = append(r.eventIDs, eventID)
 	r.handlers = append(r.handlers, spec.Handler)
 	r.types = append(r.types, eventType)
@@ -258,8 +259,8 @@ func (r *deliveryRows) add(eventID string, spec relaybus.DeliverySpec, eventType
 		r.keys = append(r.keys, nil)
 	}
 	r.sequences = append(r.sequences, sequence)
-	r.lanes = append(r.lanes, int16(relaybus.LaneOf(key, eventID))) // < LaneCount
-	r.maxAttempts = append(r.maxAttempts, int32(spec.MaxAttempts))  // bounded by relaybus.MaxAttemptsLimit
+	r.lanes = append(r.lanes, int16(driver.LaneOf(key, eventID)))  // < LaneCount
+	r.maxAttempts = append(r.maxAttempts, int32(spec.MaxAttempts)) // bounded by driver.MaxAttemptsLimit
 }
 
 // jsonbArray turns encoded JSON documents into a value pgx sends as

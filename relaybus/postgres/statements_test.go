@@ -12,7 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 var updateStatements = flag.Bool("update-statements", false, "rewrite testdata/statements.golden from the statements as rendered now")
@@ -58,10 +59,10 @@ func renderedStatements(t *testing.T, schema, prefix string) [][2]string {
 		add(f.Name, v.Field(i).String())
 	}
 
-	statuses := []relaybus.Status{"", relaybus.StatusPending, relaybus.StatusProcessing, relaybus.StatusDead, relaybus.StatusCompleted}
+	statuses := []relaytype.Status{"", relaytype.StatusPending, relaytype.StatusProcessing, relaytype.StatusDead, relaytype.StatusCompleted}
 	for filters := range 8 {
 		for _, status := range statuses {
-			p := &relaybus.DeliveryListParams{Status: status}
+			p := &driver.DeliveryListParams{Status: status}
 			name := "list"
 			if filters&1 != 0 {
 				p.Handler, name = "h", name+" handler"

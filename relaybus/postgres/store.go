@@ -14,7 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // ErrUnknownSchema is wrapped by the error of a Setup that found relaybus
@@ -55,7 +56,7 @@ type Options struct {
 	// MaxTablePrefixBytes long.
 	TablePrefix string
 	// MaxPayloadBytes bounds event payloads; 0 means
-	// relaybus.DefaultMaxPayloadBytes, at most relaybus.MaxPayloadBytesLimit.
+	// driver.DefaultMaxPayloadBytes, at most driver.MaxPayloadBytesLimit.
 	MaxPayloadBytes int
 	// CompletionHistory keeps a row per completed delivery in the history
 	// table (<prefix>history), listed and counted as completed until Purge
@@ -73,10 +74,10 @@ var identifierPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 func validateIdentifier(what, s string, maxBytes int) error {
 	if len(s) > maxBytes {
-		return fmt.Errorf("relaybus/postgres: %s %q is %d bytes, over the limit of %d: %w", what, s, len(s), maxBytes, relaybus.ErrInvalid)
+		return fmt.Errorf("relaybus/postgres: %s %q is %d bytes, over the limit of %d: %w", what, s, len(s), maxBytes, relaytype.ErrInvalid)
 	}
 	if !identifierPattern.MatchString(s) {
-		return fmt.Errorf("relaybus/postgres: %s %q must match %s: %w", what, s, identifierPattern, relaybus.ErrInvalid)
+		return fmt.Errorf("relaybus/postgres: %s %q must match %s: %w", what, s, identifierPattern, relaytype.ErrInvalid)
 	}
 	return nil
 }
@@ -106,13 +107,13 @@ type Store struct {
 // holderBytes is the entropy of a store instance's holder name.
 const holderBytes = 12
 
-var _ relaybus.Store[pgx.Tx] = (*Store)(nil)
+var _ driver.Store[pgx.Tx] = (*Store)(nil)
 
 // New returns a store on pool. It does not touch the database: call Setup
 // (or run SchemaSQL yourself) before using it.
 func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("relaybus/postgres: pool is nil: %w", relaybus.ErrInvalid)
+		return nil, fmt.Errorf("relaybus/postgres: pool is nil: %w", relaytype.ErrInvalid)
 	}
 	var o Options
 	if opts != nil {
@@ -132,9 +133,9 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	}
 	switch {
 	case o.MaxPayloadBytes == 0:
-		o.MaxPayloadBytes = relaybus.DefaultMaxPayloadBytes
-	case o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > relaybus.MaxPayloadBytesLimit:
-		return nil, fmt.Errorf("relaybus/postgres: max payload bytes %d out of range [1, %d]: %w", o.MaxPayloadBytes, relaybus.MaxPayloadBytesLimit, relaybus.ErrInvalid)
+		o.MaxPayloadBytes = driver.DefaultMaxPayloadBytes
+	case o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > driver.MaxPayloadBytesLimit:
+		return nil, fmt.Errorf("relaybus/postgres: max payload bytes %d out of range [1, %d]: %w", o.MaxPayloadBytes, driver.MaxPayloadBytesLimit, relaytype.ErrInvalid)
 	}
 	schemaSQL, err := renderSchema(o.Schema, o.TablePrefix)
 	if err != nil {
@@ -217,7 +218,7 @@ func (s *Store) TxBegin(ctx context.Context) (pgx.Tx, error) {
 // TxCommit commits tx.
 func (s *Store) TxCommit(ctx context.Context, tx pgx.Tx) error {
 	if tx == nil {
-		return fmt.Errorf("relaybus/postgres: commit: tx is nil: %w", relaybus.ErrInvalid)
+		return fmt.Errorf("relaybus/postgres: commit: tx is nil: %w", relaytype.ErrInvalid)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return errorFrom("commit", err)
@@ -228,7 +229,7 @@ func (s *Store) TxCommit(ctx context.Context, tx pgx.Tx) error {
 // TxRollback rolls tx back.
 func (s *Store) TxRollback(ctx context.Context, tx pgx.Tx) error {
 	if tx == nil {
-		return fmt.Errorf("relaybus/postgres: rollback: tx is nil: %w", relaybus.ErrInvalid)
+		return fmt.Errorf("relaybus/postgres: rollback: tx is nil: %w", relaytype.ErrInvalid)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		return errorFrom("rollback", err)
@@ -244,10 +245,10 @@ func errorFrom(op string, err error) error {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("relaybus/postgres: %s: %w: %w", op, relaybus.ErrNotFound, err)
+		return fmt.Errorf("relaybus/postgres: %s: %w: %w", op, relaytype.ErrNotFound, err)
 	}
 	if errors.Is(err, pgx.ErrTxClosed) {
-		return fmt.Errorf("relaybus/postgres: %s: transaction already ended: %w: %w", op, relaybus.ErrInvalid, err)
+		return fmt.Errorf("relaybus/postgres: %s: transaction already ended: %w: %w", op, relaytype.ErrInvalid, err)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -257,7 +258,7 @@ func errorFrom(op string, err error) error {
 			"22001", // string_data_right_truncation
 			"22003", // numeric_value_out_of_range
 			"54000": // program_limit_exceeded (for example an oversized index row)
-			return fmt.Errorf("relaybus/postgres: %s: %w: %w", op, relaybus.ErrInvalid, err)
+			return fmt.Errorf("relaybus/postgres: %s: %w: %w", op, relaytype.ErrInvalid, err)
 		}
 	}
 	return fmt.Errorf("relaybus/postgres: %s: %w", op, err)

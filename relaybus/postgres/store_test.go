@@ -15,8 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 var t0 = time.Date(2031, time.January, 1, 12, 0, 0, 0, time.UTC)
@@ -43,18 +44,18 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"prefix with SQL", postgres.Options{TablePrefix: "p; drop"}},
 		{"prefix too long", postgres.Options{TablePrefix: strings.Repeat("p", postgres.MaxTablePrefixBytes+1)}},
 		{"negative payload limit", postgres.Options{MaxPayloadBytes: -1}},
-		{"payload limit over the bound", postgres.Options{MaxPayloadBytes: relaybus.MaxPayloadBytesLimit + 1}},
+		{"payload limit over the bound", postgres.Options{MaxPayloadBytes: driver.MaxPayloadBytesLimit + 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := postgres.New(pool, &tc.opts)
-			require.ErrorIs(t, err, relaybus.ErrInvalid)
+			require.ErrorIs(t, err, relaytype.ErrInvalid)
 			require.Nil(t, s)
 			require.True(t, strings.HasPrefix(err.Error(), "relaybus/postgres: "), err.Error())
 		})
 	}
 
 	_, err = postgres.New(nil, nil)
-	require.ErrorIs(t, err, relaybus.ErrInvalid)
+	require.ErrorIs(t, err, relaytype.ErrInvalid)
 
 	// The longest allowed names are accepted and end up in the SQL.
 	long := strings.Repeat("p", postgres.MaxTablePrefixBytes)
@@ -159,7 +160,7 @@ func TestIndexSet(t *testing.T) {
 	var pages, filler int
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(DISTINCT (ctid::text::point)[0]),
 		count(*) FILTER (WHERE cardinality(in_flight) > 0) FROM relaybus_lanes`).Scan(&pages, &filler))
-	require.Equal(t, relaybus.LaneCount, pages, "each lane in a page of its own")
+	require.Equal(t, driver.LaneCount, pages, "each lane in a page of its own")
 	require.Zero(t, filler, "a lane kept its filler")
 
 	// One connection, so that pg_stat_force_next_flush below reaches the
@@ -172,14 +173,14 @@ func TestIndexSet(t *testing.T) {
 	s, err := postgres.New(one, nil)
 	require.NoError(t, err)
 	for i, key := range []string{"", "k"} {
-		publish(t, s, pool, []*relaybus.EventPublish{{
-			Event:      &relaybus.Event{ID: fmt.Sprintf("e%d", i), Type: "t", Key: key},
-			Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+		publish(t, s, pool, []*driver.EventPublish{{
+			Event:      &relaytype.Event{ID: fmt.Sprintf("e%d", i), Type: "t", Key: key},
+			Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
 		}})
 	}
 	ds := claim(t, s, "w", 10, t0.Add(time.Second), "h")
 	require.Len(t, ds, 2)
-	ok, err := s.DeliveryCompleteMany(t.Context(), &relaybus.DeliveryCompleteManyParams{Leases: []relaybus.Lease{ds[0].Lease(), ds[1].Lease()}, Now: t0.Add(2 * time.Second)})
+	ok, err := s.DeliveryCompleteMany(t.Context(), &driver.DeliveryCompleteManyParams{Leases: []relaytype.Lease{ds[0].Lease(), ds[1].Lease()}, Now: t0.Add(2 * time.Second)})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true}, ok)
 	require.Empty(t, claim(t, s, "w", 10, t0.Add(3*time.Second), "h"), "the claim that hands the drained lanes back")
@@ -211,21 +212,21 @@ func TestCustomSchemaAndPrefix(t *testing.T) {
 	require.Equal(t, []string{"rb_custom.app_deliveries", "rb_custom.app_events", "rb_custom.app_history",
 		"rb_custom.app_keys", "rb_custom.app_lanes", "rb_custom.app_schema_version"}, tables)
 
-	res := publish(t, s, pool, []*relaybus.EventPublish{{
-		Event:      &relaybus.Event{ID: "e1", Type: "t", Key: "k"},
-		Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+	res := publish(t, s, pool, []*driver.EventPublish{{
+		Event:      &relaytype.Event{ID: "e1", Type: "t", Key: "k"},
+		Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
 	}})
 	require.Equal(t, []int64{1}, res.Sequences)
 	ds := claim(t, s, "w", 10, t0.Add(time.Second), "h")
 	require.Len(t, ds, 1)
-	ok, err := s.DeliveryComplete(t.Context(), &relaybus.DeliveryCompleteParams{Lease: ds[0].Lease(), Now: t0.Add(2 * time.Second)})
+	ok, err := s.DeliveryComplete(t.Context(), &driver.DeliveryCompleteParams{Lease: ds[0].Lease(), Now: t0.Add(2 * time.Second)})
 	require.NoError(t, err)
 	require.True(t, ok)
 	var n int
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM rb_custom.app_deliveries`).Scan(&n))
 	require.Zero(t, n, "a completed delivery is deleted")
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM rb_custom.app_lanes`).Scan(&n))
-	require.Equal(t, relaybus.LaneCount, n)
+	require.Equal(t, driver.LaneCount, n)
 	// Nothing was written outside the schema.
 	require.NoError(t, pool.QueryRow(t.Context(),
 		`SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace`).Scan(&n))
@@ -265,19 +266,19 @@ func TestPublishBatchIsAFewRoundTrips(t *testing.T) {
 	require.NoError(t, s.Setup(t.Context()))
 
 	const events, keys = 1000, 7
-	eps := make([]*relaybus.EventPublish, events)
+	eps := make([]*driver.EventPublish, events)
 	for i := range eps {
-		e := &relaybus.Event{ID: fmt.Sprintf("e%04d", i), Type: "t", Payload: []byte{byte(i)}}
+		e := &relaytype.Event{ID: fmt.Sprintf("e%04d", i), Type: "t", Payload: []byte{byte(i)}}
 		if i%3 != 0 {
 			e.Key = fmt.Sprintf("k%d", i%keys)
 		}
-		eps[i] = &relaybus.EventPublish{Event: e, Deliveries: []relaybus.DeliverySpec{
+		eps[i] = &driver.EventPublish{Event: e, Deliveries: []driver.DeliverySpec{
 			{Handler: "a", MaxAttempts: 3}, {Handler: "b", MaxAttempts: 3}}}
 	}
 	tx, err := s.TxBegin(t.Context())
 	require.NoError(t, err)
 	before := counter.n.Load()
-	res, err := s.EventPublishTx(t.Context(), tx, &relaybus.EventPublishParams{Events: eps, Now: t0})
+	res, err := s.EventPublishTx(t.Context(), tx, &driver.EventPublishParams{Events: eps, Now: t0})
 	require.NoError(t, err)
 	calls := counter.n.Load() - before
 	require.NoError(t, s.TxCommit(t.Context(), tx))
@@ -298,11 +299,11 @@ func TestPublishBatchIsAFewRoundTrips(t *testing.T) {
 
 	// Republishing takes no sequence and adds only the new handler.
 	for _, ep := range eps {
-		ep.Deliveries = append(ep.Deliveries, relaybus.DeliverySpec{Handler: "c", MaxAttempts: 1})
+		ep.Deliveries = append(ep.Deliveries, driver.DeliverySpec{Handler: "c", MaxAttempts: 1})
 	}
 	tx, err = s.TxBegin(t.Context())
 	require.NoError(t, err)
-	res2, err := s.EventPublishTx(t.Context(), tx, &relaybus.EventPublishParams{Events: eps, Now: t0})
+	res2, err := s.EventPublishTx(t.Context(), tx, &driver.EventPublishParams{Events: eps, Now: t0})
 	require.NoError(t, err)
 	require.NoError(t, s.TxCommit(t.Context(), tx))
 	require.Equal(t, events, res2.Deliveries)
@@ -320,13 +321,13 @@ func TestConcurrentKeyedClaims(t *testing.T) {
 	s, pool := setup(t, nil)
 	const events, keys, workers, batch = 400, 25, 6, 7
 	handlers := []string{"a", "b"}
-	eps := make([]*relaybus.EventPublish, events)
+	eps := make([]*driver.EventPublish, events)
 	for i := range eps {
-		e := &relaybus.Event{ID: fmt.Sprintf("e%04d", i), Type: "t"}
+		e := &relaytype.Event{ID: fmt.Sprintf("e%04d", i), Type: "t"}
 		if i%5 != 0 {
 			e.Key = fmt.Sprintf("k%d", i%keys)
 		}
-		eps[i] = &relaybus.EventPublish{Event: e, Deliveries: []relaybus.DeliverySpec{
+		eps[i] = &driver.EventPublish{Event: e, Deliveries: []driver.DeliverySpec{
 			{Handler: "a", MaxAttempts: 3}, {Handler: "b", MaxAttempts: 3}}}
 	}
 	// Several transactions, so keys span commits.
@@ -349,7 +350,7 @@ func TestConcurrentKeyedClaims(t *testing.T) {
 		wg.Go(func() {
 			owner := fmt.Sprintf("w%d", w)
 			for idle := 0; idle < 3; {
-				ds, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{
+				ds, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{
 					Owner: owner, Handlers: handlers, Limit: batch, LeaseDuration: time.Hour, Now: now})
 				if err != nil {
 					errs <- err
@@ -379,11 +380,11 @@ func TestConcurrentKeyedClaims(t *testing.T) {
 					completing[sl][d.Sequence] = true
 				}
 				mu.Unlock()
-				ls := make([]relaybus.Lease, len(ds))
+				ls := make([]relaytype.Lease, len(ds))
 				for i, d := range ds {
 					ls[i] = d.Lease()
 				}
-				oks, err := s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: now})
+				oks, err := s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{Leases: ls, Now: now})
 				if err != nil {
 					errs <- err
 					return
@@ -407,24 +408,24 @@ func TestConcurrentKeyedClaims(t *testing.T) {
 	for id, n := range claimed {
 		require.Equal(t, 1, n, "delivery %s claimed %d times", id, n)
 	}
-	st, err := s.Statistics(t.Context(), &relaybus.StatisticsParams{Now: now})
+	st, err := s.Statistics(t.Context(), &driver.StatisticsParams{Now: now})
 	require.NoError(t, err)
-	require.Equal(t, relaybus.Counts{}, st.Counts, "everything completed, and completed deliveries are deleted")
+	require.Equal(t, relaytype.Counts{}, st.Counts, "everything completed, and completed deliveries are deleted")
 }
 
 func TestListRejectsMalformedCursor(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t, nil)
 	for _, after := range []string{"abc", "-1", "0", "1.5", "99999999999999999999"} {
-		_, err := s.DeliveryList(t.Context(), &relaybus.DeliveryListParams{After: after})
-		require.ErrorIs(t, err, relaybus.ErrInvalid, "cursor %q", after)
+		_, err := s.DeliveryList(t.Context(), &driver.DeliveryListParams{After: after})
+		require.ErrorIs(t, err, relaytype.ErrInvalid, "cursor %q", after)
 	}
-	err := s.DeliveryRequeue(t.Context(), &relaybus.DeliveryRequeueParams{DeliveryID: "not-an-id", Now: t0})
-	require.ErrorIs(t, err, relaybus.ErrNotFound)
+	err := s.DeliveryRequeue(t.Context(), &driver.DeliveryRequeueParams{DeliveryID: "not-an-id", Now: t0})
+	require.ErrorIs(t, err, relaytype.ErrNotFound)
 	for _, id := range []string{"not-an-id", "007", "0", "-1", "99999999999999999999"} {
-		_, err = s.DeliveryComplete(t.Context(), &relaybus.DeliveryCompleteParams{
-			Lease: relaybus.Lease{DeliveryID: id, Token: "1:0:0"}, Now: t0})
-		require.ErrorIs(t, err, relaybus.ErrInvalid, "delivery id %q is not one of this store's", id)
+		_, err = s.DeliveryComplete(t.Context(), &driver.DeliveryCompleteParams{
+			Lease: relaytype.Lease{DeliveryID: id, Token: "1:0:0"}, Now: t0})
+		require.ErrorIs(t, err, relaytype.ErrInvalid, "delivery id %q is not one of this store's", id)
 		require.True(t, strings.HasPrefix(err.Error(), "relaybus/postgres: "), err.Error())
 	}
 }
@@ -434,25 +435,25 @@ func TestErrorsNameThePackage(t *testing.T) {
 	s, _ := setup(t, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := s.Statistics(ctx, &relaybus.StatisticsParams{Now: t0})
+	_, err := s.Statistics(ctx, &driver.StatisticsParams{Now: t0})
 	require.Error(t, err)
 	require.True(t, errors.Is(err, context.Canceled), "%v", err)
 	require.True(t, strings.HasPrefix(err.Error(), "relaybus/postgres: "), err.Error())
 }
 
-func publish(t *testing.T, s *postgres.Store, _ *pgxpool.Pool, eps []*relaybus.EventPublish) *relaybus.EventPublishResult {
+func publish(t *testing.T, s *postgres.Store, _ *pgxpool.Pool, eps []*driver.EventPublish) *driver.EventPublishResult {
 	t.Helper()
 	tx, err := s.TxBegin(t.Context())
 	require.NoError(t, err)
-	res, err := s.EventPublishTx(t.Context(), tx, &relaybus.EventPublishParams{Events: eps, Now: t0})
+	res, err := s.EventPublishTx(t.Context(), tx, &driver.EventPublishParams{Events: eps, Now: t0})
 	require.NoError(t, err)
 	require.NoError(t, s.TxCommit(t.Context(), tx))
 	return res
 }
 
-func claim(t *testing.T, s *postgres.Store, owner string, limit int, now time.Time, handlers ...string) []*relaybus.Delivery {
+func claim(t *testing.T, s *postgres.Store, owner string, limit int, now time.Time, handlers ...string) []*relaytype.Delivery {
 	t.Helper()
-	ds, err := s.DeliveryClaim(t.Context(), &relaybus.DeliveryClaimParams{
+	ds, err := s.DeliveryClaim(t.Context(), &driver.DeliveryClaimParams{
 		Owner: owner, Handlers: handlers, Limit: limit, LeaseDuration: time.Minute, Now: now})
 	require.NoError(t, err)
 	return ds
@@ -461,7 +462,7 @@ func claim(t *testing.T, s *postgres.Store, owner string, limit int, now time.Ti
 // eventInLane returns an event id whose unkeyed deliveries live in lane.
 func eventInLane(prefix string, lane int) string {
 	for i := 0; ; i++ {
-		if id := fmt.Sprintf("%s-%d", prefix, i); relaybus.LaneOf("", id) == lane {
+		if id := fmt.Sprintf("%s-%d", prefix, i); driver.LaneOf("", id) == lane {
 			return id
 		}
 	}
@@ -483,10 +484,10 @@ func TestClaimRoundTrips(t *testing.T) {
 	s, err := postgres.New(pool, nil)
 	require.NoError(t, err)
 	require.NoError(t, s.Setup(ctx))
-	one := func(id string) *relaybus.EventPublish {
-		return &relaybus.EventPublish{Event: &relaybus.Event{ID: id, Type: "t"}, Deliveries: []relaybus.DeliverySpec{{Handler: "h", MaxAttempts: 3}}}
+	one := func(id string) *driver.EventPublish {
+		return &driver.EventPublish{Event: &relaytype.Event{ID: id, Type: "t"}, Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}}}
 	}
-	publish(t, s, pool, []*relaybus.EventPublish{one(eventInLane("a1", 10)), one(eventInLane("a2", 10))})
+	publish(t, s, pool, []*driver.EventPublish{one(eventInLane("a1", 10)), one(eventInLane("a2", 10))})
 	epochs := func() map[int]int64 {
 		rows, err := pool.Query(ctx, `SELECT lane, epoch FROM relaybus_lanes`)
 		require.NoError(t, err)
@@ -497,7 +498,7 @@ func TestClaimRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		return out
 	}
-	claimCounted := func(limit int) ([]*relaybus.Delivery, int64) {
+	claimCounted := func(limit int) ([]*relaytype.Delivery, int64) {
 		before := counter.n.Load()
 		ds := claim(t, s, "w", limit, t0.Add(time.Second), "h")
 		return ds, counter.n.Load() - before
@@ -511,11 +512,11 @@ func TestClaimRoundTrips(t *testing.T) {
 
 	// Lane 10 still has work and fills the next claim: no lane is taken,
 	// although lane 20 has work now.
-	publish(t, s, pool, []*relaybus.EventPublish{one(eventInLane("b", 20))})
+	publish(t, s, pool, []*driver.EventPublish{one(eventInLane("b", 20))})
 	before := epochs()
 	ds, calls = claimCounted(1)
 	require.Len(t, ds, 1)
-	require.Equal(t, 10, relaybus.LaneOf("", ds[0].EventID))
+	require.Equal(t, 10, driver.LaneOf("", ds[0].EventID))
 	require.EqualValues(t, 1, calls, "round trips of a claim its held lanes fill")
 	require.Equal(t, before, epochs(), "a claim its held lanes filled took a lane")
 
@@ -523,6 +524,6 @@ func TestClaimRoundTrips(t *testing.T) {
 	// round trip.
 	ds, calls = claimCounted(5)
 	require.Len(t, ds, 1)
-	require.Equal(t, 20, relaybus.LaneOf("", ds[0].EventID))
+	require.Equal(t, 20, driver.LaneOf("", ds[0].EventID))
 	require.EqualValues(t, 1, calls, "round trips of a claim that takes a lane after its own")
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // install010 installs the verbatim 0.1.0 schema (testdata/schema-0.1.0.sql,
@@ -171,7 +173,7 @@ FROM relaybus_deliveries d JOIN relaybus_events e ON e.id = d.event_id
 WHERE d.event_id = $1 AND d.handler = $2`, r.event, r.handler).Scan(
 			&got.lane, &got.status, &got.attempts, &got.suspect, &got.lastError, &got.claims, &got.completedAt, &got.eventHandlersLen))
 		what := r.event + "/" + r.handler
-		require.Equal(t, int16(relaybus.LaneOf(r.key, r.event)), got.lane, "%s: lane", what)
+		require.Equal(t, int16(driver.LaneOf(r.key, r.event)), got.lane, "%s: lane", what)
 		require.Equal(t, r.wantStatus, got.status, "%s: status", what)
 		require.Equal(t, r.attempts, got.attempts, "%s: attempts stay counted", what)
 		require.Equal(t, r.wantSuspect, got.suspect, "%s: suspect", what)
@@ -200,7 +202,7 @@ WHERE d.event_id = $1 AND d.handler = $2`, r.event, r.handler).Scan(
 	})
 	require.NoError(t, err)
 	for _, h := range []string{"h1", "h2"} {
-		require.NoError(t, bus.Handle("t", h, func(_ context.Context, d *relaybus.Delivery) error {
+		require.NoError(t, bus.Handle("t", h, func(_ context.Context, d *relaytype.Delivery) error {
 			mu.Lock()
 			defer mu.Unlock()
 			runs[d.EventID+"/"+d.Handler]++
@@ -210,9 +212,9 @@ WHERE d.event_id = $1 AND d.handler = $2`, r.event, r.handler).Scan(
 			return nil
 		}, nil))
 	}
-	var republish []*relaybus.Event
+	var republish []*relaytype.Event
 	for id := range eventIDs(upgradeFixture) {
-		republish = append(republish, &relaybus.Event{ID: id, Type: "t"})
+		republish = append(republish, &relaytype.Event{ID: id, Type: "t"})
 	}
 	require.NoError(t, bus.Publish(ctx, republish...))
 	var deliveries int
@@ -247,7 +249,7 @@ WHERE d.event_id = $1 AND d.handler = $2`, r.event, r.handler).Scan(
 	require.Equal(t, []int64{2}, seqs["h1/key with spaces"], "a dead head does not block")
 
 	// 0.1.0's completed rows are listed and counted as completed...
-	page, err := s.DeliveryList(ctx, &relaybus.DeliveryListParams{Status: relaybus.StatusCompleted, Limit: relaybus.MaxListLimit})
+	page, err := s.DeliveryList(ctx, &driver.DeliveryListParams{Status: relaytype.StatusCompleted, Limit: driver.MaxListLimit})
 	require.NoError(t, err)
 	var legacy int
 	for _, r := range upgradeFixture {
@@ -257,17 +259,17 @@ WHERE d.event_id = $1 AND d.handler = $2`, r.event, r.handler).Scan(
 	}
 	require.Len(t, page.Deliveries, legacy)
 	for _, d := range page.Deliveries {
-		require.Equal(t, relaybus.StatusCompleted, d.Status)
+		require.Equal(t, relaytype.StatusCompleted, d.Status)
 		require.False(t, d.CompletedAt.IsZero())
 		require.Equal(t, "payload of "+d.EventID, string(d.Payload))
 	}
-	st, err := s.Statistics(ctx, &relaybus.StatisticsParams{Now: now})
+	st, err := s.Statistics(ctx, &driver.StatisticsParams{Now: now})
 	require.NoError(t, err)
 	require.Equal(t, int64(legacy), st.Completed)
 
 	// ...and purged by completion time: those completed over 30 minutes
 	// ago, then the rest.
-	res, err := s.Purge(ctx, &relaybus.PurgeParams{CompletedBefore: now.Add(-30 * time.Minute), Now: now})
+	res, err := s.Purge(ctx, &driver.PurgeParams{CompletedBefore: now.Add(-30 * time.Minute), Now: now})
 	require.NoError(t, err)
 	var old int64
 	for _, r := range upgradeFixture {
@@ -276,18 +278,18 @@ WHERE d.event_id = $1 AND d.handler = $2`, r.event, r.handler).Scan(
 		}
 	}
 	require.Equal(t, old, res.Deliveries)
-	res, err = s.Purge(ctx, &relaybus.PurgeParams{CompletedBefore: now.Add(time.Minute), Now: now})
+	res, err = s.Purge(ctx, &driver.PurgeParams{CompletedBefore: now.Add(time.Minute), Now: now})
 	require.NoError(t, err)
 	require.Equal(t, int64(legacy)-old, res.Deliveries)
-	page, err = s.DeliveryList(ctx, &relaybus.DeliveryListParams{Status: relaybus.StatusCompleted})
+	page, err = s.DeliveryList(ctx, &driver.DeliveryListParams{Status: relaytype.StatusCompleted})
 	require.NoError(t, err)
 	require.Empty(t, page.Deliveries)
 
 	// A dead 0.1.0 delivery can be requeued and runs under 0.2.0.
 	var deadID int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM relaybus_deliveries WHERE event_id = 'processing-é' AND handler = 'h2'`).Scan(&deadID))
-	require.NoError(t, s.DeliveryRequeue(ctx, &relaybus.DeliveryRequeueParams{DeliveryID: fmt.Sprint(deadID), Now: now}))
-	ds, err := s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h2"}, Limit: 10, LeaseDuration: time.Minute, Now: now})
+	require.NoError(t, s.DeliveryRequeue(ctx, &driver.DeliveryRequeueParams{DeliveryID: fmt.Sprint(deadID), Now: now}))
+	ds, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{"h2"}, Limit: 10, LeaseDuration: time.Minute, Now: now})
 	require.NoError(t, err)
 	require.Len(t, ds, 1)
 	require.Equal(t, fmt.Sprint(deadID), ds[0].ID)
@@ -304,7 +306,7 @@ func eventIDs(rows []row010) map[string]bool {
 
 // TestUpgradeLaneHashMatchesLaneOf fills a 0.1.0 schema with keys and
 // event ids of every kind of UTF-8 and checks that the upgrade's SQL hash
-// gives each delivery the lane relaybus.LaneOf gives it.
+// gives each delivery the lane driver.LaneOf gives it.
 func TestUpgradeLaneHashMatchesLaneOf(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -337,7 +339,7 @@ func TestUpgradeLaneHashMatchesLaneOf(t *testing.T) {
 			_, err = pool.Exec(ctx, `INSERT INTO relaybus_deliveries (event_id, handler, event_type, key, status, max_attempts,
 				available_at, created_at, updated_at) VALUES ($1, 'h', 't', $2, 'pending', 3, $3, $3, $3)`, id, key, now)
 			require.NoError(t, err)
-			wants = append(wants, want{id, relaybus.LaneOf(kk, id)})
+			wants = append(wants, want{id, driver.LaneOf(kk, id)})
 		}
 	}
 	s, err := postgres.New(pool, nil)

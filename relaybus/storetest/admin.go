@@ -7,13 +7,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 	requeue := func(e *env[TTx], id string, now time.Time) error {
 		e.t.Helper()
-		return e.s.DeliveryRequeue(e.ctx, &relaybus.DeliveryRequeueParams{DeliveryID: id, Now: now})
+		return e.s.DeliveryRequeue(e.ctx, &driver.DeliveryRequeueParams{DeliveryID: id, Now: now})
 	}
 
 	t.Run("Requeue", func(t *testing.T) {
@@ -25,7 +26,7 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 
 		require.NoError(t, requeue(e, d.ID, At(10*time.Second)))
 		got := e.get(d)
-		require.Equal(t, relaybus.StatusPending, got.Status)
+		require.Equal(t, relaytype.StatusPending, got.Status)
 		require.Equal(t, 0, got.Attempts, "a requeue gives a fresh budget")
 		requireTime(t, At(10*time.Second), got.AvailableAt, "due at the requeue's now")
 		require.Empty(t, got.LeaseToken)
@@ -42,7 +43,7 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.True(t, last.Suspect)
 		require.Equal(t, 2, last.Attempts)
 		e.claimNone(&claimOpts{Owner: Ptr("owner-c"), Now: Ptr(At(72 * time.Second))}, "a requeued delivery outlived its budget")
-		require.Equal(t, relaybus.StatusDead, e.get(d).Status)
+		require.Equal(t, relaytype.StatusDead, e.get(d).Status)
 	})
 
 	t.Run("RequeueNotDead", func(t *testing.T) {
@@ -50,21 +51,21 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		e.publishN(2, nil)
 		held := e.claimOne(&claimOpts{Limit: Ptr(1)})
-		pending := e.list(relaybus.DeliveryListParams{Status: relaybus.StatusPending})
+		pending := e.list(driver.DeliveryListParams{Status: relaytype.StatusPending})
 		require.Len(t, pending, 1)
 
 		err := requeue(e, pending[0].ID, At(time.Second))
-		require.True(t, errors.Is(err, relaybus.ErrNotDead), "requeue of a pending delivery: %v", err)
+		require.True(t, errors.Is(err, relaytype.ErrNotDead), "requeue of a pending delivery: %v", err)
 		err = requeue(e, held.ID, At(time.Second))
-		require.True(t, errors.Is(err, relaybus.ErrNotDead), "requeue of a processing delivery: %v", err)
+		require.True(t, errors.Is(err, relaytype.ErrNotDead), "requeue of a processing delivery: %v", err)
 		require.Equal(t, held.LeaseToken, e.get(held).LeaseToken, "a failed requeue changed the delivery")
 
 		require.True(t, e.complete(held.Lease(), At(2*time.Second)))
 		err = requeue(e, held.ID, At(3*time.Second))
 		if !e.opts.KeepsCompleted {
-			require.True(t, errors.Is(err, relaybus.ErrNotFound), "requeue of a deleted delivery: %v", err)
+			require.True(t, errors.Is(err, relaytype.ErrNotFound), "requeue of a deleted delivery: %v", err)
 		} else {
-			require.True(t, errors.Is(err, relaybus.ErrNotDead), "requeue of a completed delivery: %v", err)
+			require.True(t, errors.Is(err, relaytype.ErrNotDead), "requeue of a completed delivery: %v", err)
 		}
 	})
 
@@ -76,11 +77,11 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.publish(nil)
 		d := e.claimOne(nil)
 		require.True(t, e.bury(d.Lease(), At(time.Second), "dead"))
-		res, err := e.s.Purge(e.ctx, &relaybus.PurgeParams{DeadBefore: At(time.Minute), Now: At(time.Minute)})
+		res, err := e.s.Purge(e.ctx, &driver.PurgeParams{DeadBefore: At(time.Minute), Now: At(time.Minute)})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), res.Deliveries)
 		err = requeue(e, d.ID, At(time.Minute))
-		require.True(t, errors.Is(err, relaybus.ErrNotFound), "requeue of a purged delivery: %v", err)
+		require.True(t, errors.Is(err, relaytype.ErrNotFound), "requeue of a purged delivery: %v", err)
 
 		err = requeue(e, "", At(time.Minute))
 		requireInvalid(t, err, "requeue without an id")
@@ -104,17 +105,17 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 			"processing":   {[]string{"processing"}, 0},
 			"mixed":        {[]string{"completedOldToo", "mixedPending"}, 0},
 		}
-		evs := map[string]*relaybus.Event{}
+		evs := map[string]*relaytype.Event{}
 		for name, p := range plan {
 			evs[name], _ = e.publish(&eventOpts{Handlers: p.handlers, Now: Ptr(At(p.publishedAt))})
 		}
-		finish := func(handler string, at time.Duration, ok func(relaybus.Lease, time.Time) bool) *relaybus.Delivery {
+		finish := func(handler string, at time.Duration, ok func(relaytype.Lease, time.Time) bool) *relaytype.Delivery {
 			d := e.claimOne(&claimOpts{Handlers: []string{handler}, Now: Ptr(At(at))})
 			require.True(t, ok(d.Lease(), At(at)), handler)
 			return d
 		}
 		complete := e.complete
-		bury := func(l relaybus.Lease, now time.Time) bool { return e.bury(l, now, "dead") }
+		bury := func(l relaytype.Lease, now time.Time) bool { return e.bury(l, now, "dead") }
 		finish("completedOld", 10*time.Second, complete)
 		finish("completedOldToo", 10*time.Second, complete)
 		finish("completedNew", 100*time.Second, complete)
@@ -122,10 +123,10 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		finish("deadNew", 100*time.Second, bury)
 		e.claimOne(&claimOpts{Handlers: []string{"processing"}, Now: Ptr(At(100 * time.Second))})
 
-		res, err := e.s.Purge(e.ctx, &relaybus.PurgeParams{CompletedBefore: At(50 * time.Second), DeadBefore: At(50 * time.Second), Now: At(200 * time.Second)})
+		res, err := e.s.Purge(e.ctx, &driver.PurgeParams{CompletedBefore: At(50 * time.Second), DeadBefore: At(50 * time.Second), Now: At(200 * time.Second)})
 		require.NoError(t, err)
 		var kept []string
-		for _, d := range e.list(relaybus.DeliveryListParams{}) {
+		for _, d := range e.list(driver.DeliveryListParams{}) {
 			kept = append(kept, d.Handler)
 		}
 		if !e.opts.KeepsCompleted {
@@ -159,22 +160,22 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		done, _ := e.publish(&eventOpts{Handlers: []string{"done"}})
 		mixed, _ := e.publish(&eventOpts{Handlers: []string{"mixedDone", "mixedDead"}})
 		dead, _ := e.publish(&eventOpts{Handlers: []string{"dead"}})
-		finish := func(handler string, ok func(relaybus.Lease, time.Time) bool) {
+		finish := func(handler string, ok func(relaytype.Lease, time.Time) bool) {
 			d := e.claimOne(&claimOpts{Handlers: []string{handler}, Now: Ptr(At(10 * time.Second))})
 			require.True(t, ok(d.Lease(), At(10*time.Second)), handler)
 		}
-		bury := func(l relaybus.Lease, now time.Time) bool { return e.bury(l, now, "dead") }
+		bury := func(l relaytype.Lease, now time.Time) bool { return e.bury(l, now, "dead") }
 		finish("done", e.complete)
 		finish("mixedDone", e.complete)
 		finish("mixedDead", bury)
 		finish("dead", bury)
 
-		res, err := e.s.Purge(e.ctx, &relaybus.PurgeParams{DeadBefore: At(time.Hour), Now: At(time.Hour)})
+		res, err := e.s.Purge(e.ctx, &driver.PurgeParams{DeadBefore: At(time.Hour), Now: At(time.Hour)})
 		require.NoError(t, err)
 		require.Equal(t, int64(2), res.Deliveries, "the two dead deliveries")
 		require.Zero(t, res.Events, "an event was purged while completed deliveries are kept forever")
 		for name, ev := range map[string]struct {
-			ev       *relaybus.Event
+			ev       *relaytype.Event
 			handlers []string
 		}{"done": {done, []string{"done"}}, "mixed": {mixed, []string{"mixedDone", "mixedDead"}}, "dead": {dead, []string{"dead"}}} {
 			_, r := e.publish(&eventOpts{ID: &ev.ev.ID, Handlers: ev.handlers, Now: Ptr(At(2 * time.Hour))})
@@ -191,13 +192,13 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		for _, d := range e.claim(nil) {
 			require.True(t, e.bury(d.Lease(), At(time.Second), "dead"))
 		}
-		p := &relaybus.PurgeParams{DeadBefore: At(time.Minute), Limit: 2, Now: At(time.Minute)}
+		p := &driver.PurgeParams{DeadBefore: At(time.Minute), Limit: 2, Now: At(time.Minute)}
 		for _, want := range []int64{2, 2, 1, 0} {
 			res, err := e.s.Purge(e.ctx, p)
 			require.NoError(t, err)
 			require.Equal(t, want, res.Deliveries)
 		}
-		require.Empty(t, e.list(relaybus.DeliveryListParams{}))
+		require.Empty(t, e.list(driver.DeliveryListParams{}))
 	})
 
 	t.Run("PurgeNothing", func(t *testing.T) {
@@ -206,15 +207,15 @@ func testAdmin[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.publish(nil)
 		d := e.claimOne(nil)
 		require.True(t, e.bury(d.Lease(), At(time.Second), "dead"))
-		res, err := e.s.Purge(e.ctx, &relaybus.PurgeParams{Now: At(time.Hour)})
+		res, err := e.s.Purge(e.ctx, &driver.PurgeParams{Now: At(time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, relaybus.PurgeResult{}, *res, "zero cutoffs purge nothing")
-		res, err = e.s.Purge(e.ctx, &relaybus.PurgeParams{DeadBefore: At(time.Second), Now: At(time.Hour)})
+		require.Equal(t, driver.PurgeResult{}, *res, "zero cutoffs purge nothing")
+		res, err = e.s.Purge(e.ctx, &driver.PurgeParams{DeadBefore: At(time.Second), Now: At(time.Hour)})
 		require.NoError(t, err)
 		require.Zero(t, res.Deliveries, "the cutoff is exclusive")
-		require.Len(t, e.list(relaybus.DeliveryListParams{}), 1)
+		require.Len(t, e.list(driver.DeliveryListParams{}), 1)
 
-		_, err = e.s.Purge(e.ctx, &relaybus.PurgeParams{Limit: -1, Now: At(time.Hour)})
+		_, err = e.s.Purge(e.ctx, &driver.PurgeParams{Limit: -1, Now: At(time.Hour)})
 		requireInvalid(t, err, "negative purge limit")
 	})
 }

@@ -7,7 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
@@ -37,7 +38,7 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		// The stored delivery says the same: in flight, it is listed as
 		// processing under the same lease, its running attempt counted.
 		got := e.get(d)
-		require.Equal(t, relaybus.StatusProcessing, got.Status)
+		require.Equal(t, relaytype.StatusProcessing, got.Status)
 		require.Equal(t, 1, got.Attempts)
 		require.Equal(t, "worker-1", got.LeaseOwner)
 		require.Equal(t, d.LeaseToken, got.LeaseToken)
@@ -64,7 +65,7 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		t.Parallel()
 		e := newEnv(t)
 		evs := e.publishN(5, nil)
-		var claimed []*relaybus.Delivery
+		var claimed []*relaytype.Delivery
 		for _, want := range []int{2, 2, 1, 0} {
 			ds := e.claim(&claimOpts{Limit: Ptr(2)})
 			require.Len(t, ds, want)
@@ -91,27 +92,27 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.publish(nil)
 		cases := []struct {
 			name string
-			p    *relaybus.DeliveryClaimParams
+			p    *driver.DeliveryClaimParams
 		}{
 			{"nil", nil},
-			{"no owner", &relaybus.DeliveryClaimParams{Handlers: []string{"h1"}, Limit: 1, LeaseDuration: time.Second, Now: T0}},
-			{"no handlers", &relaybus.DeliveryClaimParams{Owner: "o", Limit: 1, LeaseDuration: time.Second, Now: T0}},
-			{"empty handler", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{""}, Limit: 1, LeaseDuration: time.Second, Now: T0}},
-			{"zero limit", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, LeaseDuration: time.Second, Now: T0}},
-			{"limit over max", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: relaybus.MaxClaimLimit + 1, LeaseDuration: time.Second, Now: T0}},
-			{"zero lease", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: 1, Now: T0}},
-			{"lease over max", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: 1, LeaseDuration: relaybus.MaxLeaseDuration + time.Second, Now: T0}},
-			{"zero now", &relaybus.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: 1, LeaseDuration: time.Second}},
+			{"no owner", &driver.DeliveryClaimParams{Handlers: []string{"h1"}, Limit: 1, LeaseDuration: time.Second, Now: T0}},
+			{"no handlers", &driver.DeliveryClaimParams{Owner: "o", Limit: 1, LeaseDuration: time.Second, Now: T0}},
+			{"empty handler", &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{""}, Limit: 1, LeaseDuration: time.Second, Now: T0}},
+			{"zero limit", &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, LeaseDuration: time.Second, Now: T0}},
+			{"limit over max", &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: driver.MaxClaimLimit + 1, LeaseDuration: time.Second, Now: T0}},
+			{"zero lease", &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: 1, Now: T0}},
+			{"lease over max", &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: 1, LeaseDuration: driver.MaxLeaseDuration + time.Second, Now: T0}},
+			{"zero now", &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{"h1"}, Limit: 1, LeaseDuration: time.Second}},
 		}
 		for _, c := range cases {
 			_, err := e.s.DeliveryClaim(e.ctx, c.p)
 			requireInvalid(t, err, c.name)
 		}
-		_, err := e.s.DeliveryComplete(e.ctx, &relaybus.DeliveryCompleteParams{Lease: relaybus.Lease{DeliveryID: "1"}, Now: T0})
+		_, err := e.s.DeliveryComplete(e.ctx, &driver.DeliveryCompleteParams{Lease: relaytype.Lease{DeliveryID: "1"}, Now: T0})
 		requireInvalid(t, err, "complete without a token")
-		_, err = e.s.DeliveryCompleteMany(e.ctx, &relaybus.DeliveryCompleteManyParams{Now: T0})
+		_, err = e.s.DeliveryCompleteMany(e.ctx, &driver.DeliveryCompleteManyParams{Now: T0})
 		requireInvalid(t, err, "complete many without leases")
-		_, err = e.s.DeliveryReschedule(e.ctx, &relaybus.DeliveryRescheduleParams{Lease: relaybus.Lease{DeliveryID: "1", Token: "t"}, Now: T0})
+		_, err = e.s.DeliveryReschedule(e.ctx, &driver.DeliveryRescheduleParams{Lease: relaytype.Lease{DeliveryID: "1", Token: "t"}, Now: T0})
 		requireInvalid(t, err, "reschedule without an available time")
 		st := e.stats(T0)
 		require.Equal(t, int64(1), st.Pending, "a rejected call changed the delivery")
@@ -125,29 +126,29 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Len(t, ds, 2)
 		now := At(time.Second)
 		for _, tok := range malformedTokens {
-			bad := relaybus.Lease{DeliveryID: ds[0].ID, Token: tok}
-			_, err := e.s.DeliveryComplete(e.ctx, &relaybus.DeliveryCompleteParams{Lease: bad, Now: now})
+			bad := relaytype.Lease{DeliveryID: ds[0].ID, Token: tok}
+			_, err := e.s.DeliveryComplete(e.ctx, &driver.DeliveryCompleteParams{Lease: bad, Now: now})
 			requireInvalid(t, err, "complete with token "+tok)
 			// One bad lease fails the whole call: the good one is not
 			// completed either.
-			_, err = e.s.DeliveryCompleteMany(e.ctx, &relaybus.DeliveryCompleteManyParams{Leases: []relaybus.Lease{ds[1].Lease(), bad}, Now: now})
+			_, err = e.s.DeliveryCompleteMany(e.ctx, &driver.DeliveryCompleteManyParams{Leases: []relaytype.Lease{ds[1].Lease(), bad}, Now: now})
 			requireInvalid(t, err, "complete many with token "+tok)
-			_, err = e.s.DeliveryReschedule(e.ctx, &relaybus.DeliveryRescheduleParams{Lease: bad, AvailableAt: At(time.Hour), Now: now})
+			_, err = e.s.DeliveryReschedule(e.ctx, &driver.DeliveryRescheduleParams{Lease: bad, AvailableAt: At(time.Hour), Now: now})
 			requireInvalid(t, err, "reschedule with token "+tok)
-			_, err = e.s.DeliveryBury(e.ctx, &relaybus.DeliveryBuryParams{Lease: bad, Now: now})
+			_, err = e.s.DeliveryBury(e.ctx, &driver.DeliveryBuryParams{Lease: bad, Now: now})
 			requireInvalid(t, err, "bury with token "+tok)
-			_, err = e.s.DeliveryRelease(e.ctx, &relaybus.DeliveryReleaseParams{Lease: bad, Now: now})
+			_, err = e.s.DeliveryRelease(e.ctx, &driver.DeliveryReleaseParams{Lease: bad, Now: now})
 			requireInvalid(t, err, "release with token "+tok)
-			_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", Leases: []relaybus.Lease{ds[1].Lease(), bad}, ExpiresAt: At(time.Hour), Now: now})
+			_, err = e.s.LeaseExtend(e.ctx, &driver.LeaseExtendParams{Owner: "owner-a", Leases: []relaytype.Lease{ds[1].Lease(), bad}, ExpiresAt: At(time.Hour), Now: now})
 			requireInvalid(t, err, "extend with token "+tok)
 			tx := e.begin()
-			_, err = e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: bad, Now: now})
+			_, err = e.s.DeliveryCompleteTx(e.ctx, tx, &driver.DeliveryCompleteParams{Lease: bad, Now: now})
 			requireInvalid(t, err, "complete in a transaction with token "+tok)
 			require.NoError(t, e.s.TxRollback(e.ctx, tx))
 		}
 		for _, d := range ds {
 			got := e.get(d)
-			require.Equal(t, relaybus.StatusProcessing, got.Status, "a rejected call changed delivery %s", d.ID)
+			require.Equal(t, relaytype.StatusProcessing, got.Status, "a rejected call changed delivery %s", d.ID)
 			require.Equal(t, d.LeaseToken, got.LeaseToken)
 			require.Equal(t, 1, got.Attempts)
 			require.Empty(t, got.LastError)
@@ -168,7 +169,7 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.claimNone(&claimOpts{Now: Ptr(At(time.Hour))}, "claimed a completed delivery")
 
 		st := e.stats(At(time.Hour))
-		require.Equal(t, relaybus.Counts{Completed: e.completedCount(1)}, st.Counts)
+		require.Equal(t, relaytype.Counts{Completed: e.completedCount(1)}, st.Counts)
 	})
 
 	t.Run("CompleteMany", func(t *testing.T) {
@@ -179,8 +180,8 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Len(t, ds, 4)
 		require.True(t, e.complete(ds[3].Lease(), At(time.Second)))
 		bogus := staleToken(t, ds[1])
-		ok, err := e.s.DeliveryCompleteMany(e.ctx, &relaybus.DeliveryCompleteManyParams{
-			Leases: []relaybus.Lease{ds[0].Lease(), bogus, ds[2].Lease(), ds[3].Lease()},
+		ok, err := e.s.DeliveryCompleteMany(e.ctx, &driver.DeliveryCompleteManyParams{
+			Leases: []relaytype.Lease{ds[0].Lease(), bogus, ds[2].Lease(), ds[3].Lease()},
 			Now:    At(2 * time.Second),
 		})
 		require.NoError(t, err)
@@ -189,7 +190,7 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.requireCompleted(ds[2], At(2*time.Second))
 		e.requireCompleted(ds[3], At(time.Second))
 		got := e.get(ds[1])
-		require.Equal(t, relaybus.StatusProcessing, got.Status, "a bogus token completed a delivery")
+		require.Equal(t, relaytype.StatusProcessing, got.Status, "a bogus token completed a delivery")
 		require.True(t, e.complete(ds[1].Lease(), At(3*time.Second)))
 	})
 
@@ -199,7 +200,7 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.publish(nil)
 		d := e.claimOne(nil)
 		tx := e.begin()
-		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
+		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &driver.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.NoError(t, e.s.TxCommit(e.ctx, tx))
@@ -213,13 +214,13 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.publish(nil)
 		d := e.claimOne(nil)
 		tx := e.begin()
-		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
+		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &driver.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.NoError(t, e.s.TxRollback(e.ctx, tx))
 
 		got := e.get(d)
-		require.Equal(t, relaybus.StatusProcessing, got.Status, "a rolled back completion completed")
+		require.Equal(t, relaytype.StatusProcessing, got.Status, "a rolled back completion completed")
 		require.Equal(t, d.LeaseToken, got.LeaseToken)
 		require.True(t, got.CompletedAt.IsZero())
 		require.True(t, e.complete(d.Lease(), At(2*time.Second)), "the lease did not survive a rolled back completion")
@@ -235,9 +236,9 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		// in one transaction: both commit together.
 		tx := e.begin()
 		follow := (&eventOpts{Handlers: []string{"h2"}}).publish()
-		_, err := e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{follow}, Now: At(time.Second)})
+		_, err := e.s.EventPublishTx(e.ctx, tx, &driver.EventPublishParams{Events: []*driver.EventPublish{follow}, Now: At(time.Second)})
 		require.NoError(t, err)
-		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
+		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &driver.DeliveryCompleteParams{Lease: d.Lease(), Now: At(time.Second)})
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.NoError(t, e.s.TxCommit(e.ctx, tx))
@@ -290,14 +291,14 @@ func testClaim[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.publish(nil)
 		d := e.claimOne(nil)
 		tx := e.begin()
-		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{
+		ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &driver.DeliveryCompleteParams{
 			Lease: staleToken(t, d),
 			Now:   At(time.Second),
 		})
 		require.NoError(t, err)
 		require.False(t, ok, "completed in a transaction with a wrong token")
 		require.NoError(t, e.s.TxRollback(e.ctx, tx))
-		require.Equal(t, relaybus.StatusProcessing, e.get(d).Status)
+		require.Equal(t, relaytype.StatusProcessing, e.get(d).Status)
 	})
 }
 
@@ -313,12 +314,12 @@ func testCompleteTxAgainstTakeover[TTx any](t *testing.T, e *env[TTx]) {
 	ctx, cancel := context.WithTimeout(e.ctx, 2*unblockWait)
 	defer cancel()
 	tx := e.begin()
-	ok, err := e.s.DeliveryCompleteTx(ctx, tx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(29 * time.Second)})
+	ok, err := e.s.DeliveryCompleteTx(ctx, tx, &driver.DeliveryCompleteParams{Lease: d.Lease(), Now: At(29 * time.Second)})
 	require.NoError(t, err)
 	require.True(t, ok)
 
 	type outcome struct {
-		ds  []*relaybus.Delivery
+		ds  []*relaytype.Delivery
 		err error
 	}
 	claimed := make(chan outcome, 1)
@@ -354,7 +355,7 @@ func testCompleteTxAgainstTakeover[TTx any](t *testing.T, e *env[TTx]) {
 	}
 	require.Len(t, o.ds, 1, "the commit failed (%v) but no takeover won", commitErr)
 	got := e.get(d)
-	require.Equal(t, relaybus.StatusProcessing, got.Status, "the failed commit completed the delivery")
+	require.Equal(t, relaytype.StatusProcessing, got.Status, "the failed commit completed the delivery")
 	require.Equal(t, o.ds[0].LeaseToken, got.LeaseToken)
 	require.Equal(t, 2, got.Attempts)
 }
@@ -382,7 +383,7 @@ func testCompleteAgainstTakeover[TTx any](t *testing.T, e *env[TTx]) {
 		go func() {
 			defer close(done)
 			<-start
-			completed, completeErr = e.s.DeliveryComplete(e.ctx, &relaybus.DeliveryCompleteParams{Lease: d.Lease(), Now: At(base + 31*time.Second)})
+			completed, completeErr = e.s.DeliveryComplete(e.ctx, &driver.DeliveryCompleteParams{Lease: d.Lease(), Now: At(base + 31*time.Second)})
 		}()
 		close(start)
 		taken, claimErr := e.s.DeliveryClaim(e.ctx, (&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(base + 31*time.Second))}).params())

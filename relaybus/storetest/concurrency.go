@@ -10,7 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Sizes of the concurrency tests: big enough that claimers overlap on
@@ -43,14 +44,14 @@ func testConcurrency[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 			e.publishAll(perRound, func(int) *eventOpts { return nil })
 			var wg sync.WaitGroup
 			start := make(chan struct{})
-			got := make([][]*relaybus.Delivery, 2)
+			got := make([][]*relaytype.Delivery, 2)
 			errs := make([]error, 2)
 			for i := range got {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					<-start
-					got[i], errs[i] = e.s.DeliveryClaim(e.ctx, &relaybus.DeliveryClaimParams{
+					got[i], errs[i] = e.s.DeliveryClaim(e.ctx, &driver.DeliveryClaimParams{
 						Owner: fmt.Sprintf("racer-%d", i), Handlers: []string{"h1"}, Limit: limit,
 						LeaseDuration: time.Hour, Now: T0,
 					})
@@ -70,7 +71,7 @@ func testConcurrency[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 			// Whatever the racers skipped is still there, once: racers
 			// drain what is left in the lanes they hold, a sweeper the
 			// rest, until nothing is left.
-			var all []relaybus.Lease
+			var all []relaytype.Lease
 			for _, ds := range got {
 				all = append(all, leases(ds)...)
 			}
@@ -117,11 +118,11 @@ func (e *env[TTx]) publishAll(n int, opts func(i int) *eventOpts) {
 	e.t.Helper()
 	for lo := 0; lo < n; lo += publishBatch {
 		hi := min(lo+publishBatch, n)
-		var events []*relaybus.EventPublish
+		var events []*driver.EventPublish
 		for i := lo; i < hi; i++ {
 			events = append(events, opts(i).publish())
 		}
-		e.publishTx(&relaybus.EventPublishParams{Events: events, Now: T0})
+		e.publishTx(&driver.EventPublishParams{Events: events, Now: T0})
 	}
 }
 
@@ -137,7 +138,7 @@ func testDrain[TTx any](t *testing.T, e *env[TTx]) {
 		}
 		return nil
 	})
-	want := ids(e.list(relaybus.DeliveryListParams{}))
+	want := ids(e.list(driver.DeliveryListParams{}))
 	require.Len(t, want, total)
 
 	ctx, cancel := context.WithTimeout(e.ctx, concurrentDeadline)
@@ -159,7 +160,7 @@ func testDrain[TTx any](t *testing.T, e *env[TTx]) {
 			defer wg.Done()
 			owner := fmt.Sprintf("worker-%d", w)
 			for done.Load() < int64(total) && ctx.Err() == nil {
-				ds, err := e.s.DeliveryClaim(ctx, &relaybus.DeliveryClaimParams{
+				ds, err := e.s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{
 					Owner: owner, Handlers: []string{"h1"}, Limit: concurrentClaimLimit,
 					LeaseDuration: time.Hour, Now: T0,
 				})
@@ -192,7 +193,7 @@ func testDrain[TTx any](t *testing.T, e *env[TTx]) {
 					}
 				}
 				mu.Unlock()
-				ok, err := e.s.DeliveryCompleteMany(ctx, &relaybus.DeliveryCompleteManyParams{Leases: leases(ds), Now: T0})
+				ok, err := e.s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{Leases: leases(ds), Now: T0})
 				if err != nil {
 					if ctx.Err() == nil {
 						fail("%s: complete: %v", owner, err)
@@ -220,5 +221,5 @@ func testDrain[TTx any](t *testing.T, e *env[TTx]) {
 		require.Equal(t, int64(concurrentEventsPerKey), lastDone[fmt.Sprintf("key-%d", k)])
 	}
 	st := e.stats(T0)
-	require.Equal(t, relaybus.Counts{Completed: e.completedCount(int64(total))}, st.Counts)
+	require.Equal(t, relaytype.Counts{Completed: e.completedCount(int64(total))}, st.Counts)
 }

@@ -13,7 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // eventOpts are the options of publish. Unset fields take defaults.
@@ -35,11 +36,11 @@ type eventOpts struct {
 
 const defaultMaxAttempts = 5
 
-func (o *eventOpts) publish() *relaybus.EventPublish {
+func (o *eventOpts) publish() *driver.EventPublish {
 	if o == nil {
 		o = &eventOpts{}
 	}
-	ev := &relaybus.Event{Type: "order.created", Payload: []byte(`{"n":1}`), Headers: o.Headers}
+	ev := &relaytype.Event{Type: "order.created", Payload: []byte(`{"n":1}`), Headers: o.Headers}
 	switch {
 	case o.ID != nil:
 		ev.ID = *o.ID
@@ -68,9 +69,9 @@ func (o *eventOpts) publish() *relaybus.EventPublish {
 	if o.MaxAttempts != nil {
 		maxAttempts = *o.MaxAttempts
 	}
-	ep := &relaybus.EventPublish{Event: ev}
+	ep := &driver.EventPublish{Event: ev}
 	for _, h := range handlers {
-		ep.Deliveries = append(ep.Deliveries, relaybus.DeliverySpec{Handler: h, MaxAttempts: maxAttempts})
+		ep.Deliveries = append(ep.Deliveries, driver.DeliverySpec{Handler: h, MaxAttempts: maxAttempts})
 	}
 	return ep
 }
@@ -84,7 +85,7 @@ func (o *eventOpts) now() time.Time {
 
 // publish publishes one event in a transaction of its own and commits.
 // An unkeyed event without an ID or Lane gets a lane of its own.
-func (e *env[TTx]) publish(o *eventOpts) (*relaybus.Event, *relaybus.EventPublishResult) {
+func (e *env[TTx]) publish(o *eventOpts) (*relaytype.Event, *driver.EventPublishResult) {
 	e.t.Helper()
 	if o == nil {
 		o = &eventOpts{}
@@ -95,15 +96,15 @@ func (e *env[TTx]) publish(o *eventOpts) (*relaybus.Event, *relaybus.EventPublis
 		o = &c
 	}
 	ep := o.publish()
-	e.usedLanes[relaybus.LaneOf(ep.Event.Key, ep.Event.ID)] = true
-	res := e.publishTx(&relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: o.now()})
+	e.usedLanes[driver.LaneOf(ep.Event.Key, ep.Event.ID)] = true
+	res := e.publishTx(&driver.EventPublishParams{Events: []*driver.EventPublish{ep}, Now: o.now()})
 	return ep.Event, res
 }
 
 // publishN publishes n events like publish, each its own call.
-func (e *env[TTx]) publishN(n int, o *eventOpts) []*relaybus.Event {
+func (e *env[TTx]) publishN(n int, o *eventOpts) []*relaytype.Event {
 	e.t.Helper()
-	out := make([]*relaybus.Event, n)
+	out := make([]*relaytype.Event, n)
 	for i := range n {
 		out[i], _ = e.publish(o)
 	}
@@ -123,7 +124,7 @@ func (e *env[TTx]) begin() TTx {
 }
 
 // publishTx runs params in a transaction of its own and commits.
-func (e *env[TTx]) publishTx(params *relaybus.EventPublishParams) *relaybus.EventPublishResult {
+func (e *env[TTx]) publishTx(params *driver.EventPublishParams) *driver.EventPublishResult {
 	e.t.Helper()
 	tx := e.begin()
 	res, err := e.s.EventPublishTx(e.ctx, tx, params)
@@ -147,11 +148,11 @@ type claimOpts struct {
 
 const defaultLease = 30 * time.Second
 
-func (o *claimOpts) params() *relaybus.DeliveryClaimParams {
+func (o *claimOpts) params() *driver.DeliveryClaimParams {
 	if o == nil {
 		o = &claimOpts{}
 	}
-	p := &relaybus.DeliveryClaimParams{Owner: "owner-a", Handlers: o.Handlers, Limit: 100, LeaseDuration: defaultLease, Now: T0, Busy: o.Busy}
+	p := &driver.DeliveryClaimParams{Owner: "owner-a", Handlers: o.Handlers, Limit: 100, LeaseDuration: defaultLease, Now: T0, Busy: o.Busy}
 	if o.Owner != nil {
 		p.Owner = *o.Owner
 	}
@@ -171,7 +172,7 @@ func (o *claimOpts) params() *relaybus.DeliveryClaimParams {
 }
 
 // claim claims with o and checks what every claim must hold.
-func (e *env[TTx]) claim(o *claimOpts) []*relaybus.Delivery {
+func (e *env[TTx]) claim(o *claimOpts) []*relaytype.Delivery {
 	e.t.Helper()
 	p := o.params()
 	ds, err := e.s.DeliveryClaim(e.ctx, p)
@@ -181,14 +182,14 @@ func (e *env[TTx]) claim(o *claimOpts) []*relaybus.Delivery {
 	for _, d := range ds {
 		require.False(e.t, seen[d.ID], "claim returned delivery %s twice", d.ID)
 		seen[d.ID] = true
-		require.Equal(e.t, relaybus.StatusProcessing, d.Status, "claimed delivery %s", d.ID)
+		require.Equal(e.t, relaytype.StatusProcessing, d.Status, "claimed delivery %s", d.ID)
 		require.Equal(e.t, p.Owner, d.LeaseOwner, "claimed delivery %s", d.ID)
 		require.NotEmpty(e.t, d.LeaseToken, "claimed delivery %s", d.ID)
 		requireTime(e.t, p.Now.Add(p.LeaseDuration), d.LeaseExpiresAt, "lease expiry of delivery %s", d.ID)
 		require.Contains(e.t, p.Handlers, d.Handler, "claimed delivery %s", d.ID)
-		tok, err := relaybus.ParseLaneToken(d.LeaseToken)
+		tok, err := driver.ParseLaneToken(d.LeaseToken)
 		require.NoError(e.t, err, "the token of delivery %s is not lane:epoch:claims", d.ID)
-		require.Equal(e.t, relaybus.LaneOf(d.Key, d.EventID), tok.Lane, "the token of delivery %s names another lane than LaneOf", d.ID)
+		require.Equal(e.t, driver.LaneOf(d.Key, d.EventID), tok.Lane, "the token of delivery %s names another lane than LaneOf", d.ID)
 	}
 	if p.Busy {
 		for _, d := range ds {
@@ -206,12 +207,12 @@ func (e *env[TTx]) claim(o *claimOpts) []*relaybus.Delivery {
 // staleToken returns a well-formed lease of d that is not current: the
 // same lane and epoch, the claims counter one further. Every write under
 // it must report false and change nothing.
-func staleToken(t *testing.T, d *relaybus.Delivery) relaybus.Lease {
+func staleToken(t *testing.T, d *relaytype.Delivery) relaytype.Lease {
 	t.Helper()
-	tok, err := relaybus.ParseLaneToken(d.LeaseToken)
+	tok, err := driver.ParseLaneToken(d.LeaseToken)
 	require.NoError(t, err)
 	tok.Claims++
-	return relaybus.Lease{DeliveryID: d.ID, Token: tok.String()}
+	return relaytype.Lease{DeliveryID: d.ID, Token: tok.String()}
 }
 
 // malformedTokens are tokens no lane-lease store hands out: each is an
@@ -229,7 +230,7 @@ var malformedTokens = []string{
 }
 
 // claimOne claims and requires exactly one delivery.
-func (e *env[TTx]) claimOne(o *claimOpts) *relaybus.Delivery {
+func (e *env[TTx]) claimOne(o *claimOpts) *relaytype.Delivery {
 	e.t.Helper()
 	ds := e.claim(o)
 	require.Len(e.t, ds, 1, "claim")
@@ -243,56 +244,56 @@ func (e *env[TTx]) claimNone(o *claimOpts, msgAndArgs ...any) {
 	require.Empty(e.t, ds, msgAndArgs...)
 }
 
-func (e *env[TTx]) complete(l relaybus.Lease, now time.Time) bool {
+func (e *env[TTx]) complete(l relaytype.Lease, now time.Time) bool {
 	e.t.Helper()
-	ok, err := e.s.DeliveryComplete(e.ctx, &relaybus.DeliveryCompleteParams{Lease: l, Now: now})
+	ok, err := e.s.DeliveryComplete(e.ctx, &driver.DeliveryCompleteParams{Lease: l, Now: now})
 	require.NoError(e.t, err)
 	return ok
 }
 
-func (e *env[TTx]) completeMany(now time.Time, ls ...relaybus.Lease) []bool {
+func (e *env[TTx]) completeMany(now time.Time, ls ...relaytype.Lease) []bool {
 	e.t.Helper()
-	ok, err := e.s.DeliveryCompleteMany(e.ctx, &relaybus.DeliveryCompleteManyParams{Leases: ls, Now: now})
+	ok, err := e.s.DeliveryCompleteMany(e.ctx, &driver.DeliveryCompleteManyParams{Leases: ls, Now: now})
 	require.NoError(e.t, err)
 	require.Len(e.t, ok, len(ls), "complete many results")
 	return ok
 }
 
-func (e *env[TTx]) reschedule(l relaybus.Lease, availableAt, now time.Time, msg string) bool {
+func (e *env[TTx]) reschedule(l relaytype.Lease, availableAt, now time.Time, msg string) bool {
 	e.t.Helper()
-	ok, err := e.s.DeliveryReschedule(e.ctx, &relaybus.DeliveryRescheduleParams{Lease: l, Error: msg, AvailableAt: availableAt, Now: now})
+	ok, err := e.s.DeliveryReschedule(e.ctx, &driver.DeliveryRescheduleParams{Lease: l, Error: msg, AvailableAt: availableAt, Now: now})
 	require.NoError(e.t, err)
 	return ok
 }
 
-func (e *env[TTx]) bury(l relaybus.Lease, now time.Time, msg string) bool {
+func (e *env[TTx]) bury(l relaytype.Lease, now time.Time, msg string) bool {
 	e.t.Helper()
-	ok, err := e.s.DeliveryBury(e.ctx, &relaybus.DeliveryBuryParams{Lease: l, Error: msg, Now: now})
+	ok, err := e.s.DeliveryBury(e.ctx, &driver.DeliveryBuryParams{Lease: l, Error: msg, Now: now})
 	require.NoError(e.t, err)
 	return ok
 }
 
-func (e *env[TTx]) release(l relaybus.Lease, now time.Time) bool {
+func (e *env[TTx]) release(l relaytype.Lease, now time.Time) bool {
 	e.t.Helper()
-	ok, err := e.s.DeliveryRelease(e.ctx, &relaybus.DeliveryReleaseParams{Lease: l, Now: now})
+	ok, err := e.s.DeliveryRelease(e.ctx, &driver.DeliveryReleaseParams{Lease: l, Now: now})
 	require.NoError(e.t, err)
 	return ok
 }
 
-func (e *env[TTx]) extend(owner string, expiresAt, now time.Time, leases ...relaybus.Lease) []bool {
+func (e *env[TTx]) extend(owner string, expiresAt, now time.Time, leases ...relaytype.Lease) []bool {
 	e.t.Helper()
-	ok, err := e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: owner, Leases: leases, ExpiresAt: expiresAt, Now: now})
+	ok, err := e.s.LeaseExtend(e.ctx, &driver.LeaseExtendParams{Owner: owner, Leases: leases, ExpiresAt: expiresAt, Now: now})
 	require.NoError(e.t, err)
 	require.Len(e.t, ok, len(leases), "extend results")
 	return ok
 }
 
 // list returns every delivery matching p, following all pages.
-func (e *env[TTx]) list(p relaybus.DeliveryListParams) []*relaybus.Delivery {
+func (e *env[TTx]) list(p driver.DeliveryListParams) []*relaytype.Delivery {
 	e.t.Helper()
-	p.Limit = relaybus.MaxListLimit
+	p.Limit = driver.MaxListLimit
 	p.After = ""
-	var out []*relaybus.Delivery
+	var out []*relaytype.Delivery
 	for range 1000 {
 		res, err := e.s.DeliveryList(e.ctx, &p)
 		require.NoError(e.t, err)
@@ -307,9 +308,9 @@ func (e *env[TTx]) list(p relaybus.DeliveryListParams) []*relaybus.Delivery {
 }
 
 // find returns the stored delivery d (by ID), or nil when it is gone.
-func (e *env[TTx]) find(d *relaybus.Delivery) *relaybus.Delivery {
+func (e *env[TTx]) find(d *relaytype.Delivery) *relaytype.Delivery {
 	e.t.Helper()
-	for _, got := range e.list(relaybus.DeliveryListParams{EventID: d.EventID, Handler: d.Handler}) {
+	for _, got := range e.list(driver.DeliveryListParams{EventID: d.EventID, Handler: d.Handler}) {
 		if got.ID == d.ID {
 			return got
 		}
@@ -318,7 +319,7 @@ func (e *env[TTx]) find(d *relaybus.Delivery) *relaybus.Delivery {
 }
 
 // get is find that requires the delivery to exist.
-func (e *env[TTx]) get(d *relaybus.Delivery) *relaybus.Delivery {
+func (e *env[TTx]) get(d *relaytype.Delivery) *relaytype.Delivery {
 	e.t.Helper()
 	got := e.find(d)
 	require.NotNil(e.t, got, "delivery %s (event %s, handler %s) is gone", d.ID, d.EventID, d.Handler)
@@ -326,16 +327,16 @@ func (e *env[TTx]) get(d *relaybus.Delivery) *relaybus.Delivery {
 }
 
 // deliveryOf returns the only delivery of an event for handler.
-func (e *env[TTx]) deliveryOf(eventID, handler string) *relaybus.Delivery {
+func (e *env[TTx]) deliveryOf(eventID, handler string) *relaytype.Delivery {
 	e.t.Helper()
-	ds := e.list(relaybus.DeliveryListParams{EventID: eventID, Handler: handler})
+	ds := e.list(driver.DeliveryListParams{EventID: eventID, Handler: handler})
 	require.Len(e.t, ds, 1, "deliveries of event %s for handler %s", eventID, handler)
 	return ds[0]
 }
 
 // requireCompleted checks that d was completed at now: gone, or status
 // completed when the store keeps completed deliveries.
-func (e *env[TTx]) requireCompleted(d *relaybus.Delivery, now time.Time) {
+func (e *env[TTx]) requireCompleted(d *relaytype.Delivery, now time.Time) {
 	e.t.Helper()
 	got := e.find(d)
 	if !e.opts.KeepsCompleted {
@@ -343,7 +344,7 @@ func (e *env[TTx]) requireCompleted(d *relaybus.Delivery, now time.Time) {
 		return
 	}
 	require.NotNil(e.t, got, "completed delivery %s is gone, but Options.KeepsCompleted is set", d.ID)
-	require.Equal(e.t, relaybus.StatusCompleted, got.Status, "delivery %s", d.ID)
+	require.Equal(e.t, relaytype.StatusCompleted, got.Status, "delivery %s", d.ID)
 	requireTime(e.t, now, got.CompletedAt, "CompletedAt of delivery %s", d.ID)
 	require.Empty(e.t, got.LeaseToken, "completed delivery %s", d.ID)
 }
@@ -356,9 +357,9 @@ func (e *env[TTx]) completedCount(n int64) int64 {
 	return n
 }
 
-func (e *env[TTx]) stats(now time.Time) *relaybus.Statistics {
+func (e *env[TTx]) stats(now time.Time) *relaytype.Statistics {
 	e.t.Helper()
-	st, err := e.s.Statistics(e.ctx, &relaybus.StatisticsParams{Now: now})
+	st, err := e.s.Statistics(e.ctx, &driver.StatisticsParams{Now: now})
 	require.NoError(e.t, err)
 	return st
 }
@@ -371,15 +372,15 @@ func requireTime(t *testing.T, want, got time.Time, msgAndArgs ...any) {
 	}
 }
 
-// requireInvalid checks that err wraps relaybus.ErrInvalid.
+// requireInvalid checks that err wraps relaytype.ErrInvalid.
 func requireInvalid(t *testing.T, err error, what string) {
 	t.Helper()
 	require.Error(t, err, "%s: want an ErrInvalid error", what)
-	require.True(t, errors.Is(err, relaybus.ErrInvalid), "%s: want an ErrInvalid error, got %v", what, err)
+	require.True(t, errors.Is(err, relaytype.ErrInvalid), "%s: want an ErrInvalid error, got %v", what, err)
 }
 
 // ids returns the IDs of ds.
-func ids(ds []*relaybus.Delivery) []string {
+func ids(ds []*relaytype.Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
 		out[i] = d.ID
@@ -394,8 +395,8 @@ func sameIDs(t *testing.T, want, got []string, msgAndArgs ...any) {
 }
 
 // leases returns the leases of ds.
-func leases(ds []*relaybus.Delivery) []relaybus.Lease {
-	out := make([]relaybus.Lease, len(ds))
+func leases(ds []*relaytype.Delivery) []relaytype.Lease {
+	out := make([]relaytype.Lease, len(ds))
 	for i, d := range ds {
 		out[i] = d.Lease()
 	}
@@ -403,7 +404,7 @@ func leases(ds []*relaybus.Delivery) []relaybus.Lease {
 }
 
 // eventIDs returns the event IDs of ds, in order.
-func eventIDs(ds []*relaybus.Delivery) []string {
+func eventIDs(ds []*relaytype.Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
 		out[i] = d.EventID

@@ -6,7 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
@@ -42,23 +43,23 @@ func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		e.publish(nil)
 		d := e.claimOne(nil)
-		_, err := e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", Leases: []relaybus.Lease{d.Lease()}, ExpiresAt: At(time.Second), Now: At(time.Second)})
+		_, err := e.s.LeaseExtend(e.ctx, &driver.LeaseExtendParams{Owner: "owner-a", Leases: []relaytype.Lease{d.Lease()}, ExpiresAt: At(time.Second), Now: At(time.Second)})
 		requireInvalid(t, err, "expiry not after now")
-		_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", ExpiresAt: At(time.Minute), Now: At(time.Second)})
+		_, err = e.s.LeaseExtend(e.ctx, &driver.LeaseExtendParams{Owner: "owner-a", ExpiresAt: At(time.Minute), Now: At(time.Second)})
 		requireInvalid(t, err, "no leases")
-		_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Leases: []relaybus.Lease{d.Lease()}, ExpiresAt: At(time.Minute), Now: At(time.Second)})
+		_, err = e.s.LeaseExtend(e.ctx, &driver.LeaseExtendParams{Leases: []relaytype.Lease{d.Lease()}, ExpiresAt: At(time.Minute), Now: At(time.Second)})
 		requireInvalid(t, err, "no owner")
 		// An extension past MaxLeaseDuration: a century ahead would keep
 		// the lane leased, and its keys stalled, for ever.
-		_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", Leases: []relaybus.Lease{d.Lease()},
+		_, err = e.s.LeaseExtend(e.ctx, &driver.LeaseExtendParams{Owner: "owner-a", Leases: []relaytype.Lease{d.Lease()},
 			ExpiresAt: At(time.Second).AddDate(100, 0, 0), Now: At(time.Second)})
 		requireInvalid(t, err, "expiry 100 years ahead")
-		_, err = e.s.LeaseExtend(e.ctx, &relaybus.LeaseExtendParams{Owner: "owner-a", Leases: []relaybus.Lease{d.Lease()},
-			ExpiresAt: At(time.Second).Add(relaybus.MaxLeaseDuration + time.Nanosecond), Now: At(time.Second)})
+		_, err = e.s.LeaseExtend(e.ctx, &driver.LeaseExtendParams{Owner: "owner-a", Leases: []relaytype.Lease{d.Lease()},
+			ExpiresAt: At(time.Second).Add(driver.MaxLeaseDuration + time.Nanosecond), Now: At(time.Second)})
 		requireInvalid(t, err, "expiry just past MaxLeaseDuration")
 		requireTime(t, At(defaultLease), e.get(d).LeaseExpiresAt, "a rejected extend changed the lease")
 		// MaxLeaseDuration itself is allowed.
-		require.Equal(t, []bool{true}, e.extend("owner-a", At(time.Second).Add(relaybus.MaxLeaseDuration), At(time.Second), d.Lease()))
+		require.Equal(t, []bool{true}, e.extend("owner-a", At(time.Second).Add(driver.MaxLeaseDuration), At(time.Second), d.Lease()))
 	})
 
 	t.Run("TakeoverAfterExpiry", func(t *testing.T) {
@@ -74,9 +75,9 @@ func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, "owner-b", taken.LeaseOwner)
 		require.NotEqual(t, old.LeaseToken, taken.LeaseToken, "a takeover must issue a new token")
 		require.True(t, taken.Suspect, "a delivery in flight at a takeover is a suspect")
-		oldTok, err := relaybus.ParseLaneToken(old.LeaseToken)
+		oldTok, err := driver.ParseLaneToken(old.LeaseToken)
 		require.NoError(t, err)
-		newTok, err := relaybus.ParseLaneToken(taken.LeaseToken)
+		newTok, err := driver.ParseLaneToken(taken.LeaseToken)
 		require.NoError(t, err)
 		require.Greater(t, newTok.Epoch, oldTok.Epoch, "a takeover raises the lane's epoch")
 
@@ -87,17 +88,17 @@ func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.False(t, e.bury(old.Lease(), now, "old"), "bury under a taken-over lease")
 		require.False(t, e.release(old.Lease(), now), "release under a taken-over lease")
 		require.Equal(t, []bool{false}, e.extend("owner-a", At(time.Hour), now, old.Lease()), "extend under a taken-over lease")
-		ok, err := e.s.DeliveryCompleteMany(e.ctx, &relaybus.DeliveryCompleteManyParams{Leases: []relaybus.Lease{old.Lease()}, Now: now})
+		ok, err := e.s.DeliveryCompleteMany(e.ctx, &driver.DeliveryCompleteManyParams{Leases: []relaytype.Lease{old.Lease()}, Now: now})
 		require.NoError(t, err)
 		require.Equal(t, []bool{false}, ok, "complete many under a taken-over lease")
 		tx := e.begin()
-		okTx, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: old.Lease(), Now: now})
+		okTx, err := e.s.DeliveryCompleteTx(e.ctx, tx, &driver.DeliveryCompleteParams{Lease: old.Lease(), Now: now})
 		require.NoError(t, err)
 		require.False(t, okTx, "complete in a transaction under a taken-over lease")
 		require.NoError(t, e.s.TxRollback(e.ctx, tx))
 
 		got := e.get(taken)
-		require.Equal(t, relaybus.StatusProcessing, got.Status)
+		require.Equal(t, relaytype.StatusProcessing, got.Status)
 		require.Equal(t, "owner-b", got.LeaseOwner)
 		require.Equal(t, taken.LeaseToken, got.LeaseToken)
 		require.Equal(t, 2, got.Attempts)
@@ -123,7 +124,7 @@ func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, first.ID, second.ID)
 		require.NotEqual(t, first.LeaseToken, second.LeaseToken)
 		now := At(3 * time.Second)
-		for _, stale := range []relaybus.Lease{first.Lease(), staleToken(t, second)} {
+		for _, stale := range []relaytype.Lease{first.Lease(), staleToken(t, second)} {
 			require.False(t, e.complete(stale, now), "complete under a stale lease")
 			require.False(t, e.reschedule(stale, At(time.Hour), now, "stale"), "reschedule under a stale lease")
 			require.False(t, e.bury(stale, now, "stale"), "bury under a stale lease")
@@ -131,13 +132,13 @@ func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 			require.Equal(t, []bool{false}, e.extend("owner-a", At(time.Hour), now, stale), "extend under a stale lease")
 			require.Equal(t, []bool{false}, e.completeMany(now, stale), "complete many under a stale lease")
 			tx := e.begin()
-			ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &relaybus.DeliveryCompleteParams{Lease: stale, Now: now})
+			ok, err := e.s.DeliveryCompleteTx(e.ctx, tx, &driver.DeliveryCompleteParams{Lease: stale, Now: now})
 			require.NoError(t, err)
 			require.False(t, ok, "complete in a transaction under a stale lease")
 			require.NoError(t, e.s.TxRollback(e.ctx, tx))
 		}
 		got := e.get(second)
-		require.Equal(t, relaybus.StatusProcessing, got.Status)
+		require.Equal(t, relaytype.StatusProcessing, got.Status)
 		require.Equal(t, second.LeaseToken, got.LeaseToken)
 		require.Equal(t, 1, got.Attempts, "a release spent an attempt, or a stale write did")
 		require.Empty(t, got.LastError)
@@ -180,7 +181,7 @@ func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		ds := e.claim(nil)
 		require.Len(t, ds, 2)
 		// A token of one delivery does not open another.
-		swapped := relaybus.Lease{DeliveryID: ds[0].ID, Token: ds[1].LeaseToken}
+		swapped := relaytype.Lease{DeliveryID: ds[0].ID, Token: ds[1].LeaseToken}
 		now := At(time.Second)
 		require.False(t, e.complete(swapped, now))
 		require.False(t, e.reschedule(swapped, At(time.Hour), now, "x"))
@@ -192,7 +193,7 @@ func testLease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, []bool{false}, e.extend("owner-b", At(time.Hour), now, ds[0].Lease()))
 		for _, d := range ds {
 			got := e.get(d)
-			require.Equal(t, relaybus.StatusProcessing, got.Status)
+			require.Equal(t, relaytype.StatusProcessing, got.Status)
 			require.Equal(t, 1, got.Attempts)
 			requireTime(t, At(defaultLease), got.LeaseExpiresAt, "a foreign lease moved the expiry of %s", d.ID)
 		}

@@ -6,19 +6,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // mixedStatuses publishes deliveries in every status and returns them by
 // name: "a/h1" processing, "a/h2" pending, "b/h1" completed (or gone),
 // "c/h2" pending, "d/h1" dead. Event a has key "ka", b "kb", c and d none.
-func mixedStatuses[TTx any](e *env[TTx]) map[string]*relaybus.Delivery {
+func mixedStatuses[TTx any](e *env[TTx]) map[string]*relaytype.Delivery {
 	e.t.Helper()
 	a, _ := e.publish(&eventOpts{Key: Ptr("ka"), Handlers: []string{"h1", "h2"}})
 	b, _ := e.publish(&eventOpts{Key: Ptr("kb"), Handlers: []string{"h1"}})
 	c, _ := e.publish(&eventOpts{Handlers: []string{"h2"}})
 	d, _ := e.publish(&eventOpts{Handlers: []string{"h1"}})
-	out := map[string]*relaybus.Delivery{
+	out := map[string]*relaytype.Delivery{
 		"a/h2": e.deliveryOf(a.ID, "h2"),
 		"c/h2": e.deliveryOf(c.ID, "h2"),
 	}
@@ -55,20 +56,20 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		}
 		cases := []struct {
 			name string
-			p    relaybus.DeliveryListParams
+			p    driver.DeliveryListParams
 			want []string
 		}{
-			{"all", relaybus.DeliveryListParams{}, idsOf("a/h1", "a/h2", "b/h1", "c/h2", "d/h1")},
-			{"pending", relaybus.DeliveryListParams{Status: relaybus.StatusPending}, idsOf("a/h2", "c/h2")},
-			{"processing", relaybus.DeliveryListParams{Status: relaybus.StatusProcessing}, idsOf("a/h1")},
-			{"completed", relaybus.DeliveryListParams{Status: relaybus.StatusCompleted}, idsOf("b/h1")},
-			{"dead", relaybus.DeliveryListParams{Status: relaybus.StatusDead}, idsOf("d/h1")},
-			{"handler", relaybus.DeliveryListParams{Handler: "h1"}, idsOf("a/h1", "b/h1", "d/h1")},
-			{"key", relaybus.DeliveryListParams{Key: "ka"}, idsOf("a/h1", "a/h2")},
-			{"event", relaybus.DeliveryListParams{EventID: m["c/h2"].EventID}, idsOf("c/h2")},
-			{"handler and key", relaybus.DeliveryListParams{Handler: "h2", Key: "ka"}, idsOf("a/h2")},
-			{"status and handler", relaybus.DeliveryListParams{Status: relaybus.StatusPending, Handler: "h1"}, nil},
-			{"unknown handler", relaybus.DeliveryListParams{Handler: "nobody"}, nil},
+			{"all", driver.DeliveryListParams{}, idsOf("a/h1", "a/h2", "b/h1", "c/h2", "d/h1")},
+			{"pending", driver.DeliveryListParams{Status: relaytype.StatusPending}, idsOf("a/h2", "c/h2")},
+			{"processing", driver.DeliveryListParams{Status: relaytype.StatusProcessing}, idsOf("a/h1")},
+			{"completed", driver.DeliveryListParams{Status: relaytype.StatusCompleted}, idsOf("b/h1")},
+			{"dead", driver.DeliveryListParams{Status: relaytype.StatusDead}, idsOf("d/h1")},
+			{"handler", driver.DeliveryListParams{Handler: "h1"}, idsOf("a/h1", "b/h1", "d/h1")},
+			{"key", driver.DeliveryListParams{Key: "ka"}, idsOf("a/h1", "a/h2")},
+			{"event", driver.DeliveryListParams{EventID: m["c/h2"].EventID}, idsOf("c/h2")},
+			{"handler and key", driver.DeliveryListParams{Handler: "h2", Key: "ka"}, idsOf("a/h2")},
+			{"status and handler", driver.DeliveryListParams{Status: relaytype.StatusPending, Handler: "h1"}, nil},
+			{"unknown handler", driver.DeliveryListParams{Handler: "nobody"}, nil},
 		}
 		for _, c := range cases {
 			got := e.list(c.p)
@@ -86,14 +87,14 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 	t.Run("Paging", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		var events []*relaybus.EventPublish
+		var events []*driver.EventPublish
 		for range 25 {
 			events = append(events, (&eventOpts{Handlers: []string{"h1", "h2"}}).publish())
 		}
-		e.publishTx(&relaybus.EventPublishParams{Events: events, Now: T0})
-		all := ids(e.list(relaybus.DeliveryListParams{}))
+		e.publishTx(&driver.EventPublishParams{Events: events, Now: T0})
+		all := ids(e.list(driver.DeliveryListParams{}))
 		require.Len(t, all, 50)
-		for _, filter := range []relaybus.DeliveryListParams{{}, {Handler: "h2"}} {
+		for _, filter := range []driver.DeliveryListParams{{}, {Handler: "h2"}} {
 			want := ids(e.list(filter))
 			p := filter
 			p.Limit = 7
@@ -122,16 +123,16 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 	t.Run("DefaultLimit", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		var events []*relaybus.EventPublish
-		for range relaybus.DefaultListLimit + 1 {
+		var events []*driver.EventPublish
+		for range driver.DefaultListLimit + 1 {
 			events = append(events, (&eventOpts{}).publish())
 		}
-		e.publishTx(&relaybus.EventPublishParams{Events: events, Now: T0})
-		res, err := e.s.DeliveryList(e.ctx, &relaybus.DeliveryListParams{})
+		e.publishTx(&driver.EventPublishParams{Events: events, Now: T0})
+		res, err := e.s.DeliveryList(e.ctx, &driver.DeliveryListParams{})
 		require.NoError(t, err)
-		require.Len(t, res.Deliveries, relaybus.DefaultListLimit)
+		require.Len(t, res.Deliveries, driver.DefaultListLimit)
 		require.NotEmpty(t, res.Next)
-		res, err = e.s.DeliveryList(e.ctx, &relaybus.DeliveryListParams{After: res.Next})
+		res, err = e.s.DeliveryList(e.ctx, &driver.DeliveryListParams{After: res.Next})
 		require.NoError(t, err)
 		require.Len(t, res.Deliveries, 1)
 		require.Empty(t, res.Next)
@@ -142,18 +143,18 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		for _, c := range []struct {
 			name string
-			p    *relaybus.DeliveryListParams
+			p    *driver.DeliveryListParams
 		}{
 			{"nil", nil},
-			{"negative limit", &relaybus.DeliveryListParams{Limit: -1}},
-			{"limit over max", &relaybus.DeliveryListParams{Limit: relaybus.MaxListLimit + 1}},
-			{"unknown status", &relaybus.DeliveryListParams{Status: "sleeping"}},
-			{"a cursor the store never returned", &relaybus.DeliveryListParams{After: "not-a-cursor\x00"}},
+			{"negative limit", &driver.DeliveryListParams{Limit: -1}},
+			{"limit over max", &driver.DeliveryListParams{Limit: driver.MaxListLimit + 1}},
+			{"unknown status", &driver.DeliveryListParams{Status: "sleeping"}},
+			{"a cursor the store never returned", &driver.DeliveryListParams{After: "not-a-cursor\x00"}},
 		} {
 			_, err := e.s.DeliveryList(e.ctx, c.p)
 			requireInvalid(t, err, c.name)
 		}
-		_, err := e.s.Statistics(e.ctx, &relaybus.StatisticsParams{})
+		_, err := e.s.Statistics(e.ctx, &driver.StatisticsParams{})
 		requireInvalid(t, err, "statistics without now")
 	})
 
@@ -162,8 +163,8 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		mixedStatuses(e)
 		st := e.stats(At(time.Minute))
-		require.Equal(t, relaybus.Counts{Pending: 2, Processing: 1, Completed: e.completedCount(1), Dead: 1}, st.Counts)
-		want := map[string]relaybus.Counts{
+		require.Equal(t, relaytype.Counts{Pending: 2, Processing: 1, Completed: e.completedCount(1), Dead: 1}, st.Counts)
+		want := map[string]relaytype.Counts{
 			"h1": {Processing: 1, Completed: e.completedCount(1), Dead: 1},
 			"h2": {Pending: 2},
 		}

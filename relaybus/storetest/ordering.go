@@ -7,7 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // blockWait is how long the commit-order test waits for a second publish
@@ -54,7 +55,7 @@ func testOrdering[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		t.Parallel()
 		e := newEnv(t)
 		e.publish(&eventOpts{Key: Ptr("a")})
-		res := e.publishTx(&relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{
+		res := e.publishTx(&driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{
 			(&eventOpts{Key: Ptr("a")}).publish(),
 			(&eventOpts{Key: Ptr("b")}).publish(),
 			(&eventOpts{}).publish(),
@@ -82,7 +83,7 @@ func testOrdering[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		ds := e.claim(&claimOpts{Handlers: both})
 		require.Len(t, ds, 2)
 		require.Equal(t, []string{first.ID, first.ID}, eventIDs(ds))
-		var h1 *relaybus.Delivery
+		var h1 *relaytype.Delivery
 		for _, d := range ds {
 			if d.Handler == "h1" {
 				h1 = d
@@ -128,7 +129,7 @@ func testOrdering[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, first.ID, again.EventID, "overtook a released earlier delivery")
 
 		// Handed back (relinquish), the key goes to another owner in order.
-		n, err := e.s.OwnerRelinquish(e.ctx, &relaybus.OwnerRelinquishParams{Owner: "owner-b", Now: At(33 * time.Second)})
+		n, err := e.s.OwnerRelinquish(e.ctx, &driver.OwnerRelinquishParams{Owner: "owner-b", Now: At(33 * time.Second)})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		last := e.claimOne(&claimOpts{Owner: Ptr("owner-c"), Now: Ptr(At(33 * time.Second))})
@@ -163,14 +164,14 @@ func testOrdering[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 func testCommitOrder[TTx any](t *testing.T, e *env[TTx]) {
 	ctx, cancel := context.WithTimeout(e.ctx, 2*unblockWait)
 	defer cancel()
-	publishIn := func(tx TTx, ep *relaybus.EventPublish) (*relaybus.EventPublishResult, error) {
-		return e.s.EventPublishTx(ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: T0})
+	publishIn := func(tx TTx, ep *driver.EventPublish) (*driver.EventPublishResult, error) {
+		return e.s.EventPublishTx(ctx, tx, &driver.EventPublishParams{Events: []*driver.EventPublish{ep}, Now: T0})
 	}
 	tx1 := e.begin()
 	tx2 := e.begin()
 
 	type outcome struct {
-		res *relaybus.EventPublishResult
+		res *driver.EventPublishResult
 		err error
 	}
 	done := make(chan outcome, 1)
@@ -201,7 +202,7 @@ func testCommitOrder[TTx any](t *testing.T, e *env[TTx]) {
 		done <- outcome{res, err}
 	}()
 
-	var resB *relaybus.EventPublishResult
+	var resB *driver.EventPublishResult
 	var wantA, wantB int64
 	select {
 	case o := <-done:

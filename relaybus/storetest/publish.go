@@ -8,7 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
@@ -17,13 +18,13 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		tx := e.begin()
 		ep := (&eventOpts{Key: Ptr("k"), Handlers: []string{"h1", "h2"}}).publish()
-		_, err := e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: T0})
+		_, err := e.s.EventPublishTx(e.ctx, tx, &driver.EventPublishParams{Events: []*driver.EventPublish{ep}, Now: T0})
 		require.NoError(t, err)
 		require.NoError(t, e.s.TxRollback(e.ctx, tx))
 
-		require.Empty(t, e.list(relaybus.DeliveryListParams{}), "a rolled back publish left deliveries")
+		require.Empty(t, e.list(driver.DeliveryListParams{}), "a rolled back publish left deliveries")
 		st := e.stats(At(time.Minute))
-		require.Equal(t, relaybus.Counts{}, st.Counts)
+		require.Equal(t, relaytype.Counts{}, st.Counts)
 		require.Empty(t, st.Handlers)
 		e.claimNone(&claimOpts{Handlers: []string{"h1", "h2"}, Now: Ptr(At(time.Hour))}, "claimed a rolled back delivery")
 
@@ -40,13 +41,13 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		tx := e.begin()
 		ep := (&eventOpts{}).publish()
-		res, err := e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: T0})
+		res, err := e.s.EventPublishTx(e.ctx, tx, &driver.EventPublishParams{Events: []*driver.EventPublish{ep}, Now: T0})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, res.Inserted)
 		require.Equal(t, 1, res.Deliveries)
 
 		e.claimNone(nil, "claimed a delivery before its publish committed")
-		require.Empty(t, e.list(relaybus.DeliveryListParams{}), "listed a delivery before its publish committed")
+		require.Empty(t, e.list(driver.DeliveryListParams{}), "listed a delivery before its publish committed")
 
 		require.NoError(t, e.s.TxCommit(e.ctx, tx))
 		d := e.claimOne(nil)
@@ -71,7 +72,7 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, []int64{1}, res.Sequences)
 		require.Equal(t, 2, res.Deliveries)
 
-		ds := e.list(relaybus.DeliveryListParams{EventID: ev.ID})
+		ds := e.list(driver.DeliveryListParams{EventID: ev.ID})
 		require.Len(t, ds, 2)
 		handlers := []string{}
 		for _, d := range ds {
@@ -84,7 +85,7 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 			require.True(t, samePayload([]byte(`{"amount":42}`), d.Payload), "payload %q", d.Payload)
 			require.True(t, sameHeaders(ev.Headers, d.Headers), "headers %v", d.Headers)
 			requireTime(t, created, d.EventCreatedAt, "EventCreatedAt")
-			require.Equal(t, relaybus.StatusPending, d.Status)
+			require.Equal(t, relaytype.StatusPending, d.Status)
 			require.Equal(t, 0, d.Attempts)
 			require.Equal(t, 7, d.MaxAttempts)
 			requireTime(t, At(time.Second), d.AvailableAt, "AvailableAt is the publish's Now")
@@ -134,7 +135,7 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, []bool{false}, res.Inserted)
 		require.Equal(t, 0, res.Deliveries)
 		require.Equal(t, []int64{1}, res.Sequences, "an existing event reports its stored sequence")
-		ds := e.list(relaybus.DeliveryListParams{})
+		ds := e.list(driver.DeliveryListParams{})
 		require.Len(t, ds, 1)
 		requireTime(t, T0, ds[0].AvailableAt, "the repeated publish changed the delivery")
 
@@ -150,7 +151,7 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		_, res := e.publish(&eventOpts{ID: &ev.ID, Handlers: []string{"h1", "h2"}})
 		require.Equal(t, []bool{false}, res.Inserted)
 		require.Equal(t, 1, res.Deliveries, "only h2 is new")
-		ds := e.list(relaybus.DeliveryListParams{EventID: ev.ID})
+		ds := e.list(driver.DeliveryListParams{EventID: ev.ID})
 		require.Len(t, ds, 2)
 		e.deliveryOf(ev.ID, "h1")
 		e.deliveryOf(ev.ID, "h2")
@@ -190,20 +191,20 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		t.Parallel()
 		e := newEnv(t)
 		// A redelivered batch of several events, some completed, some not.
-		var eps []*relaybus.EventPublish
+		var eps []*driver.EventPublish
 		for range 6 {
 			eps = append(eps, (&eventOpts{Handlers: []string{"h1", "h2"}}).publish())
 		}
-		e.publishTx(&relaybus.EventPublishParams{Events: eps, Now: T0})
+		e.publishTx(&driver.EventPublishParams{Events: eps, Now: T0})
 		ds := e.claim(&claimOpts{Handlers: []string{"h1"}})
 		require.Len(t, ds, 6)
 		for _, d := range ds[:4] {
 			require.True(t, e.complete(d.Lease(), At(time.Second)))
 		}
-		res := e.publishTx(&relaybus.EventPublishParams{Events: eps, Now: At(time.Minute)})
+		res := e.publishTx(&driver.EventPublishParams{Events: eps, Now: At(time.Minute)})
 		require.Equal(t, 0, res.Deliveries, "a republished batch added deliveries")
-		require.Len(t, e.list(relaybus.DeliveryListParams{Status: relaybus.StatusPending}), 6, "h2's six")
-		require.Len(t, e.list(relaybus.DeliveryListParams{Status: relaybus.StatusProcessing}), 2, "h1's two still running")
+		require.Len(t, e.list(driver.DeliveryListParams{Status: relaytype.StatusPending}), 6, "h2's six")
+		require.Len(t, e.list(driver.DeliveryListParams{Status: relaytype.StatusProcessing}), 2, "h1's two still running")
 	})
 
 	t.Run("SameEventIDInOneTransaction", func(t *testing.T) {
@@ -213,11 +214,11 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		tx := e.begin()
 		for i, handlers := range [][]string{{"h1"}, {"h1", "h2"}} {
 			ep := (&eventOpts{ID: &id, Handlers: handlers}).publish()
-			_, err := e.s.EventPublishTx(e.ctx, tx, &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{ep}, Now: T0})
+			_, err := e.s.EventPublishTx(e.ctx, tx, &driver.EventPublishParams{Events: []*driver.EventPublish{ep}, Now: T0})
 			require.NoError(t, err, "publish %d", i)
 		}
 		require.NoError(t, e.s.TxCommit(e.ctx, tx))
-		ds := e.list(relaybus.DeliveryListParams{EventID: id})
+		ds := e.list(driver.DeliveryListParams{EventID: id})
 		require.Len(t, ds, 2)
 		e.deliveryOf(id, "h1")
 		e.deliveryOf(id, "h2")
@@ -227,7 +228,7 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		t.Parallel()
 		e := newEnv(t)
 		old, _ := e.publish(&eventOpts{Handlers: []string{"h1"}})
-		params := &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{
+		params := &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{
 			(&eventOpts{Handlers: []string{"h1", "h2"}}).publish(),
 			(&eventOpts{ID: &old.ID, Handlers: []string{"h1", "h3"}}).publish(),
 			(&eventOpts{Handlers: []string{}}).publish(),
@@ -237,44 +238,44 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, []bool{true, false, true, true}, res.Inserted)
 		require.Equal(t, []int64{0, 0, 0, 1}, res.Sequences)
 		require.Equal(t, 4, res.Deliveries, "2 + 1 (h3) + 0 + 1")
-		require.Len(t, e.list(relaybus.DeliveryListParams{}), 5)
+		require.Len(t, e.list(driver.DeliveryListParams{}), 5)
 	})
 
 	t.Run("Invalid", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		good := func() *relaybus.EventPublish { return (&eventOpts{}).publish() }
-		with := func(f func(ep *relaybus.EventPublish)) *relaybus.EventPublish {
+		good := func() *driver.EventPublish { return (&eventOpts{}).publish() }
+		with := func(f func(ep *driver.EventPublish)) *driver.EventPublish {
 			ep := good()
 			f(ep)
 			return ep
 		}
 		dupID := NewEventID()
 		headers := map[string]string{}
-		for i := range relaybus.MaxHeaders + 1 {
+		for i := range driver.MaxHeaders + 1 {
 			headers[fmt.Sprintf("h%d", i)] = "v"
 		}
 		cases := []struct {
 			name   string
-			params *relaybus.EventPublishParams
+			params *driver.EventPublishParams
 		}{
 			{"nil params", nil},
-			{"no events", &relaybus.EventPublishParams{Now: T0}},
-			{"zero now", &relaybus.EventPublishParams{Events: []*relaybus.EventPublish{good()}}},
-			{"nil event", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{good(), {}}}},
-			{"empty event id", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.ID = "" })}}},
-			{"empty type", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.Type = "" })}}},
-			{"key with NUL", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.Key = "a\x00b" })}}},
-			{"long key", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.Key = strings.Repeat("k", relaybus.MaxKeyBytes+1) })}}},
-			{"header value with NUL", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.Headers = map[string]string{"h": "a\x00b"} })}}},
-			{"too many headers", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Event.Headers = headers })}}},
-			{"empty handler", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Deliveries[0].Handler = "" })}}},
-			{"handler twice", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Deliveries = append(ep.Deliveries, ep.Deliveries[0]) })}}},
-			{"zero max attempts", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Deliveries[0].MaxAttempts = 0 })}}},
-			{"max attempts over limit", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{with(func(ep *relaybus.EventPublish) { ep.Deliveries[0].MaxAttempts = relaybus.MaxAttemptsLimit + 1 })}}},
-			{"event id twice in one call", &relaybus.EventPublishParams{Now: T0, Events: []*relaybus.EventPublish{
-				with(func(ep *relaybus.EventPublish) { ep.Event.ID = dupID }),
-				with(func(ep *relaybus.EventPublish) { ep.Event.ID = dupID; ep.Deliveries[0].Handler = "h2" }),
+			{"no events", &driver.EventPublishParams{Now: T0}},
+			{"zero now", &driver.EventPublishParams{Events: []*driver.EventPublish{good()}}},
+			{"nil event", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{good(), {}}}},
+			{"empty event id", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{with(func(ep *driver.EventPublish) { ep.Event.ID = "" })}}},
+			{"empty type", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{with(func(ep *driver.EventPublish) { ep.Event.Type = "" })}}},
+			{"key with NUL", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{with(func(ep *driver.EventPublish) { ep.Event.Key = "a\x00b" })}}},
+			{"long key", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{with(func(ep *driver.EventPublish) { ep.Event.Key = strings.Repeat("k", driver.MaxKeyBytes+1) })}}},
+			{"header value with NUL", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{with(func(ep *driver.EventPublish) { ep.Event.Headers = map[string]string{"h": "a\x00b"} })}}},
+			{"too many headers", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{with(func(ep *driver.EventPublish) { ep.Event.Headers = headers })}}},
+			{"empty handler", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{with(func(ep *driver.EventPublish) { ep.Deliveries[0].Handler = "" })}}},
+			{"handler twice", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{with(func(ep *driver.EventPublish) { ep.Deliveries = append(ep.Deliveries, ep.Deliveries[0]) })}}},
+			{"zero max attempts", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{with(func(ep *driver.EventPublish) { ep.Deliveries[0].MaxAttempts = 0 })}}},
+			{"max attempts over limit", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{with(func(ep *driver.EventPublish) { ep.Deliveries[0].MaxAttempts = driver.MaxAttemptsLimit + 1 })}}},
+			{"event id twice in one call", &driver.EventPublishParams{Now: T0, Events: []*driver.EventPublish{
+				with(func(ep *driver.EventPublish) { ep.Event.ID = dupID }),
+				with(func(ep *driver.EventPublish) { ep.Event.ID = dupID; ep.Deliveries[0].Handler = "h2" }),
 			}}},
 		}
 		for _, c := range cases {
@@ -285,7 +286,7 @@ func testPublish[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 			// before failing would show it below.
 			require.NoError(t, e.s.TxCommit(e.ctx, tx), "%s: commit after a rejected publish", c.name)
 		}
-		require.Empty(t, e.list(relaybus.DeliveryListParams{}), "a rejected publish wrote deliveries")
+		require.Empty(t, e.list(driver.DeliveryListParams{}), "a rejected publish wrote deliveries")
 		// Neither event of the "event id twice" case was inserted.
 		_, res := e.publish(&eventOpts{ID: &dupID})
 		require.Equal(t, []bool{true}, res.Inserted, "a rejected publish inserted an event")

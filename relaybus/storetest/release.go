@@ -6,7 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 func testRelease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
@@ -23,7 +24,7 @@ func testRelease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		// attempt again, not a takeover past the budget.
 		require.True(t, e.release(d.Lease(), At(2*time.Second)))
 		got := e.get(d)
-		require.Equal(t, relaybus.StatusPending, got.Status)
+		require.Equal(t, relaytype.StatusPending, got.Status)
 		require.Equal(t, 1, got.Attempts, "a release spends no attempt")
 		require.Empty(t, got.LeaseToken)
 		require.False(t, e.complete(d.Lease(), At(3*time.Second)), "the lease survived its release")
@@ -77,22 +78,22 @@ func testRelease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		theirs := e.claim(&claimOpts{Owner: Ptr("owner-b"), Handlers: []string{"h2"}})
 		require.Len(t, theirs, 2)
 
-		n, err := e.s.OwnerRelinquish(e.ctx, &relaybus.OwnerRelinquishParams{Owner: "owner-a", Now: At(time.Second)})
+		n, err := e.s.OwnerRelinquish(e.ctx, &driver.OwnerRelinquishParams{Owner: "owner-a", Now: At(time.Second)})
 		require.NoError(t, err)
 		require.Equal(t, 3, n)
 		for _, d := range mine {
 			got := e.get(d)
-			require.Equal(t, relaybus.StatusPending, got.Status)
+			require.Equal(t, relaytype.StatusPending, got.Status)
 			require.Equal(t, 0, got.Attempts)
 			require.False(t, e.complete(d.Lease(), At(2*time.Second)), "a relinquished lease completed")
 		}
 		for _, d := range theirs {
 			got := e.get(d)
-			require.Equal(t, relaybus.StatusProcessing, got.Status, "relinquish released another owner's delivery")
+			require.Equal(t, relaytype.StatusProcessing, got.Status, "relinquish released another owner's delivery")
 			require.Equal(t, d.LeaseToken, got.LeaseToken)
 		}
 
-		n, err = e.s.OwnerRelinquish(e.ctx, &relaybus.OwnerRelinquishParams{Owner: "owner-a", Now: At(2 * time.Second)})
+		n, err = e.s.OwnerRelinquish(e.ctx, &driver.OwnerRelinquishParams{Owner: "owner-a", Now: At(2 * time.Second)})
 		require.NoError(t, err)
 		require.Zero(t, n, "relinquished twice")
 
@@ -116,9 +117,9 @@ func testRelease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.publish(&eventOpts{Lane: Ptr(6)})
 		mine := e.claim(&claimOpts{Limit: Ptr(2), Now: Ptr(At(time.Second))})
 		require.Len(t, mine, 2)
-		var inSix *relaybus.Delivery
+		var inSix *relaytype.Delivery
 		for _, d := range mine {
-			if relaybus.LaneOf(d.Key, d.EventID) == 6 {
+			if driver.LaneOf(d.Key, d.EventID) == 6 {
 				inSix = d
 			}
 		}
@@ -127,7 +128,7 @@ func testRelease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e.publish(&eventOpts{Lane: Ptr(6), Now: Ptr(At(2 * time.Second))})
 		e.claimNone(&claimOpts{Owner: Ptr("owner-b"), Now: Ptr(At(3 * time.Second))}, "claimed from lanes owner-a holds")
 
-		n, err := e.s.OwnerRelinquish(e.ctx, &relaybus.OwnerRelinquishParams{Owner: "owner-a", Now: At(4 * time.Second)})
+		n, err := e.s.OwnerRelinquish(e.ctx, &driver.OwnerRelinquishParams{Owner: "owner-a", Now: At(4 * time.Second)})
 		require.NoError(t, err)
 		require.Equal(t, 1, n, "one delivery was in flight")
 
@@ -144,11 +145,11 @@ func testRelease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 	t.Run("InvalidParams", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		_, err := e.s.OwnerRelinquish(e.ctx, &relaybus.OwnerRelinquishParams{Now: T0})
+		_, err := e.s.OwnerRelinquish(e.ctx, &driver.OwnerRelinquishParams{Now: T0})
 		requireInvalid(t, err, "relinquish without an owner")
 		_, err = e.s.OwnerRelinquish(e.ctx, nil)
 		requireInvalid(t, err, "relinquish with nil params")
-		_, err = e.s.DeliveryRelease(e.ctx, &relaybus.DeliveryReleaseParams{Lease: relaybus.Lease{Token: "t"}, Now: T0})
+		_, err = e.s.DeliveryRelease(e.ctx, &driver.DeliveryReleaseParams{Lease: relaytype.Lease{Token: "t"}, Now: T0})
 		requireInvalid(t, err, "release without a delivery id")
 	})
 }

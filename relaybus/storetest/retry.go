@@ -9,7 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 func testRetry[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
@@ -21,7 +22,7 @@ func testRetry[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.True(t, e.reschedule(d.Lease(), At(time.Minute), At(time.Second), "boom"))
 
 		got := e.get(d)
-		require.Equal(t, relaybus.StatusPending, got.Status)
+		require.Equal(t, relaytype.StatusPending, got.Status)
 		requireTime(t, At(time.Minute), got.AvailableAt)
 		require.Equal(t, "boom", got.LastError)
 		require.Equal(t, 1, got.Attempts, "the failed attempt stays counted")
@@ -40,10 +41,10 @@ func testRetry[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		e.publish(nil)
 		d := e.claimOne(nil)
-		long := strings.Repeat("é", relaybus.MaxErrorBytes) // 2 bytes each
+		long := strings.Repeat("é", driver.MaxErrorBytes) // 2 bytes each
 		require.True(t, e.reschedule(d.Lease(), At(time.Minute), At(time.Second), long))
 		got := e.get(d)
-		require.LessOrEqual(t, len(got.LastError), relaybus.MaxErrorBytes)
+		require.LessOrEqual(t, len(got.LastError), driver.MaxErrorBytes)
 		require.True(t, utf8.ValidString(got.LastError), "the cut error is not UTF-8")
 		require.True(t, strings.HasPrefix(long, got.LastError))
 		require.NotEmpty(t, got.LastError)
@@ -56,7 +57,7 @@ func testRetry[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		d := e.claimOne(nil)
 		require.True(t, e.bury(d.Lease(), At(time.Second), "poison"))
 		got := e.get(d)
-		require.Equal(t, relaybus.StatusDead, got.Status)
+		require.Equal(t, relaytype.StatusDead, got.Status)
 		require.Equal(t, "poison", got.LastError)
 		require.Empty(t, got.LeaseToken)
 		require.False(t, e.complete(d.Lease(), At(2*time.Second)), "the lease survived burial")
@@ -65,7 +66,7 @@ func testRetry[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		st := e.stats(At(time.Hour))
 		require.Equal(t, int64(1), st.Dead)
 		require.Equal(t, int64(1), st.Pending, "h2's delivery")
-		require.Equal(t, relaybus.Counts{Dead: 1}, st.Handlers["h1"])
+		require.Equal(t, relaytype.Counts{Dead: 1}, st.Handlers["h1"])
 	})
 
 	t.Run("PoisonCountedUntilDead", func(t *testing.T) {
@@ -85,7 +86,7 @@ func testRetry[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		// The budget is spent: the next takeover buries it.
 		e.claimNone(&claimOpts{Owner: Ptr("owner-c"), Now: Ptr(At(72 * time.Second))}, "a delivery past its attempt budget was claimed")
 		got := e.get(d)
-		require.Equal(t, relaybus.StatusDead, got.Status)
+		require.Equal(t, relaytype.StatusDead, got.Status)
 		require.Equal(t, 3, got.Attempts)
 		require.NotEmpty(t, got.LastError, "a delivery buried by a takeover says why")
 		require.False(t, e.complete(d.Lease(), At(73*time.Second)), "the crashed lease completed a buried delivery")
@@ -110,7 +111,7 @@ func testRetry[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		}
 		e.claimNone(&claimOpts{Now: &now}, "a crash loop outlived its attempt budget")
 		st := e.stats(now)
-		require.Equal(t, relaybus.Counts{Dead: 1}, st.Counts)
+		require.Equal(t, relaytype.Counts{Dead: 1}, st.Counts)
 	})
 }
 
@@ -132,7 +133,7 @@ const (
 // poison), and is then claimed alone, as a suspect, and completes.
 func testCrashLoop[TTx any](t *testing.T, e *env[TTx]) {
 	const lane = 11
-	var poison *relaybus.Event
+	var poison *relaytype.Event
 	bystanders := map[string]bool{}
 	for i := range crashLoopBystanders + 1 {
 		if i == crashLoopBystanders/2 {
@@ -177,9 +178,9 @@ func testCrashLoop[TTx any](t *testing.T, e *env[TTx]) {
 	require.Equal(t, crashLoopBudget, poisonRuns, "the poison delivery ran exactly its budget")
 	require.Equal(t, crashLoopBystanders, completed, "every bystander completed")
 	dead := e.deliveryOf(poison.ID, "h1")
-	require.Equal(t, relaybus.StatusDead, dead.Status)
+	require.Equal(t, relaytype.StatusDead, dead.Status)
 	require.Equal(t, crashLoopBudget, dead.Attempts)
 	require.NotEmpty(t, dead.LastError, "a delivery buried by a takeover says why")
 	st := e.stats(now)
-	require.Equal(t, relaybus.Counts{Dead: 1, Completed: e.completedCount(crashLoopBystanders)}, st.Counts)
+	require.Equal(t, relaytype.Counts{Dead: 1, Completed: e.completedCount(crashLoopBystanders)}, st.Counts)
 }

@@ -2,7 +2,7 @@
 // store's own tests call Run with a constructor of fresh stores:
 //
 //	func TestStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) relaybus.Store[*memory.Tx] {
+//		storetest.Run(t, func(t *testing.T) driver.Store[*memory.Tx] {
 //			return memory.New(nil)
 //		}, nil)
 //	}
@@ -15,10 +15,10 @@
 // # The contract: relaybus 0.2.0, lane leases
 //
 // The suite holds every store to the lane-lease protocol of
-// docs/lane-protocol.md: deliveries live in relaybus.LaneOf(key, event
+// docs/lane-protocol.md: deliveries live in driver.LaneOf(key, event
 // ID) lanes; a claim leases lanes, not deliveries, to (owner, store
 // instance), and returns lease tokens of the form lane:epoch:claims
-// (relaybus.LaneToken); an attempt is charged when it ends (reschedule,
+// (driver.LaneToken); an attempt is charged when it ends (reschedule,
 // bury) or when its lane is taken over, never at claim and never by a
 // release; a delivery that was in flight at a takeover is a suspect and
 // is claimed alone; completed deliveries are deleted unless the store
@@ -46,7 +46,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 // Options describe the store under test.
@@ -80,7 +80,7 @@ func At(d time.Duration) time.Time { return T0.Add(d) }
 // fresh, set-up, empty store (its own database or schema) for each call;
 // Run calls it once per subtest and runs subtests in parallel. opts nil
 // means the zero Options.
-func Run[TTx any](t *testing.T, newStore func(t *testing.T) relaybus.Store[TTx], opts *Options) {
+func Run[TTx any](t *testing.T, newStore func(t *testing.T) driver.Store[TTx], opts *Options) {
 	t.Helper()
 	if opts == nil {
 		opts = &Options{}
@@ -118,14 +118,14 @@ func Run[TTx any](t *testing.T, newStore func(t *testing.T) relaybus.Store[TTx],
 // env is what one subtest works with: a fresh store and its fixtures.
 type env[TTx any] struct {
 	t    *testing.T
-	s    relaybus.Store[TTx]
+	s    driver.Store[TTx]
 	ctx  context.Context
 	opts Options
 	// usedLanes are the lanes of the events published through env.publish
 	// so far; an unkeyed event without an ID or a Lane gets the first lane
 	// not among them, so that its deliveries share a lane with nothing
 	// else of the test.
-	usedLanes [relaybus.LaneCount]bool
+	usedLanes [driver.LaneCount]bool
 }
 
 // freshLane returns the first lane no event of the test uses yet (lane 0
@@ -140,10 +140,10 @@ func (e *env[TTx]) freshLane() int {
 }
 
 // IDInLane returns an event ID not used before in this process whose
-// unkeyed deliveries live in lane (relaybus.LaneOf("", id) == lane).
+// unkeyed deliveries live in lane (driver.LaneOf("", id) == lane).
 func IDInLane(lane int) string {
 	for {
-		if id := NewEventID(); relaybus.LaneOf("", id) == lane {
+		if id := NewEventID(); driver.LaneOf("", id) == lane {
 			return id
 		}
 	}

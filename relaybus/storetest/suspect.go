@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // testSuspect checks the suspect rules of docs/lane-protocol.md (Claim,
@@ -39,7 +39,7 @@ func testSuspect[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		// It crashes again: now it was a suspect, and the takeover buries it.
 		e.claimNone(&claimOpts{Owner: Ptr("owner-c"), Now: Ptr(At(63 * time.Second))}, "a suspect past its budget was claimed")
 		got := e.get(d)
-		require.Equal(t, relaybus.StatusDead, got.Status)
+		require.Equal(t, relaytype.StatusDead, got.Status)
 		require.Equal(t, 3, got.Attempts)
 		require.NotEmpty(t, got.LastError, "a delivery buried by a takeover says why")
 		require.False(t, e.complete(again.Lease(), At(64*time.Second)), "the crashed lease completed a buried delivery")
@@ -58,7 +58,7 @@ func testSuspect[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, 2, taken.Attempts)
 		require.True(t, e.bury(taken.Lease(), At(32*time.Second), "failed alone"))
 		got := e.get(taken)
-		require.Equal(t, relaybus.StatusDead, got.Status)
+		require.Equal(t, relaytype.StatusDead, got.Status)
 		require.Equal(t, "failed alone", got.LastError)
 	})
 
@@ -76,7 +76,7 @@ func testSuspect[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		now := At(40 * time.Second)
 		e.claimNone(&claimOpts{Owner: Ptr("owner-b"), Now: &now, Busy: true}, "a busy caller got work while a suspect is the oldest candidate")
 		got := e.deliveryOf(other.ID, "h1")
-		require.Equal(t, relaybus.StatusPending, got.Status, "the busy claim holds the other delivery")
+		require.Equal(t, relaytype.StatusPending, got.Status, "the busy claim holds the other delivery")
 		e.claimNone(&claimOpts{Owner: Ptr("owner-b"), Now: &now, Busy: true}, "a busy caller got work while a suspect is the oldest candidate")
 
 		alone := e.claimOne(&claimOpts{Owner: Ptr("owner-b"), Now: &now})

@@ -60,7 +60,7 @@
 // one implicit transaction: upsert the call's keys' sequence counters
 // (keys in order; the rows stay locked until the commit, so sequences
 // follow commit order), insert the events, and insert one delivery per
-// (event, handler) with its lane (relaybus.LaneOf's FNV-1a of the key or
+// (event, handler) with its lane (driver.LaneOf's FNV-1a of the key or
 // the event id, modulo 256) and max_attempts. Publishers share a pool of
 // store.pool_size connections.
 //

@@ -88,7 +88,7 @@ func setup(ctx context.Context, pool *pgxpool.Pool) error {
 	})
 }
 
-// laneOf is relaybus.LaneOf: FNV-1a 32 of the key, or of the event id
+// laneOf is driver.LaneOf: FNV-1a 32 of the key, or of the event id
 // when the event has no key, modulo 256, so that the deliveries spread
 // over the lanes as the candidate's do and a key lives in one lane.
 func laneOf(key, eventID string) int16 {

@@ -186,7 +186,7 @@ func TestRetrySchedule(t *testing.T) {
 	}
 }
 
-// TestLaneOf pins laneOf to relaybus.LaneOf's values (FNV-1a 32 modulo
+// TestLaneOf pins laneOf to driver.LaneOf's values (FNV-1a 32 modulo
 // 256 of the key, else of the event id).
 func TestLaneOf(t *testing.T) {
 	t.Parallel()

@@ -167,8 +167,8 @@ func TestClassifyOptions(t *testing.T) {
 
 func TestRetryDelay(t *testing.T) {
 	t.Parallel()
-	// The schedule itself is relaybus.RetryDelay's, tested in relaybus;
-	// here: the policy applies it with relaybus's settings.
+	// The schedule itself is TestRetryDelayMatchesRelaybus's; here: the
+	// policy applies it with relaybus's settings.
 	const base, maxDelay = 50 * time.Millisecond, 200 * time.Millisecond
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	p := &backoffPolicy{base: base, max: maxDelay, now: func() time.Time { return now }, rand: func() float64 { return 0.5 }}

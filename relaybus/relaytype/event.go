@@ -1,0 +1,27 @@
+package relaytype
+
+import "time"
+
+// Event is what a service publishes. Every handler registered for its
+// Type gets one Delivery of it.
+type Event struct {
+	// ID is the idempotency key: publishing an event whose ID exists adds
+	// no delivery for a handler that already has one, or had one that
+	// completed. The guard lasts as long as the event is kept: a Bus's
+	// PurgeExpired purges events by Retention.Completed only (never with
+	// Completed 0), and a republish after that is a new event. Empty means
+	// the bus generates one (a UUIDv7) and writes it back into the event.
+	ID string
+	// Type selects the handlers. Required.
+	Type string
+	// Key is the ordering key. Deliveries of events with the same non-empty
+	// key run per handler in commit order, one at a time. Empty means
+	// unordered.
+	Key string
+	// Payload is opaque to relaybus. It may be nil.
+	Payload []byte
+	// Headers are opaque to relaybus.
+	Headers map[string]string
+	// CreatedAt is set by the bus at publish when zero.
+	CreatedAt time.Time
+}
