@@ -322,23 +322,27 @@ func newHistoryDoc(d *deliveryDoc, now time.Time) historyDoc {
 }
 
 // toDelivery converts a history document: a completed delivery, without
-// payload and headers.
+// payload and headers (the history keeps neither), converted as a stored
+// delivery is (deliveryDoc.toDelivery), so one function says how a
+// document becomes the caller's value.
 func (h *historyDoc) toDelivery() *relaytype.Delivery {
-	return &relaytype.Delivery{
-		ID:             h.ID.Hex(),
+	d := deliveryDoc{
+		ID:             h.ID,
 		EventID:        h.EventID,
+		Handler:        h.Handler,
 		EventType:      h.EventType,
 		Key:            h.Key,
 		Sequence:       h.Sequence,
-		EventCreatedAt: utc(h.EventCreatedAt),
-		Handler:        h.Handler,
-		Status:         relaytype.StatusCompleted,
-		Attempts:       int(h.Attempts),
-		MaxAttempts:    int(h.MaxAttempts),
-		CreatedAt:      utc(h.CreatedAt),
-		UpdatedAt:      utc(h.CompletedAt),
-		CompletedAt:    utc(h.CompletedAt),
+		EventCreatedAt: h.EventCreatedAt,
+		Status:         string(relaytype.StatusCompleted),
+		Attempts:       h.Attempts,
+		MaxAttempts:    h.MaxAttempts,
+		LaneID:         h.LaneID,
+		CreatedAt:      h.CreatedAt,
+		UpdatedAt:      h.CompletedAt,
+		CompletedAt:    h.CompletedAt,
 	}
+	return d.toDelivery()
 }
 
 // utc returns t in UTC, keeping the zero time zero.

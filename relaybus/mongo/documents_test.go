@@ -182,7 +182,9 @@ func TestHistoryDocument(t *testing.T) {
 	}
 	got := back.toDelivery()
 	if got.ID != testID1.Hex() || got.Status != relaytype.StatusCompleted || got.Attempts != 2 || got.Key != "k" ||
-		got.Sequence != 3 || !got.CompletedAt.Equal(testNow.Add(time.Second)) || got.Payload != nil {
+		got.Sequence != 3 || !got.CompletedAt.Equal(testNow.Add(time.Second)) || !got.UpdatedAt.Equal(got.CompletedAt) ||
+		got.MaxAttempts != 5 || got.EventType != "t" || got.Handler != "h" || !got.CreatedAt.Equal(testNow) ||
+		!got.AvailableAt.IsZero() || got.Payload != nil || got.Headers != nil || got.LastError != "" || got.Suspect {
 		t.Fatalf("history round trip = %+v", got)
 	}
 }
