@@ -20,8 +20,9 @@ import (
 
 // WriteFiles writes the rendered report of a into dir, beside the
 // run.json that bench/result wrote there: report.md, bench.txt and SVG
-// plots (throughput per window and side for every cell; the latency
-// distribution where samples carry latencies).
+// plots (the headline picture and the summary plot, which report.md
+// shows first; throughput per window and side for every cell; the
+// latency distribution where samples carry latencies).
 func WriteFiles(dir string, a *compare.Analysis) error {
 	if a == nil || a.Run == nil {
 		return fmt.Errorf("report: write files: no run")
@@ -39,7 +40,15 @@ func WriteFiles(dir string, a *compare.Analysis) error {
 	if ok {
 		files[SummaryFile], summaryName = summary, SummaryFile
 	}
-	if err := writeMarkdown(&md, a, summaryName); err != nil {
+	headline, ok, err := HeadlinePlot(a)
+	if err != nil {
+		return err
+	}
+	headlineName := ""
+	if ok {
+		files[HeadlineFile], headlineName = headline, HeadlineFile
+	}
+	if err := writeMarkdown(&md, a, headlineName, summaryName); err != nil {
 		return err
 	}
 	if err := WriteBench(&bench, a); err != nil {

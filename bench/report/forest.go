@@ -11,7 +11,8 @@ import (
 	"github.com/berkcansavur/relaybus/bench/result"
 )
 
-// SummaryFile is the run's summary plot, the first picture of report.md.
+// SummaryFile is the run's summary plot: every (cell, metric), the
+// picture report.md shows after the headline (HeadlineFile).
 const SummaryFile = "summary.svg"
 
 // Geometry of the summary plot (SVG user units). Text is measured with

@@ -309,12 +309,13 @@ func WriteTerminal(w io.Writer, a *compare.Analysis) error {
 
 // WriteMarkdown writes report.md.
 func WriteMarkdown(w io.Writer, a *compare.Analysis) error {
-	return writeMarkdown(w, a, "")
+	return writeMarkdown(w, a, "", "")
 }
 
-// writeMarkdown writes report.md; summary, when not empty, is the summary
-// plot's file, shown first.
-func writeMarkdown(w io.Writer, a *compare.Analysis, summary string) error {
+// writeMarkdown writes report.md; headline and summary, when not empty,
+// are the headline picture's file, shown first, and the summary plot's,
+// shown after it.
+func writeMarkdown(w io.Writer, a *compare.Analysis, headline, summary string) error {
 	if a.Run != nil {
 		r := a.Run
 		fmt.Fprintf(w, "# relaybus benchmark: %s vs %s\n\n", r.Base.Ref, r.Candidate.Ref)
@@ -336,6 +337,9 @@ func writeMarkdown(w io.Writer, a *compare.Analysis, summary string) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "\n%s\n\n", legend(a))
+	}
+	if headline != "" {
+		fmt.Fprintf(w, "![per cell: is the candidate faster, leaner, still exact? throughput, WAL per delivery, end-to-end p99 and validity](%s)\n\n", headline)
 	}
 	if summary != "" {
 		fmt.Fprintf(w, "![every (cell, metric): the change with its interval, coloured by verdict](%s)\n\n", summary)

@@ -62,7 +62,7 @@ func TestSummaryPlot(t *testing.T) {
 	}
 	// report.md shows it first.
 	var md bytes.Buffer
-	if err := writeMarkdown(&md, a, SummaryFile); err != nil {
+	if err := writeMarkdown(&md, a, "", SummaryFile); err != nil {
 		t.Fatal(err)
 	}
 	if img, table := strings.Index(md.String(), "](summary.svg)"), strings.Index(md.String(), "### "); img < 0 || img > table {
