@@ -81,8 +81,8 @@ func (tb *bundle) claimCalls() (n int) {
 
 // TestClaimAgainWhenAKeyIsFreed: a keyed delivery that completes, or is
 // buried, frees its key, and the dispatcher claims the key's next delivery
-// at once instead of after the poll interval (0.1.0 moved a hot key one
-// delivery per poll).
+// at once instead of after the poll interval (waiting for the poll would
+// move a hot key one delivery per poll interval).
 func TestClaimAgainWhenAKeyIsFreed(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, longPoll(testConfig()))

@@ -129,9 +129,9 @@ func TestBeforeComplete(t *testing.T) {
 }
 
 // TestCompletionErrors: a completion that fails is retried with backoff
-// until its lease would expire, and never past it. 0.1.0 gave up after
-// three tries (about 60ms), shorter than a database restart, so finished
-// work ran again.
+// until its lease would expire, and never past it. A completion that gave
+// up after a few tries (tens of milliseconds, shorter than a database
+// restart) would make finished work run again.
 func TestCompletionErrors(t *testing.T) {
 	t.Parallel()
 	// Completions fail for a while, then succeed: the delivery is
@@ -176,7 +176,7 @@ func TestCompletionErrors(t *testing.T) {
 			require.Equal(t, int64(1), st.Completed)
 			require.Zero(t, st.LeasesLost+st.Released)
 			tb.spy.with(func(s *spyStore[*fakeTx]) {
-				require.GreaterOrEqual(t, len(s.completeMany), tc.minTries, "no more tries than 0.1.0 made")
+				require.GreaterOrEqual(t, len(s.completeMany), tc.minTries, "the completion gave up after a few tries, before its lease expired")
 			})
 		})
 	}
@@ -225,7 +225,7 @@ func TestCompletionErrors(t *testing.T) {
 				require.False(t, c.deadline.IsZero(), "a retry without a deadline")
 				require.False(t, c.deadline.After(first.Add(time.Millisecond)), "a retry whose context ends at %v, after the lease expired at %v", c.deadline, first)
 			}
-			require.Greater(t, tries, 3, "no more tries than 0.1.0 made")
+			require.Greater(t, tries, 3, "the completion gave up after a few tries, before its lease expired")
 		})
 	})
 	t.Run("an invalid completion is not retried", func(t *testing.T) {

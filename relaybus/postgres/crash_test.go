@@ -18,11 +18,12 @@ import (
 // shutdown: no checkpoint, the WAL it still buffers is lost) right after
 // a claim, and checks that no lease token is issued twice and that the
 // stale holder's writes are refused. The server's WAL writer runs every
-// 10 s, so that a claim committed without waiting for its flush (0.2.0
-// and 0.2.1) is lost by the crash for certain: on that code the same
-// holder's next claim returned the delivery again under the token it was
-// running, another holder's takeover rebuilt that same token, and the
-// stale holder's completion deleted the row the new holder was running.
+// 10 s, so that a claim whose commit did not wait for its WAL flush is
+// lost by the crash for certain. A store that let that happen would hand
+// the delivery to the same holder's next claim again under the token it
+// is running, rebuild that same token at another holder's takeover, and
+// let the stale holder's completion delete the row the new holder runs:
+// the claim's epoch must be durable before its token is handed out.
 func TestDatabaseCrashAfterAClaim(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {

@@ -67,7 +67,7 @@ var mixedOps = []string{"claim", "extend", "complete many", "complete tx", "resc
 // TestNoDeadlockUnderMixedLoad; every worker claims for both.
 var mixedHandlers = []string{"h1", "h2"}
 
-// TestNoDeadlockUnderMixedLoad is issue 23's load, bounded: several store
+// TestNoDeadlockUnderMixedLoad runs a bounded mixed load: several store
 // instances on one database, each with a few workers and a renewer, and
 // every operation that locks a lane or a delivery at once, on the same
 // few lane rows: claims (taking lanes, and taking over the lanes of an
@@ -79,15 +79,16 @@ var mixedHandlers = []string{"h1", "h2"}
 // a cycle: no call fails with 40P01 (deadlock_detected), and the server's
 // deadlock counter of the database does not move.
 //
-// 0.2.1 failed here in every run tried: 15 to 20 deadlocks in a run of
-// 20 s, 2 to 11 in the 5 s of -short, each on one lane row within one
-// instance. Its statements that lock a lane row in one CTE and update it
-// in another (a take, reschedule, release, bury, renewal, relinquish)
-// locked the newest version of the row (following the update chain when
-// the row had changed since their snapshot), then updated it through
-// the version their snapshot saw and queued for that version's tuple
-// lock, which another locker of the lane (a claim's lock, a renewal,
-// another reschedule) held while it waited for them.
+// What it catches, besides an order that breaks the protocol's: a
+// statement that locks a lane row in one CTE and updates it in another
+// (a take, reschedule, release, bury, renewal, relinquish written so)
+// locks the newest version of the row (following the update chain when
+// the row changed since its snapshot), then updates it through the
+// version its snapshot saw and queues for that version's tuple lock,
+// which another locker of the lane (a claim's lock, a renewal, another
+// reschedule) holds while it waits for the first: a cycle on one lane row
+// within one instance. The load makes such a statement deadlock in every
+// run, many times in 20 s and a few times even in the 5 s of -short.
 //
 // Every other error fails the test too; a false return (a lease lost to
 // a takeover, a relinquish or a concurrent write) is an expected outcome.

@@ -31,12 +31,13 @@ const (
 )
 
 // TestNoDeadlockRenewalsCompletionsClaims runs, at once and for the
-// same deliveries, what 0.1.0 deadlocked on (v0.1.1's issue: renewals
-// and CompleteMany of reversed leases, 8 deadlocks in 10 rounds) and
-// everything else that locks lanes or deliveries: claims, renewals in
-// random order, completions in reversed and shuffled order, reschedules
-// and releases, and takeovers of expired lanes while their old holder
-// still completes. The lock order of docs/lane-protocol.md (lanes before
+// same deliveries, renewals and DeliveryCompleteMany calls of the same
+// leases in reversed order (two statements that lock one set of rows in
+// opposite orders deadlock when each locks rows in the order it is
+// given) and everything else that locks lanes or deliveries: claims,
+// renewals in random order, completions in reversed and shuffled order,
+// reschedules and releases, and takeovers of expired lanes while their
+// old holder still completes. The lock order of docs/lane-protocol.md (lanes before
 // deliveries; ascending lane, ascending id; completions lock no lane,
 // renewals no delivery) means no statement ever waits in a cycle: no
 // 40P01, and the server's deadlock counter does not move.

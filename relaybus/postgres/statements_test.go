@@ -21,11 +21,10 @@ var updateStatements = flag.Bool("update-statements", false, "rewrite testdata/s
 // statementsGolden holds the rendered text of every statement the store
 // runs, for two sets of identifiers: the schema script, each statement of
 // queries, and DeliveryList's statement and arguments for every
-// combination of filters. It was first written by the code that kept the
-// statements in Go strings, before they moved to the .sql files, and
-// pins them since: a change of any rendered statement shows in this
-// file's diff. Regenerate it (-update-statements) only for a deliberate
-// change of a statement, and read the diff.
+// combination of filters. It pins them: a change of any rendered
+// statement, including one made while moving SQL between files, shows in
+// this file's diff. Regenerate it (-update-statements) only for a
+// deliberate change of a statement, and read the diff.
 const statementsGolden = "testdata/statements.golden"
 
 // fragmentFields are the fields of queries that are pieces of

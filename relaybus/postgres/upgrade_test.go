@@ -390,9 +390,9 @@ func TestSetupRefusesUnknownSchemas(t *testing.T) {
 	})
 
 	// A table with a relaybus name that relaybus did not make: refused by
-	// name, nothing written (0.2.1 created the other tables beside a
-	// foreign relaybus_events, recorded version 2, and the first publish
-	// failed with SQLSTATE 42703).
+	// name, nothing written. Creating the other tables beside a foreign
+	// relaybus_events and recording the version would leave a schema
+	// whose first publish fails (SQLSTATE 42703, an undefined column).
 	for _, tc := range []struct {
 		name, table string
 		before      func(*testing.T, *pgxpool.Pool)
