@@ -110,7 +110,7 @@
 //     middle one is measured.
 //
 // WrapStore is transparent: it returns the wrapped store's results and
-// errors as they are, keeps relaybus.EventPublisher exactly when the
+// errors as they are, keeps driver.EventPublisher exactly when the
 // wrapped store has it, and adds no other interface. Metrics of several
 // buses on one wrapped store add up.
 //
