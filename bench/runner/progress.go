@@ -36,14 +36,19 @@ const (
 	planClone = time.Second
 	// planTemplate and planPreloadPerS: a preload is published (4
 	// publishers in batches of 500) and settled, once per side and cell
-	// in its template, at about 12,000 events/s.
+	// in its template, at 8,000 events/s: 10,000 to 16,000 alone, as low
+	// as 3,600 beside the drain of the window before it (--smoke).
 	planTemplate    = 2 * time.Second
-	planPreloadPerS = 12_000
+	planPreloadPerS = 8_000
 	// planDrain and planDrainPerS: the drain and the validation after a
-	// window; what a window leaves of a preload is drained and every
-	// record read at about 17,000 deliveries/s.
+	// window, at 12,000 preloaded deliveries/s (what the window left of
+	// the preload is drained, every record read): --quick's dispatch cell
+	// (200,000) took 10 to 12 s, --smoke's (40,000, one dispatcher) 6 to
+	// 10 s. With these the first estimate of a --quick A/A run is 13 min
+	// 57 s (it ran 13 min 40 s), of a --smoke run 40 s (it ran 59 s, the
+	// estimate rising after the first window and saying why).
 	planDrain     = 1500 * time.Millisecond
-	planDrainPerS = 17_000
+	planDrainPerS = 12_000
 	// planCrash: a database crash and its recovery, which a window that
 	// crashes the server waits out (and its drain after it).
 	planCrash = time.Second
