@@ -97,6 +97,18 @@ const (
 	MaxShutdownTimeout = 24 * time.Hour
 )
 
+// Limits on WorkParams, checked by Work.
+const (
+	// DefaultWorkLimit is WorkParams.Limit when zero: deliveries run by
+	// one Work call. A test's backlog is far smaller; a handler that
+	// publishes an event it handles itself would otherwise never let
+	// Work return.
+	DefaultWorkLimit = 1_000
+	// MaxWorkLimit bounds WorkParams.Limit: a script that drains a
+	// backlog calls Work again rather than hold one call for hours.
+	MaxWorkLimit = 1_000_000
+)
+
 // Bounds of the dispatcher's own loops. They are not settings: each
 // follows from the guarantee it serves, written beside it.
 const (
