@@ -55,6 +55,16 @@ type Config struct {
 	BatchSize int
 	// PollInterval is the wait between claims when the last claim found less
 	// than a full batch. Default 1s, [MinPollInterval, MaxPollInterval].
+	//
+	// With wake-ups (see DisableWakeups) an idle dispatcher claims new work
+	// within milliseconds of its commit whatever PollInterval is, and the
+	// poll only bounds how late it sees what no wake-up announces: a retry
+	// falling due, a lane whose lease expired, a wake-up that was lost (a
+	// listener reconnecting; a publish whose transaction committed after
+	// the store announced it, see the store's documentation). The default
+	// stays 1 s for those, and for stores and deployments without
+	// wake-ups; a longer poll saves idle claims (one per PollInterval per
+	// process) at the price of that lateness.
 	PollInterval time.Duration
 	// LeaseDuration is how long a claim (and each renewal) holds a delivery.
 	// Default 30s, [MinLeaseDuration, MaxLeaseDuration].
@@ -81,6 +91,20 @@ type Config struct {
 	// RetryJitter is the relative spread of retry delays. Default 0.1,
 	// [0, 1]; Disabled (-1) means no jitter.
 	RetryJitter float64
+	// DisableWakeups turns wake-ups off: the dispatcher then finds new
+	// work only at its polls. Default false: when the store offers
+	// wake-ups (driver.Waker: the PostgreSQL store's LISTEN/NOTIFY, the
+	// memory store's in process), the dispatcher listens on one connection
+	// of its own while it runs, and an idle claim loop claims as soon as a
+	// publish commits or another process hands its lanes back, instead of
+	// at its next poll. A wake-up is a hint: a lost one costs latency,
+	// never a delivery (PollInterval). The listener reconnects with a
+	// backoff, logged, and the loop claims at once after a reconnect;
+	// where wake-ups cannot work (PostgreSQL behind a pooler in
+	// transaction mode) it says so once in the log and the dispatcher
+	// polls. It does not change what a publish sends: the PostgreSQL
+	// store announces commits whether anyone listens or not.
+	DisableWakeups bool
 	// MaxPayloadBytes bounds Event.Payload at publish. Default
 	// DefaultMaxPayloadBytes, [1, MaxPayloadBytesLimit].
 	MaxPayloadBytes int

@@ -7,25 +7,36 @@ import (
 )
 
 // The claim loop: leases due deliveries while handler slots are free, and
-// starts a job for each. Polling is the correctness path (it finds what
-// other processes publish); two events make it claim again at once
-// instead: a claim that came back full (there is likely more), and a keyed
-// delivery that finished (its key's next delivery may be due now). Neither
-// can spin: each wake-up follows a real event, and a claim that finds
-// nothing waits for the next poll.
+// starts a job for each. Polling is the correctness path (it finds
+// everything, whatever was announced or lost); three events make it claim
+// again at once instead: a claim that came back full (there is likely
+// more), a keyed delivery that finished (its key's next delivery may be
+// due now), and a wake-up from the store (wake.go: a publish committed,
+// another process handed its lanes back, or the listener reconnected and
+// may have missed some). None can spin: each follows a real event, and a
+// claim that finds nothing waits for the next poll or event.
 
 // claimLoop claims up to min(BatchSize, free slots) deliveries at a time and
 // hands each to a worker, until ctx is done.
 func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
+	// The listener lives as long as the loop: it ends when ctx is done,
+	// before the shutdown waits for the handlers.
+	wake := d.startWakeups(ctx)
+	defer wake.wait()
 	claimErrors := 0
 	for {
 		limit, ok := d.claimLimit(ctx)
 		if !ok {
 			return
 		}
-		// A key freed before this claim is seen by it: forget that wake-up.
+		// A key freed, or a commit announced, before this claim is seen
+		// by it: forget that wake-up.
 		select {
 		case <-d.keyFreed:
+		default:
+		}
+		select {
+		case <-wake.c:
 		default:
 		}
 		now := d.cfg.Now()
@@ -74,7 +85,7 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 			// Resume at once: the claim was short only because a suspect
 			// comes alone.
 		case len(ds) < limit:
-			d.idle(ctx)
+			d.idle(ctx, wake.c)
 		}
 	}
 }
@@ -120,13 +131,14 @@ func (d *dispatcher[TTx]) claimLimit(ctx context.Context) (int, bool) {
 }
 
 // idle waits after a claim that found less than it asked for: PollInterval,
-// or less when a keyed delivery finishes meanwhile.
-func (d *dispatcher[TTx]) idle(ctx context.Context) {
+// or less when a keyed delivery finishes or a wake-up comes meanwhile.
+func (d *dispatcher[TTx]) idle(ctx context.Context, woken <-chan struct{}) {
 	t := time.NewTimer(d.cfg.PollInterval)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-d.keyFreed:
+	case <-woken:
 	case <-ctx.Done():
 	}
 }

@@ -13,9 +13,10 @@ import (
 // context cancelled; it waits until every job has handed off its delivery
 // (at most Config.ShutdownTimeout), lets the completer write what is
 // queued, stops the renewal, and finally relinquishes everything the owner
-// still holds, so that other workers need not wait for the leases to
-// expire. After a timeout it relinquishes nothing: a handler still runs,
-// and its lane must not be taken before its lease expires.
+// still holds and wakes the others (wakeOthers), so that other workers
+// need not wait for the leases to expire, nor for their next poll. After
+// a timeout it relinquishes nothing: a handler still runs, and its lane
+// must not be taken before its lease expires.
 func (d *dispatcher[TTx]) shutdown(renewStop chan<- struct{}, bg *sync.WaitGroup) {
 	close(d.work)
 	timedOut := !d.waitWorkers()
@@ -38,8 +39,12 @@ func (d *dispatcher[TTx]) shutdown(renewStop chan<- struct{}, bg *sync.WaitGroup
 	if err != nil {
 		// Not fatal: the leases expire and other workers take over.
 		d.log.Error("relaybus: relinquish failed; leases will expire", "owner", d.cfg.Owner, "error", err)
-	} else if n > 0 {
-		d.log.Info("relaybus: relinquished leases", "owner", d.cfg.Owner, "released", n)
+	} else {
+		if n > 0 {
+			d.log.Info("relaybus: relinquished leases", "owner", d.cfg.Owner, "released", n)
+		}
+		// The lanes are free now: the others may take them at once.
+		d.wakeOthers()
 	}
 }
 

@@ -68,9 +68,16 @@ type Store struct {
 	// The claim indexes (index.go).
 	candidates map[laneHandler]*dueHeap // by lane and handler
 	keys       map[handlerKey]*keyQueue // pending deliveries of each keyed (handler, key)
+
+	// wake are the wake-up listeners (wake.go), under a mutex of their
+	// own: announcing takes it under mu, listening never takes mu.
+	wake wakeHub
 }
 
-var _ driver.Store[*Tx] = (*Store)(nil)
+var (
+	_ driver.Store[*Tx] = (*Store)(nil)
+	_ driver.Waker      = (*Store)(nil)
+)
 
 // lane is one of the LaneCount lanes, as a lane row of the PostgreSQL
 // store: leased by (owner, holder) until expiresAt, with the deliveries

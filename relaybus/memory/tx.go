@@ -103,6 +103,7 @@ func (s *Store) TxCommit(ctx context.Context, tx *Tx) error {
 			return fmt.Errorf("relaybus/memory: commit: delivery %d: %w", c.lease.ID, ErrLeaseLost)
 		}
 	}
+	added := 0
 	for _, call := range tx.publishes {
 		call.result.Deliveries = 0
 		for i := range call.events {
@@ -111,9 +112,13 @@ func (s *Store) TxCommit(ctx context.Context, tx *Tx) error {
 			call.result.Sequences[i] = seq
 			call.result.Deliveries += n
 		}
+		added += call.result.Deliveries
 	}
 	for _, c := range tx.completes {
 		s.complete(s.current(c.lease), c.now)
+	}
+	if added > 0 {
+		s.wake.announce()
 	}
 	return nil
 }

@@ -34,7 +34,8 @@
 // completion, leases (extension, expiry, takeover, fencing, lane
 // exclusivity), retries, dead letters and crash loops, release and
 // relinquish, per-key ordering, list and statistics, requeue and purge,
-// and concurrency.
+// concurrency, and wake-ups (for a store that offers them, driver.Waker;
+// the only tests on the real clock).
 package storetest
 
 import (
@@ -106,6 +107,7 @@ func Run[TTx any](t *testing.T, newStore func(t *testing.T) driver.Store[TTx], o
 		{"List", testList[TTx]},
 		{"Admin", testAdmin[TTx]},
 		{"Concurrency", testConcurrency[TTx]},
+		{"Wake", testWake[TTx]},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
