@@ -260,6 +260,9 @@ func errorFrom(op string, err error) error {
 			"54000": // program_limit_exceeded (for example an oversized index row)
 			return fmt.Errorf("relaybus/postgres: %s: %w: %w", op, relaytype.ErrInvalid, err)
 		}
+		if notSetUp(pgErr.Code) {
+			return fmt.Errorf("relaybus/postgres: %s: %w: %w", op, ErrNotSetUp, err)
+		}
 	}
 	return fmt.Errorf("relaybus/postgres: %s: %w", op, err)
 }
