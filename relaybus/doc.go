@@ -137,6 +137,20 @@
 //		return err
 //	}, nil)
 //
+// # Testing
+//
+// Work runs the due deliveries of the bus's handlers once, on the calling
+// goroutine, through the dispatcher's own code, and returns how each
+// attempt ended: a test publishes, calls Work, and checks the handlers'
+// effects without starting a dispatcher or waiting for one. Package
+// relaybus/relaybustest builds on it, and checks what a transaction
+// published.
+//
+//	res, err := bus.Work(ctx, nil)
+//	for _, w := range res.Worked {
+//		fmt.Println(w.Delivery.Handler, w.Outcome, w.HandlerErr)
+//	}
+//
 // # Stores
 //
 // relaybus/memory keeps everything in process (tests, examples, single

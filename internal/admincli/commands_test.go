@@ -333,13 +333,13 @@ func TestDatabaseErrors(t *testing.T) {
 	for _, args := range [][]string{{"stats"}, {"dead", "list"}, {"dead", "show", "1"}, {"requeue", "--all", "--yes"}, {"purge", "--dead", "1d", "--yes"}} {
 		r := run(t, nil, append(args, "--dsn", empty)...)
 		requireCode(t, admincli.ExitFailure, r)
-		require.Contains(t, r.stderr, "no relaybus tables in schema \"public\" with prefix \"relaybus_\"", "%q", args)
+		require.Contains(t, r.stderr, "no relaybus tables of this version in schema \"public\" with prefix \"relaybus_\"", "%q", args)
 		require.Contains(t, r.stderr, "relaybus schema prints the SQL")
 	}
 	f := setup(t)
 	r := run(t, nil, "stats", f.dsnFlag(), "--schema", "elsewhere")
 	requireCode(t, admincli.ExitFailure, r)
-	require.Contains(t, r.stderr, `no relaybus tables in schema "elsewhere"`)
+	require.Contains(t, r.stderr, `no relaybus tables of this version in schema "elsewhere"`)
 
 	r = run(t, nil, "stats", "--dsn", "postgres://admin:s3cret@127.0.0.1:1/app?connect_timeout=5", "--timeout", "10s")
 	requireCode(t, admincli.ExitFailure, r)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/berkcansavur/relaybus/relaybus"
@@ -122,9 +121,8 @@ func (s *session) callCtx(ctx context.Context) (context.Context, context.CancelF
 // storeError is the error of a failed store call: it says what was
 // asked, and, when the tables are missing, where they come from.
 func (c *call) storeError(what string, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") { // undefined_table, invalid_schema_name
-		return fmt.Errorf("relaybus %s: %s: %w\n(no relaybus tables in schema %q with prefix %q: check --schema and --table-prefix, or install them: relaybus schema prints the SQL, Bus.Setup runs it)",
+	if errors.Is(err, postgres.ErrNotSetUp) {
+		return fmt.Errorf("relaybus %s: %s: %w\n(no relaybus tables of this version in schema %q with prefix %q: check --schema and --table-prefix, or install or upgrade them: relaybus schema prints the SQL, Bus.Setup runs it)",
 			c.name, what, err, c.conn.schema, c.conn.prefix)
 	}
 	return fmt.Errorf("relaybus %s: %s: %w", c.name, what, err)
