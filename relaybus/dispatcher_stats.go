@@ -14,10 +14,25 @@ type DispatcherStats struct {
 	Released    int64 // deliveries given back without spending an attempt
 	LeasesLost  int64 // leases found lost (renewal, completion, or expiry)
 	Panics      int64 // handler panics recovered
+
+	// InFlight is not a counter but the number of deliveries the
+	// dispatcher holds a lease on now: claimed and their final write
+	// (complete, reschedule, bury, release) not yet done. That is a
+	// handler running or waiting for a worker, and a completion queued
+	// or being written. A delivery leaves it when its final write is
+	// done, or when its lease is found lost, even if its handler is
+	// still running then (it writes nothing more). Bounded by
+	// Config.Concurrency and the completion queue
+	// (Config.CompletionBatchMax). It is read under the lock that guards
+	// the leases, not atomically with the counters.
+	InFlight int64
 }
 
-// DispatcherStats returns the dispatcher's counters (atomic reads, cheap):
-// zero before Start, final once the dispatcher has stopped.
+// DispatcherStats returns the dispatcher's counters (atomic reads) and
+// what it has in flight (the length of its lease table, under its lock):
+// cheap enough for every metrics scrape. Zero before Start, final once
+// the dispatcher has stopped: InFlight is 0 then, unless the shutdown
+// timeout left handlers running, which stay counted.
 func (b *Bus[TTx]) DispatcherStats() DispatcherStats {
 	b.mu.RLock()
 	d := b.disp
@@ -25,7 +40,11 @@ func (b *Bus[TTx]) DispatcherStats() DispatcherStats {
 	if d == nil {
 		return DispatcherStats{}
 	}
-	return d.stats.snapshot()
+	st := d.stats.snapshot()
+	d.mu.Lock()
+	st.InFlight = int64(len(d.held))
+	d.mu.Unlock()
+	return st
 }
 
 // dispatcherCounters are the dispatcher's own counters, updated atomically
