@@ -97,6 +97,18 @@ const (
 	MaxShutdownTimeout = 24 * time.Hour
 )
 
+// Limits on StoreHealthWatch, checked by WatchStoreHealth.
+const (
+	// MinHealthInterval and MaxHealthInterval bound
+	// StoreHealthWatch.Interval (and HealthThresholds.VacuumAgeMax from
+	// below). A reading is a statement on the statistics views, cheap but
+	// not free: more than one a second is a busy loop, and the database's
+	// statistics move no faster (a server process reports its counts at
+	// most once a second). Past a day a watch warns too late to matter.
+	MinHealthInterval = time.Second
+	MaxHealthInterval = 24 * time.Hour
+)
+
 // Limits on WorkParams, checked by Work.
 const (
 	// DefaultWorkLimit is WorkParams.Limit when zero: deliveries run by

@@ -17,7 +17,11 @@
 //   - WrapStore, a Store decorator: the dispatcher's claims and lease
 //     renewals and the store's publish calls;
 //   - Publish and PublishTx, in place of Bus.Publish and Bus.PublishTx:
-//     the publish span and the trace context in each event's Headers.
+//     the publish span and the trace context in each event's Headers;
+//   - Instruments.ObserveDispatcher, on a Bus: what its dispatcher has in
+//     flight, read at every collection;
+//   - Instruments.RecordStoreHealth, as StoreHealthWatch.OnReport of
+//     Bus.WatchStoreHealth: the store's health gauges.
 //
 // Wiring (errors elided; Example shows it whole):
 //
@@ -39,29 +43,40 @@
 // Every instrument is made by the meter named ScopeName. Attributes:
 // relaybus.handler (the handler's name), relaybus.event.type,
 // relaybus.outcome (a relaybus.FinishOutcome), relaybus.store.method,
-// and error.type on a failure: permanent (relaybus.Permanent), timeout
-// (context.DeadlineExceeded: HandlerOptions.Timeout or the handler's own),
-// canceled (context.Canceled: a shutdown or a lost lease), invalid
+// relaybus.owner (Bus.Owner), relaybus.health.check (a
+// relaybus.HealthCheck... name), and error.type on a failure: permanent
+// (relaybus.Permanent), timeout (context.DeadlineExceeded:
+// HandlerOptions.Timeout or the handler's own), canceled
+// (context.Canceled: a shutdown or a lost lease), invalid
 // (relaybus.ErrInvalid), closed (relaybus.ErrClosed), panic (the handler
 // panicked) or _OTHER. Event keys, IDs and delivery IDs are never metric
 // attributes (they are unbounded); they are on the spans. The table
 // writes the attribute keys without their relaybus. prefix.
 //
-//	name                        kind           unit        attributes                         what
-//	relaybus.handler.calls      counter        {call}      handler, event.type                handler calls started
-//	relaybus.handler.failures   counter        {call}      handler, event.type, error.type    handler calls that failed (error or panic)
-//	relaybus.handler.duration   histogram      s           handler, event.type[, error.type]  duration of a handler call
-//	relaybus.handler.lag        histogram      s           handler, event.type                event's CreatedAt to the start of the call
-//	relaybus.handler.active     updowncounter  {call}      handler, event.type                handler calls running now
-//	relaybus.delivery.finished  counter        {attempt}   handler, event.type, outcome       attempts the store recorded, by outcome
-//	relaybus.claim.duration     histogram      s           [error.type]                       DeliveryClaim round trip
-//	relaybus.claim.size         histogram      {delivery}  none                               deliveries one DeliveryClaim returned (0 too)
-//	relaybus.lease.renewals     counter        {lease}     none                               leases a LeaseExtend renewed
-//	relaybus.lease.lost         counter        {lease}     none                               leases a LeaseExtend found no longer held
-//	relaybus.publish.duration   histogram      s           store.method[, error.type]         EventPublishTx or EventPublish call
+//	name                            kind           unit        attributes                         what
+//	relaybus.handler.calls          counter        {call}      handler, event.type                handler calls started
+//	relaybus.handler.failures       counter        {call}      handler, event.type, error.type    handler calls that failed (error or panic)
+//	relaybus.handler.duration       histogram      s           handler, event.type[, error.type]  duration of a handler call
+//	relaybus.handler.lag            histogram      s           handler, event.type                event's CreatedAt to the start of the call
+//	relaybus.handler.active         updowncounter  {call}      handler, event.type                handler calls running now
+//	relaybus.delivery.finished      counter        {attempt}   handler, event.type, outcome       attempts the store recorded, by outcome
+//	relaybus.claim.duration         histogram      s           [error.type]                       DeliveryClaim round trip
+//	relaybus.claim.size             histogram      {delivery}  none                               deliveries one DeliveryClaim returned (0 too)
+//	relaybus.lease.renewals         counter        {lease}     none                               leases a LeaseExtend renewed
+//	relaybus.lease.lost             counter        {lease}     none                               leases a LeaseExtend found no longer held
+//	relaybus.publish.duration       histogram      s           store.method[, error.type]         EventPublishTx or EventPublish call
+//	relaybus.dispatcher.in_flight   updowncounter  {delivery}  owner                              deliveries the dispatcher holds a lease on now
+//	relaybus.store.dead_rows        gauge          {row}       none                               dead rows of the deliveries table
+//	relaybus.store.vacuum.age       gauge          s           none                               time since the deliveries table was vacuumed
+//	relaybus.store.lane.hot_share   gauge          1           none                               HOT share of lane updates since the last report
+//	relaybus.store.xmin.age         gauge          s           none                               age of the transaction holding the xmin horizon
+//	relaybus.store.health.warnings  counter        {warning}   health.check                       health warnings, per check
 //
 // The first five come from Middleware, relaybus.delivery.finished from
-// AfterFinish, the rest from WrapStore. What each one means exactly:
+// AfterFinish, the claim, lease and publish ones from WrapStore,
+// relaybus.dispatcher.in_flight from ObserveDispatcher and the
+// relaybus.store ones from RecordStoreHealth. What each one means
+// exactly:
 //
 //   - relaybus.handler.calls counts calls of the middleware, which runs
 //     once per attempt that reached its handler; relaybus.handler.failures
@@ -80,10 +95,15 @@
 //     middleware now, exactly (+1 when a call starts, -1 when it ends,
 //     panics included). It is the in-flight measure of this package: a
 //     delivery claimed and not started yet, or whose completion is still
-//     being written, is not in it. (relaybus.DispatcherStats cannot give
-//     an exact in-flight count by subtraction: a final write that failed
-//     is counted in none of its counters, and a lease lost at renewal
-//     is counted while its handler may still run.)
+//     being written, is not in it: relaybus.dispatcher.in_flight counts
+//     those.
+//   - relaybus.dispatcher.in_flight is relaybus.DispatcherStats.InFlight
+//     of each bus given to ObserveDispatcher, read when the metrics are
+//     collected: the deliveries the dispatcher holds a lease on, from
+//     the claim until their final write is done (a handler running or
+//     waiting for a worker, a completion queued or being written). A
+//     delivery whose lease was found lost leaves it at once, even while
+//     its handler still runs.
 //   - relaybus.delivery.finished counts Finish outcomes: completed (the
 //     handler's success committed), rescheduled (failed, to be retried),
 //     buried (a dead letter), released (given back, no attempt spent),
@@ -108,10 +128,22 @@
 //     whole transaction with its retries. Bus.Publish on a store without
 //     EventPublisher runs TxBegin, EventPublishTx and TxCommit: only the
 //     middle one is measured.
+//   - The relaybus.store gauges take the values of the last report given
+//     to RecordStoreHealth (relaybus.StoreHealthWatch.OnReport, once an
+//     interval, a minute by default): they are as fresh as the watch's
+//     interval. relaybus.store.vacuum.age counts from the later of the
+//     last autovacuum and the last VACUUM and is not recorded while the
+//     table has never been vacuumed; relaybus.store.lane.hot_share is
+//     over the lane updates since the previous report and is not
+//     recorded when there were none; relaybus.store.xmin.age is 0 when
+//     no transaction holds the horizon. What to do when one of them
+//     crosses its threshold: docs/operations.md in the relaybus
+//     repository.
 //
 // WrapStore is transparent: it returns the wrapped store's results and
-// errors as they are, keeps driver.EventPublisher exactly when the
-// wrapped store has it, and adds no other interface. Metrics of several
+// errors as they are, has each optional capability of the driver
+// package (driver.EventPublisher, driver.Waker, driver.HealthReporter)
+// exactly when the wrapped store has it, and adds no other interface. Metrics of several
 // buses on one wrapped store add up.
 //
 // # Traces

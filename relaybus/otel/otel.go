@@ -66,6 +66,16 @@ type Instruments struct {
 	leasesLost      metric.Int64Counter
 	publishDuration metric.Float64Histogram
 
+	// meter registers the callbacks of ObserveDispatcher.
+	meter    metric.Meter
+	inFlight metric.Int64ObservableUpDownCounter
+
+	storeDeadRows       metric.Int64Gauge
+	storeVacuumAge      metric.Float64Gauge
+	storeLaneHOTShare   metric.Float64Gauge
+	storeXminAge        metric.Float64Gauge
+	storeHealthWarnings metric.Int64Counter
+
 	// sets caches the measurement options of each attribute combination
 	// (attrKey -> metric.MeasurementOption): handler names, event types,
 	// outcomes and error types are few, and a set built per call would
@@ -90,6 +100,14 @@ const (
 	NameLeaseRenewals   = "relaybus.lease.renewals"
 	NameLeasesLost      = "relaybus.lease.lost"
 	NamePublishDuration = "relaybus.publish.duration"
+
+	NameDispatcherInFlight = "relaybus.dispatcher.in_flight"
+
+	NameStoreDeadRows       = "relaybus.store.dead_rows"
+	NameStoreVacuumAge      = "relaybus.store.vacuum.age"
+	NameStoreLaneHOTShare   = "relaybus.store.lane.hot_share"
+	NameStoreXminAge        = "relaybus.store.xmin.age"
+	NameStoreHealthWarnings = "relaybus.store.health.warnings"
 )
 
 // Attribute keys. The messaging.* keys are OpenTelemetry's messaging
@@ -99,6 +117,8 @@ const (
 	AttrEventType     = attribute.Key("relaybus.event.type")
 	AttrOutcome       = attribute.Key("relaybus.outcome")
 	AttrStoreMethod   = attribute.Key("relaybus.store.method")
+	AttrOwner         = attribute.Key("relaybus.owner")
+	AttrHealthCheck   = attribute.Key("relaybus.health.check")
 	AttrEventKey      = attribute.Key("relaybus.event.key")
 	AttrDeliveryID    = attribute.Key("relaybus.delivery.id")
 	AttrAttempt       = attribute.Key("relaybus.delivery.attempt")
@@ -191,6 +211,25 @@ func New(opts *Options) (*Instruments, error) {
 	in.publishDuration, err = m.Float64Histogram(NamePublishDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of the store's publish calls (EventPublishTx: the inserts, not the caller's commit; EventPublish: with its commit)."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	check(err)
+	in.meter = m
+	in.inFlight, err = m.Int64ObservableUpDownCounter(NameDispatcherInFlight, metric.WithUnit("{delivery}"),
+		metric.WithDescription("Deliveries a dispatcher holds a lease on now (relaybus.DispatcherStats.InFlight), per owner."))
+	check(err)
+	in.storeDeadRows, err = m.Int64Gauge(NameStoreDeadRows, metric.WithUnit("{row}"),
+		metric.WithDescription("Dead row versions of the deliveries table that vacuum has not removed yet (the database's statistics)."))
+	check(err)
+	in.storeVacuumAge, err = m.Float64Gauge(NameStoreVacuumAge, metric.WithUnit("s"),
+		metric.WithDescription("Time since the deliveries table was last vacuumed (autovacuum or VACUUM)."))
+	check(err)
+	in.storeLaneHOTShare, err = m.Float64Gauge(NameStoreLaneHOTShare, metric.WithUnit("1"),
+		metric.WithDescription("Share of the lane row updates since the previous health report that were heap-only (HOT)."))
+	check(err)
+	in.storeXminAge, err = m.Float64Gauge(NameStoreXminAge, metric.WithUnit("s"),
+		metric.WithDescription("Age of the transaction holding the database's xmin horizon furthest back; 0 when none does."))
+	check(err)
+	in.storeHealthWarnings, err = m.Int64Counter(NameStoreHealthWarnings, metric.WithUnit("{warning}"),
+		metric.WithDescription("Store health warnings (relaybus.CheckStoreHealth), per check."))
 	check(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("relaybus/otel: %w", err)

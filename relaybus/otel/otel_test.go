@@ -563,6 +563,17 @@ func TestDocTable(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, false}, oks)
+	reg, err := tb.in.ObserveDispatcher(tb.bus)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, reg.Unregister()) }()
+	at := time.Now()
+	r, err := relaybus.CheckStoreHealth(&relaybus.StoreHealth{
+		At: at, DeliveriesDeadRows: 1 << 20, LaneUpdates: 5_000, LaneHOTUpdates: 5_000, DeliveriesLastAutovacuum: at.Add(-time.Minute),
+		XminHolder: &relaybus.XminHolder{Kind: relaytype.XminHolderSession, XactStart: at.Add(-time.Hour), Age: time.Hour},
+	}, nil, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, r.Warnings)
+	tb.in.RecordStoreHealth(ctx, r)
 
 	got := map[string]row{}
 	for name, m := range tb.metrics(t) {
@@ -575,9 +586,11 @@ func TestDocTable(t *testing.T) {
 			}
 		case metricdata.Histogram[float64], metricdata.Histogram[int64]:
 			kind = "histogram"
+		case metricdata.Gauge[float64], metricdata.Gauge[int64]:
+			kind = "gauge"
 		}
 		got[name] = row{kind, m.Unit}
 	}
 	require.Equal(t, doc, got)
-	require.Len(t, got, 11)
+	require.Len(t, got, 17)
 }

@@ -13,14 +13,62 @@ import (
 // renewed or found lost, and the duration of EventPublishTx and
 // EventPublish. It is transparent: every call goes to s with the same
 // arguments, and returns s's results and errors unchanged (not wrapped).
-// If s implements driver.EventPublisher the result does too, and
-// otherwise it does not, so Bus.Publish takes the same path on either.
-// Other methods of s's concrete type (a store's admin calls) are not on
-// the result: call them on s. Give the result to relaybus.New.
+// The result has each optional capability of the driver package
+// (driver.EventPublisher, driver.Waker, driver.HealthReporter) exactly
+// when s has it, so the Bus takes the same paths on either. Other methods
+// of s's concrete type (a store's admin calls) are not on the result:
+// call them on s. Give the result to relaybus.New.
 func WrapStore[TTx any](s driver.Store[TTx], in *Instruments) driver.Store[TTx] {
 	w := &store[TTx]{inner: s, in: in}
-	if p, ok := s.(driver.EventPublisher); ok {
-		return &publisherStore[TTx]{store: w, publisher: p}
+	p, isP := s.(driver.EventPublisher)
+	k, isW := s.(driver.Waker)
+	h, isH := s.(driver.HealthReporter)
+	pub := &publisher{p: p, in: in}
+	wk := &waker{k}
+	hr := &healthReporter{h}
+	// One type per combination: a type assertion on the result must find
+	// a capability exactly when s has it.
+	switch {
+	case isP && isW && isH:
+		return &struct {
+			*store[TTx]
+			*publisher
+			*waker
+			*healthReporter
+		}{w, pub, wk, hr}
+	case isP && isW:
+		return &struct {
+			*store[TTx]
+			*publisher
+			*waker
+		}{w, pub, wk}
+	case isP && isH:
+		return &struct {
+			*store[TTx]
+			*publisher
+			*healthReporter
+		}{w, pub, hr}
+	case isW && isH:
+		return &struct {
+			*store[TTx]
+			*waker
+			*healthReporter
+		}{w, wk, hr}
+	case isP:
+		return &struct {
+			*store[TTx]
+			*publisher
+		}{w, pub}
+	case isW:
+		return &struct {
+			*store[TTx]
+			*waker
+		}{w, wk}
+	case isH:
+		return &struct {
+			*store[TTx]
+			*healthReporter
+		}{w, hr}
 	}
 	return w
 }
@@ -28,37 +76,59 @@ func WrapStore[TTx any](s driver.Store[TTx], in *Instruments) driver.Store[TTx] 
 // Unwrap returns the store WrapStore wrapped, or s itself if it is not
 // one of WrapStore's.
 func Unwrap[TTx any](s driver.Store[TTx]) driver.Store[TTx] {
-	switch w := s.(type) {
-	case *store[TTx]:
-		return w.inner
-	case *publisherStore[TTx]:
-		return w.inner
+	if w, ok := s.(interface{ wrapped() driver.Store[TTx] }); ok {
+		return w.wrapped()
 	}
 	return s
 }
 
-// Compile-time checks of both wrappers.
+// Compile-time checks of the parts the wrappers are made of.
 var (
 	_ driver.Store[int]     = (*store[int])(nil)
-	_ driver.Store[int]     = (*publisherStore[int])(nil)
-	_ driver.EventPublisher = (*publisherStore[int])(nil)
+	_ driver.EventPublisher = (*publisher)(nil)
+	_ driver.Waker          = (*waker)(nil)
+	_ driver.HealthReporter = (*healthReporter)(nil)
 )
 
-// store wraps a Store without EventPublisher.
+// store wraps a Store: the methods every store has.
 type store[TTx any] struct {
 	inner driver.Store[TTx]
 	in    *Instruments
 }
 
-// publisherStore wraps a Store that is an EventPublisher too.
-type publisherStore[TTx any] struct {
-	*store[TTx]
-	publisher driver.EventPublisher
+// wrapped is what Unwrap returns (promoted to every combination).
+func (s *store[TTx]) wrapped() driver.Store[TTx] { return s.inner }
+
+// publisher is the driver.EventPublisher of a wrapped store that has it.
+type publisher struct {
+	p  driver.EventPublisher
+	in *Instruments
 }
 
-func (s *publisherStore[TTx]) EventPublish(ctx context.Context, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
+// waker is the driver.Waker of a wrapped store that has it: passed
+// through, unmeasured.
+type waker struct{ w driver.Waker }
+
+func (w *waker) WakeListen(ctx context.Context, params *driver.WakeListenParams) error {
+	return w.w.WakeListen(ctx, params)
+}
+
+func (w *waker) WakeSend(ctx context.Context, params *driver.WakeSendParams) error {
+	return w.w.WakeSend(ctx, params)
+}
+
+// healthReporter is the driver.HealthReporter of a wrapped store that
+// has it: passed through (Instruments.RecordStoreHealth records what the
+// Bus's watch reads).
+type healthReporter struct{ h driver.HealthReporter }
+
+func (h *healthReporter) StoreHealth(ctx context.Context, params *driver.StoreHealthParams) (*relaytype.StoreHealth, error) {
+	return h.h.StoreHealth(ctx, params)
+}
+
+func (s *publisher) EventPublish(ctx context.Context, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	start := time.Now()
-	res, err := s.publisher.EventPublish(ctx, params)
+	res, err := s.p.EventPublish(ctx, params)
 	s.in.publishDuration.Record(ctx, time.Since(start).Seconds(), s.in.opt(attrKey{method: "EventPublish", errorType: errorType(err)}))
 	return res, err
 }

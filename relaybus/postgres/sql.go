@@ -114,6 +114,8 @@ type queries struct {
 	purgeEvents    string
 
 	setupLock string
+
+	storeHealth string
 }
 
 // buildQueries renders every statement for the validated identifiers
@@ -157,6 +159,7 @@ func buildQueries(schema, prefix string) (queries, error) {
 		{"purgeHistory", &q.purgeHistory},
 		{"purgeEvents", &q.purgeEvents},
 		{"setupLock", &q.setupLock},
+		{"storeHealth", &q.storeHealth},
 	} {
 		sql, err := render(st.name, q.names)
 		if err != nil {
