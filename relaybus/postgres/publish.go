@@ -19,7 +19,11 @@ import (
 // number: insert the events with their handlers, take the sequences of the
 // new keyed ones, insert the deliveries. Events that exist already cost
 // one more round trip: they are read, locked, and get deliveries only for
-// handlers not in their handlers list, which is extended.
+// handlers not in their handlers list, which is extended. A call that adds
+// deliveries announces them to wake-up listeners (listen.go): with the
+// deliveries' insert, in the same round trip, at most once per
+// wakeNotifyInterval; the others are announced by the next, or by a
+// notification sent after them.
 func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	if err := params.Validate(s.maxPayloadBytes); err != nil {
 		return nil, err
@@ -155,6 +159,14 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 				res.Deliveries = int(tag.RowsAffected())
 				return nil
 			})
+		wq, err := s.wakeQueries()
+		if err != nil {
+			return nil, err
+		}
+		if s.wakeAtPublish() {
+			// Delivered at commit, and only then.
+			batch.Queue(wq.notify, "")
+		}
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, errorFrom("publish: insert deliveries", err)

@@ -69,3 +69,14 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::sm
 ORDER BY u.ord
 ON CONFLICT (event_id, handler) DO NOTHING
 {{- end}}
+
+-- Publish, the wake-up (listen.go): a notification on the store's
+-- channel, queued in the publish's transaction, so that listeners hear
+-- of the deliveries when, and only if, it commits; at most one publish
+-- per wakeNotifyInterval sends it (NOTIFY serialises commits). $1 is
+-- the payload: '' for a wake-up; the listener's probe and WakeSend
+-- send the same statement outside any publish. The channel is made of
+-- the validated schema and prefix: it needs no escaping.
+{{define "publishWake" -}}
+SELECT pg_notify('{{.Channel}}', $1)
+{{- end}}

@@ -57,6 +57,11 @@ func renderedStatements(t *testing.T, schema, prefix string) [][2]string {
 		}
 		add(f.Name, v.Field(i).String())
 	}
+	wq, err := renderWakeQueries(schema, prefix)
+	require.NoError(t, err)
+	add("publishWake", wq.notify)
+	add("wakeListen", wq.listen)
+	add("wakeUnlisten", wq.unlisten)
 
 	statuses := []relaytype.Status{"", relaytype.StatusPending, relaytype.StatusProcessing, relaytype.StatusDead, relaytype.StatusCompleted}
 	for filters := range 8 {

@@ -102,6 +102,9 @@ type Store struct {
 	// of the ring of lanes (see claimTake); random at New, so that the
 	// claimers of several processes start in different places.
 	takeCursor atomic.Int32
+	// wake is the wake-up statements and the coalescing of the
+	// announcements of publishes (listen.go).
+	wake wakeState
 }
 
 // holderBytes is the entropy of a store instance's holder name.

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,14 +47,18 @@ func testWake[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 				},
 			})
 		}()
+		var once sync.Once
+		var stopErr error
 		stop = func() error {
-			cancel()
-			select {
-			case err := <-done:
-				return err
-			case <-time.After(wakeWaitMax):
-				return errors.New("storetest: WakeListen did not return after its context was cancelled")
-			}
+			once.Do(func() {
+				cancel()
+				select {
+				case stopErr = <-done:
+				case <-time.After(wakeWaitMax):
+					stopErr = errors.New("storetest: WakeListen did not return after its context was cancelled")
+				}
+			})
+			return stopErr
 		}
 		t.Cleanup(func() { _ = stop() })
 		select {
