@@ -102,7 +102,8 @@ commands:
 
 The database commands take --dsn DSN (or $` + EnvDSN + `), --schema and
 --table-prefix (the store's, default public and relaybus_), --json (machine-
-readable output on stdout) and --timeout (each database call).
+readable output on stdout; errors stay text, on stderr, with the exit
+status) and --timeout (each database call).
 
 Destructive commands (a bulk requeue, purge) go on only with --yes or when
 "yes" is typed at the prompt; otherwise they change nothing and exit 3.
