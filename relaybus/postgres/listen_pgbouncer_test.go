@@ -65,15 +65,21 @@ func startPgBouncer(t *testing.T, dsn, poolMode string) string {
 		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 		require.NoError(t, os.Chown(dir, uid, gid))
 	}
+	// The user's password, in plain text, is what PgBouncer logs in to
+	// the server with (a container's server asks for one; the local one
+	// trusts 127.0.0.1 and ignores it).
 	users := filepath.Join(dir, "users.txt")
-	require.NoError(t, os.WriteFile(users, []byte(fmt.Sprintf("%q \"\"\n", cfg.User)), 0o644))
+	require.NoError(t, os.WriteFile(users, []byte(authFileQuote(cfg.User)+" "+authFileQuote(cfg.Password)+"\n"), 0o600))
+	if cred != nil {
+		require.NoError(t, os.Chown(users, int(cred.Uid), int(cred.Gid)))
+	}
 
 	var lastErr error
 	for range pgbouncerPortAttempts {
 		port := freeTCPPort(t)
 		ini := filepath.Join(dir, "pgbouncer.ini")
-		// auth_type trust: the test server trusts local connections too
-		// (internal/dbenv); auth_file must still name the user.
+		// auth_type trust: PgBouncer asks its clients for nothing;
+		// auth_file must still name the user.
 		conf := strings.Join([]string{
 			"[databases]",
 			fmt.Sprintf("* = host=%s port=%d", cfg.Host, cfg.Port),
@@ -116,6 +122,10 @@ func startPgBouncer(t *testing.T, dsn, poolMode string) string {
 	t.Fatalf("PgBouncer did not start: %v", lastErr)
 	return ""
 }
+
+// authFileQuote quotes s for PgBouncer's auth_file: in double quotes, a
+// double quote doubled.
+func authFileQuote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // waitAccepting waits until something accepts on 127.0.0.1:port, or the
 // process exits, or pgbouncerStartTimeout passes.
