@@ -206,6 +206,7 @@ func (s *Store) snapshot(d *delivery) *relaytype.Delivery {
 		out.LeaseOwner = l.owner
 		out.LeaseExpiresAt = l.expiresAt
 		out.LeaseToken = driver.LaneToken{Lane: d.lane, Epoch: l.epoch, Claims: d.claims}.String()
+		out.FencingToken = l.epoch
 	}
 	return out
 }

@@ -299,6 +299,7 @@ func (d *deliveryDoc) asProcessing(epoch int64, owner string, expiresAt time.Tim
 	out.Attempts = int(d.Attempts) + 1
 	out.LeaseOwner = owner
 	out.LeaseToken = driver.LaneToken{Lane: int(d.LaneID), Epoch: epoch, Claims: d.Claims}.String()
+	out.FencingToken = epoch
 	out.LeaseExpiresAt = utc(expiresAt)
 	return out
 }

@@ -155,7 +155,10 @@ func TestAsProcessing(t *testing.T) {
 	if err != nil || tok != (driver.LaneToken{Lane: 9, Epoch: 11, Claims: 4}) {
 		t.Fatalf("the token does not parse back: %v, %v", tok, err)
 	}
-	if at := d.toDelivery(); at.Status != relaytype.StatusPending || at.Attempts != 2 || at.LeaseToken != "" {
+	if got.FencingToken != 11 {
+		t.Fatalf("FencingToken = %d, want the lane's epoch 11", got.FencingToken)
+	}
+	if at := d.toDelivery(); at.Status != relaytype.StatusPending || at.Attempts != 2 || at.LeaseToken != "" || at.FencingToken != 0 {
 		t.Fatalf("toDelivery of the same document = %+v", at)
 	}
 }

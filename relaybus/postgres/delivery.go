@@ -66,6 +66,7 @@ func scanDelivery(row pgx.CollectableRow) (*relaytype.Delivery, error) {
 		d.LeaseOwner = *owner
 		d.LeaseExpiresAt = *leaseExpiresAt
 		d.LeaseToken = driver.LaneToken{Lane: int(lane), Epoch: *epoch, Claims: claims}.String()
+		d.FencingToken = *epoch
 	}
 	if completedAt != nil {
 		d.CompletedAt = *completedAt

@@ -57,6 +57,43 @@ type Delivery struct {
 	LeaseToken     string
 	LeaseExpiresAt time.Time
 
+	// FencingToken is for the handler's own writes elsewhere (a fencing
+	// token, as Kleppmann names it): a number that only grows, per key,
+	// from one holder of the key to the next. It is set on a delivery
+	// that is processing (claimed, or listed as processing) and 0
+	// otherwise, and is at least 1 then.
+	//
+	// It is the epoch of the delivery's lane (driver.LaneToken.Epoch of
+	// LeaseToken). A lane's epoch is raised every time a dispatcher takes
+	// the lane, a takeover of an expired lease included, and by nothing
+	// else; every delivery of a key (every handler's) lives in the key's
+	// one lane (driver.LaneOf), an unkeyed delivery in its event ID's. So:
+	//
+	//   - a claim under a later hold of the lane has a larger token than
+	//     every claim under an earlier hold, whoever held it;
+	//   - the claims of one hold share a token: equal tokens are the same
+	//     holder, which runs a key's deliveries one at a time (per handler);
+	//   - the store makes the take durable before it returns the token
+	//     (PostgreSQL waits for the claim's commit to be flushed, with the
+	//     server's synchronous_commit on, its default; MongoDB writes it
+	//     with majority concern), so a crash of the database does not hand
+	//     one token to two holders.
+	//
+	// A downstream store that keeps, per key, the largest token it has
+	// accepted, and refuses a write with a smaller one, refuses a holder
+	// that lost its lease once the next holder has written. Accept equal
+	// tokens; make the check and the write one atomic step (an UPDATE
+	// ... WHERE fence <= $token, a compare-and-set). Package relaybus's
+	// ExampleDelivery_fencingToken shows one.
+	//
+	// What it does not promise: an order between keys of different lanes
+	// (each lane counts for itself: compare tokens of one key only);
+	// consecutive numbers; that a stale holder is refused before the new
+	// one has written (until then nothing downstream knows of it); or
+	// anything across a restore of the store's database from a backup,
+	// which takes epochs back.
+	FencingToken int64
+
 	// Suspect is set by a lane-lease store on a claimed delivery that was
 	// in flight when its lane was taken over: it may be what crashed its
 	// last process. A claim returns a suspect alone, and only to a caller

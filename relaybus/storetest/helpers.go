@@ -190,6 +190,8 @@ func (e *env[TTx]) claim(o *claimOpts) []*relaytype.Delivery {
 		tok, err := driver.ParseLaneToken(d.LeaseToken)
 		require.NoError(e.t, err, "the token of delivery %s is not lane:epoch:claims", d.ID)
 		require.Equal(e.t, driver.LaneOf(d.Key, d.EventID), tok.Lane, "the token of delivery %s names another lane than LaneOf", d.ID)
+		require.Equal(e.t, tok.Epoch, d.FencingToken, "the fencing token of delivery %s is not its lane's epoch", d.ID)
+		require.Positive(e.t, d.FencingToken, "the fencing token of claimed delivery %s", d.ID)
 	}
 	if p.Busy {
 		for _, d := range ds {

@@ -34,8 +34,9 @@
 // completion, leases (extension, expiry, takeover, fencing, lane
 // exclusivity), retries, dead letters and crash loops, release and
 // relinquish, per-key ordering, list and statistics, requeue and purge,
-// concurrency, and wake-ups (for a store that offers them, driver.Waker;
-// the only tests on the real clock).
+// concurrency, wake-ups (for a store that offers them, driver.Waker;
+// the only tests on the real clock), and the fencing token of downstream
+// writes (Delivery.FencingToken).
 package storetest
 
 import (
@@ -108,6 +109,7 @@ func Run[TTx any](t *testing.T, newStore func(t *testing.T) driver.Store[TTx], o
 		{"Admin", testAdmin[TTx]},
 		{"Concurrency", testConcurrency[TTx]},
 		{"Wake", testWake[TTx]},
+		{"Fencing", testFencing[TTx]},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
