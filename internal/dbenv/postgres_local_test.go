@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/berkcansavur/relaybus/internal/dbenv/pgtest"
 )
 
 // pgStatStatementsInstalled reports whether contrib's pg_stat_statements
@@ -67,7 +69,7 @@ func TestLocalProvider(t *testing.T) {
 		t.Errorf("Info pg_stat_statements available=%v loaded=%v; want %v", info.PgStatStatementsAvailable, info.PgStatStatementsLoaded, withPSS)
 	}
 	var listen string
-	mustQueryRow(t, pg.AdminDSN(), "SHOW listen_addresses", &listen)
+	pgtest.QueryRow(t, pg.AdminDSN(), "SHOW listen_addresses", &listen)
 	if listen != "127.0.0.1" {
 		t.Errorf("listen_addresses = %q; want 127.0.0.1", listen)
 	}
@@ -81,46 +83,17 @@ func TestLocalProvider(t *testing.T) {
 	if _, err := pg.CreateDatabase(ctx, "restart_keeps"); err == nil {
 		t.Error("creating an existing database succeeded")
 	}
-	mustExec(t, dsn, "CREATE TABLE t (v int); INSERT INTO t VALUES (42)")
+	pgtest.Exec(t, dsn, "CREATE TABLE t (v int); INSERT INTO t VALUES (42)")
 	if withPSS {
-		mustExec(t, dsn, "CREATE EXTENSION pg_stat_statements")
+		pgtest.Exec(t, dsn, "CREATE EXTENSION pg_stat_statements")
 		var calls int64
-		mustQueryRow(t, dsn, "SELECT count(*) FROM pg_stat_statements", &calls)
+		pgtest.QueryRow(t, dsn, "SELECT count(*) FROM pg_stat_statements", &calls)
 	}
-	// A session held across the restart must see its connection end.
-	held, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close(ctx)
-
-	adminBefore := pg.AdminDSN()
-	if err := pg.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if pg.AdminDSN() != adminBefore {
-		t.Errorf("AdminDSN changed across Restart: %s -> %s", adminBefore, pg.AdminDSN())
-	}
-	if err := held.Ping(ctx); err == nil {
-		t.Error("a connection opened before Restart still works; want it ended")
-	}
+	pgtest.CheckRestartAndCrash(t, pg, dsn)
 	var v int
-	mustQueryRow(t, dsn, "SELECT v FROM t", &v)
+	pgtest.QueryRow(t, dsn, "SELECT v FROM t", &v)
 	if v != 42 {
-		t.Errorf("after Restart, t.v = %d; want 42", v)
-	}
-	// A crash (immediate shutdown) keeps what was committed synchronously
-	// and starts again, on the same address, through crash recovery.
-	mustExec(t, dsn, "CREATE TABLE c (v int); INSERT INTO c VALUES (43)")
-	if err := pg.Crash(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if pg.AdminDSN() != adminBefore {
-		t.Errorf("AdminDSN changed across Crash: %s -> %s", adminBefore, pg.AdminDSN())
-	}
-	mustQueryRow(t, dsn, "SELECT v FROM c", &v)
-	if v != 43 {
-		t.Errorf("after Crash, c.v = %d; want 43", v)
+		t.Errorf("after Restart and Crash, t.v = %d; want 42", v)
 	}
 
 	// A clone holds the template's rows and is independent of it.
@@ -128,12 +101,12 @@ func TestLocalProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, clone, "UPDATE t SET v = 7")
-	mustQueryRow(t, dsn, "SELECT v FROM t", &v)
+	pgtest.Exec(t, clone, "UPDATE t SET v = 7")
+	pgtest.QueryRow(t, dsn, "SELECT v FROM t", &v)
 	if v != 42 {
 		t.Errorf("after updating the clone, the template's t.v = %d; want 42", v)
 	}
-	mustQueryRow(t, clone, "SELECT v FROM t", &v)
+	pgtest.QueryRow(t, clone, "SELECT v FROM t", &v)
 	if v != 7 {
 		t.Errorf("the clone's t.v = %d; want 7", v)
 	}
@@ -193,7 +166,7 @@ func checkDSNProvider(t *testing.T, shared *Postgres) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, dsn, "SELECT 1")
+	pgtest.Exec(t, dsn, "SELECT 1")
 	if err := pg.DropDatabase(ctx, "dsn_provider_db"); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +181,7 @@ func checkDSNProvider(t *testing.T, shared *Postgres) {
 		t.Fatal(err)
 	}
 	// Stop leaves a given server alone.
-	mustExec(t, shared.AdminDSN(), "SELECT 1")
+	pgtest.Exec(t, shared.AdminDSN(), "SELECT 1")
 
 	if _, err := StartPostgres(ctx, PostgresOptions{Provider: ProviderDSN, DSN: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1"}); err == nil {
 		t.Error("dsn provider accepted a server that does not answer")

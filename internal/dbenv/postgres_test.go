@@ -103,29 +103,3 @@ func TestCompareVersions(t *testing.T) {
 		t.Error("compareVersions does not order major versions numerically")
 	}
 }
-
-func mustExec(t *testing.T, dsn, sql string) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
-func mustQueryRow(t *testing.T, dsn, sql string, dest ...any) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if err := conn.QueryRow(ctx, sql).Scan(dest...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}

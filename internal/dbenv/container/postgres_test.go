@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/berkcansavur/relaybus/internal/dbenv"
+	"github.com/berkcansavur/relaybus/internal/dbenv/pgtest"
 )
 
 func TestTestcontainersProvider(t *testing.T) {
@@ -47,25 +48,7 @@ func TestTestcontainersProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, dsn, "CREATE TABLE t (v int); INSERT INTO t VALUES (7)")
-	if err := pg.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var v int
-	mustQueryRow(t, dsn, "SELECT v FROM t", &v)
-	if v != 7 {
-		t.Errorf("after Restart v = %d; want 7", v)
-	}
-	// A crash (immediate shutdown) keeps what was committed synchronously
-	// and starts again through crash recovery.
-	mustExec(t, dsn, "UPDATE t SET v = 8")
-	if err := pg.Crash(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mustQueryRow(t, dsn, "SELECT v FROM t", &v)
-	if v != 8 {
-		t.Errorf("after Crash v = %d; want 8", v)
-	}
+	pgtest.CheckRestartAndCrash(t, pg, dsn)
 	if err := pg.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -108,31 +91,5 @@ func TestAutoWithoutDockerFallsBackToLocal(t *testing.T) {
 	}
 	if len(logs) == 0 || !strings.Contains(logs[0], "provider local") || !strings.Contains(logs[0], "no Docker engine") {
 		t.Errorf("auto did not log its choice and reason first: %q", logs)
-	}
-}
-
-func mustExec(t *testing.T, dsn, sql string) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
-func mustQueryRow(t *testing.T, dsn, sql string, dest ...any) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if err := conn.QueryRow(ctx, sql).Scan(dest...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
 	}
 }
