@@ -59,10 +59,16 @@
 // one of Concurrency workers, so at most Concurrency run at once. A full batch is followed by
 // another claim at once, and so is a keyed delivery that completed or was
 // buried (its key's next delivery may be due); otherwise the loop waits
-// PollInterval, which stays the correctness path: it finds what other
-// processes publish. When most slots are busy it waits up to a millisecond
-// for more to free up, so a busy dispatcher claims in batches, not one
-// delivery per handler. Claim errors are logged and retried with a backoff
+// PollInterval, which stays the correctness path: it finds everything,
+// whatever was announced. Where the store offers wake-ups
+// (driver.Waker: PostgreSQL's LISTEN/NOTIFY, the memory store's), the
+// dispatcher listens on one connection of its own, and the idle loop
+// claims as soon as a publish commits, another process hands its lanes
+// back, or the listener (re)connects, instead of at its next poll; a lost
+// wake-up costs latency, never a delivery (Config.DisableWakeups, and
+// PollInterval for how the two work together). When most slots are busy
+// it waits up to a millisecond for more to free up, so a busy dispatcher
+// claims in batches, not one delivery per handler. Claim errors are logged and retried with a backoff
 // capped at 16 poll intervals; they never stop Run.
 //
 // Every LeaseRenewInterval one LeaseExtend call renews every lease the

@@ -9,8 +9,9 @@
 // publishes in its own transaction (pgx.Tx, a MongoDB session context,
 // *memory.Tx). Its methods are named noun first and take a params struct
 // (DeliveryClaim(ctx, *DeliveryClaimParams)), so a new field never breaks
-// the interface. EventPublisher is an optional capability, found by type
-// assertion; its comment says what the Bus does without it. Assert the
+// the interface. EventPublisher, Waker (wake-ups of idle dispatchers)
+// and HealthReporter are optional capabilities, found by type assertion;
+// each one's comment says what the Bus does without it. Assert the
 // interface at compile time:
 //
 //	var _ driver.Store[pgx.Tx] = (*Store)(nil)

@@ -197,6 +197,43 @@
 //   - Events outlive their deliveries until Purge; after a purge a
 //     republished event id is a new event.
 //
+// # Wake-ups
+//
+// The store offers driver.Waker on LISTEN/NOTIFY, so that an idle Bus
+// claims new work within milliseconds of its commit instead of at its
+// next poll (listen.go has the details, listen.sql and publish.sql's
+// publishWake the statements):
+//
+//   - A publish that adds deliveries queues pg_notify on the store's
+//     channel, "<schema>.<prefix>wake", with the deliveries' insert (no
+//     round trip of its own); PostgreSQL delivers it at commit, and not
+//     at all on a rollback. NOTIFY serialises the commits of notifying
+//     transactions through their WAL flush, so a store notifies in at
+//     most one publish per 2 ms; a publish in between is announced by
+//     the next one, or, when none comes, by a notification sent outside
+//     any transaction 2 ms after it. A transaction that commits more than
+//     that long after its publish, with no publish after it, may be
+//     announced before it commits: its deliveries wait for the next
+//     wake-up or poll.
+//   - A Bus listens on one connection of its own per dispatcher, made
+//     with the pool's settings (not taken from the pool), application_name
+//     "relaybus wake-up listener" unless the settings name one. It pings
+//     every 15 s, and the Bus reconnects with a backoff when it is lost.
+//   - Behind a connection pooler in transaction or statement mode
+//     (PgBouncer), LISTEN runs on a server connection that is handed to
+//     others at once, and no notification comes back. The listener sends
+//     itself one after its LISTEN and waits for it; when it does not come
+//     it gives its LISTEN up, the Bus says once that wake-ups are
+//     unavailable and polls (Config.PollInterval). In session pooling
+//     wake-ups work. The pool itself needs pgx's exec or simple protocol
+//     behind a transaction pooler (no named prepared statements), as any
+//     pgx pool does.
+//
+// The announcement costs a publish one statement in its last round trip
+// at most every 2 ms, whether or not anyone listens; relaybus.Config's
+// DisableWakeups stops a Bus from listening, not a store from
+// announcing.
+//
 // # Upgrading from 0.1.0
 //
 // Setup upgrades a 0.1.0 schema in place, in the same advisory-lock

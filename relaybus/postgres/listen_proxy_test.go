@@ -26,7 +26,6 @@ type listenProxy struct {
 	refuseListen bool
 	held         bool          // hold back what the server sends listeners
 	unheld       chan struct{} // closed when held ends
-	listens      int           // LISTENs seen
 	wg           sync.WaitGroup
 }
 
@@ -84,7 +83,6 @@ func (p *listenProxy) clientToServer(pc *proxyConn) {
 			if bytes.Contains(buf[:n], listenMarker) {
 				p.mu.Lock()
 				pc.listener = true
-				p.listens++
 				refuse := p.refuseListen
 				p.mu.Unlock()
 				if refuse {
@@ -177,13 +175,6 @@ func (p *listenProxy) release(c chan struct{}) {
 		p.held = false
 		close(c)
 	}
-}
-
-// listenCount is the LISTENs the proxy has seen.
-func (p *listenProxy) listenCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.listens
 }
 
 func (p *listenProxy) close() {
