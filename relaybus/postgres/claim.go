@@ -75,6 +75,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 		return nil, err
 	}
 	expiresAt := params.Now.Add(params.LeaseDuration)
+	hints := s.ledger.hints()
 	var claimed []*relaytype.Delivery
 	tried := []int16{} // not nil: a NULL array would match no lane
 	for step := claimTakeFirst; ; step *= 2 {
@@ -84,7 +85,8 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 		if step == claimTakeFirst {
 			batch.Queue(s.q.claimLock, params.Owner, s.holder, params.Now)
 			batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
-				params.Limit, false, expiresAt, params.Busy).Query(collectInto(&own))
+				params.Limit, false, expiresAt, params.Busy,
+				hints.lanes, hints.epochs, hints.picks, hints.outstanding).Query(collectInto(&own))
 		}
 		var taken []int16
 		cursor := s.takeCursor.Load()
@@ -98,7 +100,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 			})
 		var more []*relaytype.Delivery
 		batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
-			params.Limit, true, expiresAt, params.Busy).Query(collectInto(&more))
+			params.Limit, true, expiresAt, params.Busy, noLanes, noEpochs, noCounts, noCounts).Query(collectInto(&more))
 		// A busy caller whose oldest candidate was a suspect gets nothing
 		// more in this claim (claimOwn set relaybus.claimed to the limit):
 		// read the count back, so that no further round takes lanes.
@@ -115,6 +117,8 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 		}
 		batch.Queue(s.q.claimAsync, len(claimed))
 		if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+			// This round may have committed picks that never arrived.
+			s.ledger.reset()
 			return sortClaimed(claimed), errorFrom("claim", err)
 		}
 		s.moveTakeCursor(cursor, taken)
@@ -123,11 +127,20 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 		asked := min(step, driver.LaneCount, params.Limit-len(claimed)-len(own))
 		claimed = append(append(claimed, own...), more...)
 		if len(taken) < asked || len(claimed) >= params.Limit || suspectAlone(claimed) || full {
+			s.ledger.claimed(claimed)
 			return sortClaimed(claimed), nil
 		}
 		tried = append(tried, taken...)
 	}
 }
+
+// The hints of claimOwn on the lanes a claim just took: none (the ledger
+// has no entry of their new epoch).
+var (
+	noLanes  = []int16{}
+	noEpochs = []int64{}
+	noCounts = []int32{}
+)
 
 // moveTakeCursor moves the position the next take starts its walk of
 // the ring of lanes at to just past the last lane (in ring order from

@@ -70,12 +70,16 @@ FROM (
 -- what this statement may add), $6 true to look only at the lanes
 -- claimTake just took in this transaction (locked by it), $7 the new
 -- lease expiry, $8 whether the caller is busy (has deliveries in
--- flight).
+-- flight), $9 to $12 the store instance's ledger (ledger.go): per lane
+-- ($9), the epoch ($10) and picks ($11) of the hold it saw and how many
+-- of those picks are not finished yet ($12).
 --
 --   own:     the lanes (claimLock's, or claimTake's), through the
 --            primary key, locked in lane order, with the room left
 --            in their quota (claimQuota less what they gave since
---            they were taken). FOR NO KEY UPDATE does not conflict
+--            they were taken), and, where the ledger's hint names the
+--            lane's epoch and picks, how many of its deliveries are
+--            still in flight (known). FOR NO KEY UPDATE does not conflict
 --            with the FOR KEY SHARE of a transactional completion, so
 --            a claim never waits for a handler's transaction.
 --   heads:   per lane with room, the head of every (handler, key),
@@ -106,7 +110,10 @@ FROM (
 --            most claimQuota ids), its picks counted, a new
 --            expiry; hand back a lane that gave nothing and has
 --            nothing left in flight (epoch kept), so drained and
---            spent lanes are never probed again. A lane that only
+--            spent lanes are never probed again. What is left in flight
+--            is known where the ledger's hint holds; elsewhere a
+--            primary-key probe of each id of in_flight finds it, through
+--            the index entries of every completed (deleted) one. A lane that only
 --            saw completions is not written.
 --
 -- The final WHERE is a constant condition, which PostgreSQL evaluates
@@ -118,7 +125,10 @@ FROM (
 -- delivery row is written and no lock taken on one.
 {{define "claimOwn" -}}
 WITH RECURSIVE own AS MATERIALIZED (
-	SELECT l.lane, l.epoch, l.in_flight, greatest({{.ClaimQuota}} - l.picks, 0) AS room FROM {{.Lanes}} l
+	SELECT l.lane, l.epoch, l.in_flight, greatest({{.ClaimQuota}} - l.picks, 0) AS room,
+		(SELECT h.outstanding FROM unnest($9::smallint[], $10::bigint[], $11::int[], $12::int[]) AS h(lane, epoch, picks, outstanding)
+			WHERE h.lane = l.lane AND h.epoch = l.epoch AND h.picks = l.picks LIMIT 1) AS known
+	FROM {{.Lanes}} l
 	WHERE l.lane = ANY (coalesce(nullif(current_setting(CASE WHEN $6 THEN 'relaybus.taken' ELSE 'relaybus.own' END, true), ''), '{}')::smallint[])
 		AND l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
 	ORDER BY l.lane
@@ -178,8 +188,8 @@ WITH RECURSIVE own AS MATERIALIZED (
 		ELSE NOT c.suspect END
 ), next AS MATERIALIZED (
 	SELECT o.lane, p.ids, coalesce(p.n, 0) AS picked,
-		p.n IS NULL AND NOT EXISTS (
-			SELECT 1 FROM {{.Deliveries}} d WHERE d.id = ANY (o.in_flight) AND d.status = 'pending') AS release,
+		p.n IS NULL AND CASE WHEN o.known IS NOT NULL THEN o.known = 0 ELSE NOT EXISTS (
+			SELECT 1 FROM {{.Deliveries}} d WHERE d.id = ANY (o.in_flight) AND d.status = 'pending') END AS release,
 		-- What is still in flight, where flying probed it anyway.
 		CASE WHEN EXISTS (SELECT 1 FROM heads h WHERE h.lane = o.lane AND (h.r).id IS NOT NULL)
 			THEN ARRAY(SELECT f.id FROM flying f WHERE f.lane = o.lane) END AS live

@@ -113,6 +113,7 @@ func (s *Store) completeMany(ctx context.Context, leases []relaytype.Lease, now 
 		rows, err = s.pool.Query(ctx, s.q.completeMany, ids, lanes, claims, epochs)
 	}
 	if err != nil {
+		s.forgetAll(ls)
 		return nil, errorFrom("complete", err)
 	}
 	// The lease each deleted row matched. A delivery named by two leases
@@ -131,6 +132,7 @@ func (s *Store) completeMany(ctx context.Context, leases []relaytype.Lease, now 
 		}
 		return nil
 	}); err != nil {
+		s.forgetAll(ls)
 		return nil, errorFrom("complete", err)
 	}
 	out := make([]bool, len(ls))
@@ -139,6 +141,7 @@ func (s *Store) completeMany(ctx context.Context, leases []relaytype.Lease, now 
 			out[i] = true
 			deleted[l] = false
 		}
+		s.ledger.finished(l.Token, out[i])
 	}
 	return out, nil
 }
@@ -158,6 +161,8 @@ func (s *Store) DeliveryCompleteTx(ctx context.Context, tx pgx.Tx, params *drive
 	if err != nil {
 		return false, err
 	}
+	// Whether tx commits is the caller's: the lane is probed again.
+	s.ledger.forget(l.Token)
 	var rows pgx.Rows
 	if s.history {
 		rows, err = tx.Query(ctx, s.q.completeTxHistory, l.ID, int16(l.Token.Lane), l.Token.Claims, l.Token.Epoch, params.Now)
@@ -218,8 +223,10 @@ func (s *Store) endClaim(ctx context.Context, op string, l relaytype.Lease, sql 
 	batch.Queue(sql, append([]any{pl.ID, int16(pl.Token.Lane), pl.Token.Claims, pl.Token.Epoch, now}, args...)...).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+		s.ledger.forget(pl.Token)
 		return false, errorFrom(op, err)
 	}
+	s.ledger.finished(pl.Token, n == 1)
 	return n == 1, nil
 }
 
@@ -232,6 +239,8 @@ func (s *Store) OwnerRelinquish(ctx context.Context, params *driver.OwnerRelinqu
 		return 0, err
 	}
 	var n int64
+	// Whatever the outcome, the lanes held may change under the ledger.
+	defer s.ledger.reset()
 	batch := lockFirst(s.q.lockOwned, params.Owner, s.holder)
 	batch.Queue(s.q.relinquish, params.Owner, s.holder, params.Now).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
@@ -251,4 +260,12 @@ func lockFirst(lockSQL string, args ...any) *pgx.Batch {
 	batch := &pgx.Batch{}
 	batch.Queue(lockSQL, args...)
 	return batch
+}
+
+// forgetAll drops the ledger entries of the lanes of ls (a completion
+// whose outcome is unknown).
+func (s *Store) forgetAll(ls []lease) {
+	for _, l := range ls {
+		s.ledger.forget(l.Token)
+	}
 }

@@ -185,12 +185,15 @@ func planStore(t *testing.T) (*Store, *pgxpool.Pool) {
 }
 
 // claimArgs are claimOwn's arguments for owner "w" at now, from all the
-// lanes it holds, as a busy caller (a dispatcher under load) claims.
+// lanes it holds, as a busy caller (a dispatcher under load) claims, with
+// the store's ledger as its hints.
 func (s *Store) claimArgs(now time.Time) []any {
-	return []any{"w", s.holder, now, []string{"h"}, planLimit, false, now.Add(time.Minute), true}
+	h := s.ledger.hints()
+	return []any{"w", s.holder, now, []string{"h"}, planLimit, false, now.Add(time.Minute), true,
+		h.lanes, h.epochs, h.picks, h.outstanding}
 }
 
-const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz, bool"
+const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz, bool, smallint[], bigint[], int[], int[]"
 
 // TestPlans checks the plan of every hot statement on a table that has
 // never been analyzed, with a deep keyed backlog, both as a custom plan

@@ -105,6 +105,8 @@ type Store struct {
 	// wake is the wake-up statements and the coalescing of the
 	// announcements of publishes (listen.go).
 	wake wakeState
+	// ledger is what the instance knows of the lanes it holds (ledger.go).
+	ledger ledger
 }
 
 // holderBytes is the entropy of a store instance's holder name.

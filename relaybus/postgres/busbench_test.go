@@ -1,0 +1,87 @@
+package postgres_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/postgres"
+)
+
+// Sizes of BenchmarkBusDispatch: the harness's tuned dispatch cell ("2
+// inst, tuned (conc 200, batch 200, pool 40, poll 50ms)").
+const (
+	busBenchProcs = 2
+	busBenchConc  = 200
+	busBenchBatch = 200
+	busBenchPool  = 40
+)
+
+// BenchmarkBusDispatch is the dispatch hot path through the engine, not
+// only the store: busBenchProcs Buses, each with a store instance and a
+// pool of its own (two dispatcher processes), drain a preloaded unkeyed
+// backlog of b.N*200 deliveries with a handler that does nothing, at the
+// harness's tuned settings. Beside BenchmarkClaimCompleteParallel (the
+// store driven by a plain claim-complete loop), it shows what the
+// dispatcher adds. It reports deliveries/s and the per-delivery figures
+// of BenchmarkClaimCompleteParallel; with RELAYBUS_BENCH_TOP_STATEMENTS
+// set, the top statements.
+func BenchmarkBusDispatch(b *testing.B) {
+	s, pool := benchStore(b)
+	total := b.N * benchParallelBatch
+	preload(b, s, pool, total, func(int) string { return "" })
+	var completed atomic.Int64
+	var start time.Time
+	// The preload is due at t0; the Buses' clock starts a minute later.
+	now := func() time.Time { return t0.Add(time.Minute).Add(time.Since(start)) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := startMeasure(b, pool)
+	b.ResetTimer()
+	start = time.Now()
+	var stops []func()
+	for p := range busBenchProcs {
+		cfg, err := pgxpool.ParseConfig(pool.Config().ConnString())
+		require.NoError(b, err)
+		cfg.MaxConns = busBenchPool
+		pp, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(b, err)
+		st, err := postgres.New(pp, nil)
+		require.NoError(b, err)
+		bus, err := relaybus.New(st, relaybus.Config{
+			Owner:        "bus" + strconv.Itoa(p),
+			Concurrency:  busBenchConc,
+			BatchSize:    busBenchBatch,
+			PollInterval: 50 * time.Millisecond,
+			Now:          now,
+			AfterFinish: func(_ context.Context, f relaybus.Finish) {
+				if f.Outcome == relaybus.FinishCompleted {
+					completed.Add(1)
+				}
+			},
+		})
+		require.NoError(b, err)
+		require.NoError(b, bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error { return nil }, nil))
+		require.NoError(b, bus.Start(ctx))
+		stops = append(stops, func() {
+			require.NoError(b, bus.Stop(context.Background()))
+			pp.Close()
+		})
+	}
+	for completed.Load() < int64(total) {
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	for _, stop := range stops {
+		stop()
+	}
+	b.ReportMetric(float64(total)/elapsed.Seconds(), "deliveries/s")
+	m.report(b, int64(total), "delivery")
+}
