@@ -10,7 +10,7 @@ import (
 // v0.1.0 applies no free-form option: every key there is reported
 // ignored.
 var optionRules = workerkit.OptionRules{
-	TopLevel: map[string]bool{"cpu_profile_path": true},
+	TopLevel: map[string]bool{workerkit.OptionCPUProfilePath: true},
 	Known:    map[string]map[string]bool{"store": {optCompletionHistory: true}},
 }
 

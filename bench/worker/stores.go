@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit/workerpg"
 	"github.com/berkcansavur/relaybus/relaybus"
 	mongostore "github.com/berkcansavur/relaybus/relaybus/mongo"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
@@ -28,17 +29,9 @@ func (w *worker) run(ctx context.Context) error {
 	}
 	switch w.Cfg.Store.Kind {
 	case "postgres":
-		pcfg, err := pgxpool.ParseConfig(w.Cfg.Store.DSN)
+		pool, err := workerpg.OpenPool(ctx, w.Pkg, &w.Cfg.Store, ApplicationName, nil)
 		if err != nil {
-			return fmt.Errorf("worker: postgres dsn: %w", err)
-		}
-		if w.Cfg.Store.PoolSize > 0 {
-			pcfg.MaxConns = int32(w.Cfg.Store.PoolSize)
-		}
-		pcfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
-		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-		if err != nil {
-			return fmt.Errorf("worker: postgres pool: %w", err)
+			return err
 		}
 		defer pool.Close()
 		st, err := postgres.New(pool, &postgres.Options{CompletionHistory: so.completionHistory})
@@ -69,38 +62,10 @@ func (w *worker) run(ctx context.Context) error {
 	return fmt.Errorf("worker: unknown store kind %q", w.Cfg.Store.Kind)
 }
 
-// pgKeyStates reads every key's sequence counter and the events the
-// store holds for it, from the tables of the store's default schema and
-// prefix (the worker's store uses them), in key order, at most
-// protocol.MaxKeyStates keys. A key with events but no counter row, or a
-// counter without events, is reported too (with 0 for what is missing).
+// pgKeyStates reads the key states of the store's tables in its default
+// schema and prefix, which the worker's store uses.
 func pgKeyStates(ctx context.Context, pool *pgxpool.Pool) ([]protocol.KeyState, bool, error) {
-	keys := pgx.Identifier{postgres.DefaultSchema, postgres.DefaultTablePrefix + "keys"}.Sanitize()
-	events := pgx.Identifier{postgres.DefaultSchema, postgres.DefaultTablePrefix + "events"}.Sanitize()
-	rows, err := pool.Query(ctx, `
-SELECT coalesce(k.key, e.key), coalesce(k.last_sequence, 0), coalesce(e.events, 0), coalesce(e.max_sequence, 0)
-FROM `+keys+` k
-FULL JOIN (
-    SELECT key, count(*) AS events, max(sequence) AS max_sequence
-    FROM `+events+`
-    WHERE key IS NOT NULL AND key <> ''
-    GROUP BY key
-) e ON e.key = k.key
-ORDER BY 1
-LIMIT $1`, protocol.MaxKeyStates+1)
-	if err != nil {
-		return nil, false, err
-	}
-	ks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.KeyState, error) {
-		var k protocol.KeyState
-		err := r.Scan(&k.Key, &k.LastSequence, &k.Events, &k.MaxSequence)
-		return k, err
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	if len(ks) > protocol.MaxKeyStates {
-		return ks[:protocol.MaxKeyStates], true, nil
-	}
-	return ks, false, nil
+	return workerpg.KeyStates(ctx, pool,
+		pgx.Identifier{postgres.DefaultSchema, postgres.DefaultTablePrefix + "keys"},
+		pgx.Identifier{postgres.DefaultSchema, postgres.DefaultTablePrefix + "events"})
 }

@@ -29,22 +29,7 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	w := &worker{Session: s}
-	if w.Cfg.CPUProfilePath != "" {
-		stop, err := startCPUProfile(w.Cfg.CPUProfilePath)
-		if err != nil {
-			return w.Out.Fail(1, err)
-		}
-		defer func() {
-			if err := stop(); err != nil {
-				w.Log.Error("cpu profile", "error", err)
-			}
-		}()
-	}
-	if err := w.run(ctx); err != nil {
-		w.Log.Error("role failed", "error", err)
-		return w.Out.Fail(1, err)
-	}
-	return 0
+	return w.Run(ctx, w.run)
 }
 
 // capabilities lists what this worker can do; the harness records them.
@@ -64,50 +49,40 @@ func capabilities() []string {
 var checks = workerkit.Checks{Pkg: "worker", Limits: workerkit.RelaybusLimits}
 
 func validateConfig(c *protocol.Config) error {
-	if err := checks.Plumbing(c, validateStore); err != nil {
+	return checks.Config(c, &workerkit.Own{
+		Store: validateStore,
+		Name: func(what, name string) error {
+			if err := driver.ValidateName(what, name); err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
+			return nil
+		},
+		Workload: func(wl *protocol.Workload) error {
+			if wl.RetryBaseDelayMs < 0 || wl.RetryMaxDelayMs < 0 {
+				return errors.New("worker: workload retry delays must be >= 0")
+			}
+			return nil
+		},
+		Dispatcher: validateDispatcher,
+	})
+}
+
+// validateDispatcher checks what relaybus.New does not: the name (the
+// lease holder in every handle record) and the fields the worker turns
+// into relaybus settings itself.
+func validateDispatcher(c *protocol.Config) error {
+	if c.Name == "" || strings.ContainsAny(c.Name, "\t\n\r") {
+		return fmt.Errorf("worker: a dispatcher needs a name without tabs or newlines (its records' holder), got %q", c.Name)
+	}
+	d := &c.Dispatcher
+	if err := checks.InRange("dispatcher extra_cost_per_delivery_us", d.ExtraCostPerDeliveryUs, checks.Limits.CostUs); err != nil {
 		return err
 	}
-	if c.Role == protocol.RoleSetup || c.Role == protocol.RoleInspect {
-		return nil
+	if d.CompletionWindowDisabled && d.CompletionWindowUs != 0 {
+		return fmt.Errorf("worker: dispatcher completion_window_disabled with completion_window_us %d: set one of them", d.CompletionWindowUs)
 	}
-	wl := &c.Workload
-	if err := driver.ValidateName("workload event_type", wl.EventType); err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	if err := checks.Handlers(wl.Handlers, func(what, name string) error {
-		if err := driver.ValidateName(what, name); err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := checks.Workload(wl); err != nil {
-		return err
-	}
-	if wl.RetryBaseDelayMs < 0 || wl.RetryMaxDelayMs < 0 {
-		return errors.New("worker: workload retry delays must be >= 0")
-	}
-	switch c.Role {
-	case protocol.RolePreload, protocol.RolePublisher:
-		if err := checks.Publisher(c); err != nil {
-			return err
-		}
-	case protocol.RoleDispatcher:
-		// The name is the lease holder in every handle record.
-		if c.Name == "" || strings.ContainsAny(c.Name, "\t\n\r") {
-			return fmt.Errorf("worker: a dispatcher needs a name without tabs or newlines (its records' holder), got %q", c.Name)
-		}
-		d := &c.Dispatcher
-		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > checks.Limits.CostUs {
-			return fmt.Errorf("worker: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, checks.Limits.CostUs)
-		}
-		if d.CompletionWindowDisabled && d.CompletionWindowUs != 0 {
-			return fmt.Errorf("worker: dispatcher completion_window_disabled with completion_window_us %d: set one of them", d.CompletionWindowUs)
-		}
-		// The other dispatcher fields are validated by relaybus.New,
-		// which names the field and its range.
-	}
+	// The other dispatcher fields are validated by relaybus.New, which
+	// names the field and its range.
 	return nil
 }
 

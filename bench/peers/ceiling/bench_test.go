@@ -1,15 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit/peertest"
+	"github.com/berkcansavur/relaybus/internal/dbenv/pgtest"
 )
 
 // BenchmarkDispatch measures the ceiling alone on the shapes of the
@@ -25,9 +24,6 @@ import (
 //
 //	go test -run '^$' -bench Dispatch -benchtime 1x
 func BenchmarkDispatch(b *testing.B) {
-	if server == nil {
-		b.Skipf("no PostgreSQL: %s", noServer)
-	}
 	tuned := protocol.Dispatcher{Concurrency: 200, Batch: 200, PollMs: 50}
 	for _, bc := range []struct {
 		name           string
@@ -52,80 +48,51 @@ func BenchmarkDispatch(b *testing.B) {
 }
 
 func benchDispatchOnce(b *testing.B, events, procs int, keys string, keyCount, pool int, d protocol.Dispatcher) {
-	dsn := server.newDatabase(b)
+	dsn := peertest.Database(b)
 	dir := b.TempDir()
 	wl := protocol.Workload{EventType: "bench.event", Handlers: []string{"noop"}, Keys: keys, KeyCount: keyCount,
 		PayloadBytes: 128, IDPrefix: "b-"}
-	runRole(b, &protocol.Config{Protocol: 1, Role: protocol.RoleSetup, Name: "setup", Store: protocol.Store{Kind: "postgres", DSN: dsn}})
-	runRole(b, &protocol.Config{Protocol: 1, Role: protocol.RolePreload, Name: "preload",
+	peertest.Run(b, &protocol.Config{Protocol: 1, Role: protocol.RoleSetup, Name: "setup", Store: protocol.Store{Kind: "postgres", DSN: dsn}})
+	peertest.Run(b, &protocol.Config{Protocol: 1, Role: protocol.RolePreload, Name: "preload",
 		RecordPath: filepath.Join(dir, "preload.rec"), Store: protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: 4}, Workload: wl,
 		Publisher: protocol.Publisher{Publishers: 4, Batch: 500, Events: events}})
 	// As the harness does after a preload: statistics and a vacuumed
 	// table, so the window does not start with the preload's hint bits.
-	execSQL(b, dsn, "VACUUM ANALYZE")
-	lsn0 := walLSN(b, dsn)
+	pgtest.Exec(b, dsn, "VACUUM ANALYZE")
+	lsn0 := peertest.WALPosition(b, dsn)
 
-	var disps []*proc
+	var disps []*peertest.Proc
 	for i := range procs {
-		p := startProc(b, &protocol.Config{Protocol: 1, Role: protocol.RoleDispatcher, Name: fmt.Sprint("disp-", i),
+		p := peertest.Start(b, &protocol.Config{Protocol: 1, Role: protocol.RoleDispatcher, Name: fmt.Sprint("disp-", i),
 			RecordPath: filepath.Join(dir, fmt.Sprintf("disp-%d.rec", i)), CountersIntervalMs: 50,
 			Store: protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: pool}, Workload: wl, Dispatcher: d})
 		disps = append(disps, p)
 	}
 	for _, p := range disps {
-		p.waitReady()
+		p.WaitReady()
 	}
 	start := time.Now()
-	deadline := start.Add(drainTimeout)
+	deadline := start.Add(peertest.DrainTimeout)
 	for {
 		var n int64
 		for _, p := range disps {
-			n += p.lastCounters().Completed
+			n += p.LastCounters().Completed
 		}
 		if n >= int64(events) {
 			break
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d completed after %v", n, events, drainTimeout)
+			b.Fatalf("%d of %d completed after %v", n, events, peertest.DrainTimeout)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	lsn1 := walLSN(b, dsn)
+	lsn1 := peertest.WALPosition(b, dsn)
 	var claims int64
 	for _, p := range disps {
-		claims += p.stop().Counters.Claims
+		claims += p.Stop().Counters.Claims
 	}
 	b.ReportMetric(float64(events)/elapsed.Seconds(), "deliveries/s")
 	b.ReportMetric(float64(lsn1-lsn0)/float64(events), "WAL-B/delivery")
 	b.ReportMetric(float64(events)/float64(claims), "deliveries/claim")
-}
-
-func execSQL(b *testing.B, dsn, sql string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		b.Fatal(err)
-	}
-}
-
-// walLSN is the server's WAL position in bytes.
-func walLSN(b *testing.B, dsn string) int64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var n int64
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'::pg_lsn`).Scan(&n); err != nil {
-		b.Fatal(err)
-	}
-	return n
 }

@@ -13,7 +13,8 @@
 //
 // Build, test and measure it from this directory (the tests start a
 // throwaway PostgreSQL from the binaries on PATH, or use
-// RELAYBUS_TEST_DATABASE_URL):
+// RELAYBUS_TEST_DATABASE_URL; peertest says how; -update rewrites the
+// golden protocol lines and records in testdata):
 //
 //	go build -o ceiling .
 //	go vet ./... && go test ./...
@@ -21,10 +22,12 @@
 //
 // It lives in its own module, like bench/peers/river, and imports from
 // the main module (through a replace directive) only bench/protocol,
-// bench/record, bench/stats and bench/worker/workerkit: the relaybus
-// worker's output, config reading, option sorting and publish loop. Its
-// only other dependency is pgx v5, the driver relaybus's PostgreSQL
-// store uses.
+// bench/record, bench/stats and bench/worker/workerkit with workerpg:
+// the relaybus worker's output, config reading and checks, option
+// sorting, publish loop, pool and key-state query. Its only other
+// dependency is pgx v5, the driver relaybus's PostgreSQL store uses. Its
+// tests share their scaffolding with every peer's
+// (bench/worker/workerkit/peertest).
 //
 // # Hello
 //

@@ -1,16 +1,11 @@
 package main
 
-import (
-	"fmt"
-	"math"
-
-	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
-)
+import "github.com/berkcansavur/relaybus/bench/worker/workerkit"
 
 // optionRules sort the options of a config into applied and ignored:
 // every top-level field but cpu_profile_path is plumbing.
 var optionRules = workerkit.OptionRules{
-	TopLevel: map[string]bool{"cpu_profile_path": true},
+	TopLevel: map[string]bool{workerkit.OptionCPUProfilePath: true},
 	Ignored:  ignoredFields,
 	Known:    knownOptions,
 }
@@ -75,29 +70,10 @@ type dispatcherOptions struct {
 // ignored (and reported by the option rules).
 func parseDispatcherOptions(opts map[string]any) (dispatcherOptions, error) {
 	var d dispatcherOptions
-	if v, ok := opts[optStreams]; ok {
-		n, ok := wholeNumber(v, maxStreams)
-		if !ok {
-			return d, fmt.Errorf("ceiling: dispatcher option %s must be a whole number in [1, %d], got %v", optStreams, maxStreams, v)
-		}
-		d.streams = n
+	var err error
+	if d.streams, err = checks.WholeOption(opts, optStreams, "", maxStreams); err != nil {
+		return d, err
 	}
-	if v, ok := opts[optMaxLanes]; ok {
-		n, ok := wholeNumber(v, laneCount)
-		if !ok {
-			return d, fmt.Errorf("ceiling: dispatcher option %s must be a whole number in [1, %d], got %v", optMaxLanes, laneCount, v)
-		}
-		d.maxLanes = n
-	}
-	return d, nil
-}
-
-// wholeNumber reads a JSON number that must be a whole number in
-// [1, maxN].
-func wholeNumber(v any, maxN int) (int, bool) {
-	f, ok := v.(float64)
-	if !ok || f != math.Trunc(f) || f < 1 || f > float64(maxN) {
-		return 0, false
-	}
-	return int(f), true
+	d.maxLanes, err = checks.WholeOption(opts, optMaxLanes, "", laneCount)
+	return d, err
 }

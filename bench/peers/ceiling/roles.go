@@ -9,6 +9,7 @@ import (
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit/workerpg"
 )
 
 // ApplicationName tags this worker's PostgreSQL sessions, so that they
@@ -19,33 +20,21 @@ const ApplicationName = "relaybus-bench-ceiling"
 // run opens the pool (setup, inspect, publishing) and plays the role; a
 // dispatcher opens its own connections, one per claim stream.
 func (w *worker) run(ctx context.Context) error {
-	pcfg, err := pgxpool.ParseConfig(w.Cfg.Store.DSN)
+	pool, err := workerpg.OpenPool(ctx, peerName, &w.Cfg.Store, ApplicationName, func(pcfg *pgxpool.Config) {
+		if w.Cfg.Role == protocol.RoleDispatcher {
+			// The dispatcher's streams connect on their own (dispatch.go).
+			pcfg.MaxConns = 1
+		}
+	})
 	if err != nil {
-		return fmt.Errorf("ceiling: postgres dsn: %w", err)
-	}
-	if w.Cfg.Store.PoolSize > 0 {
-		pcfg.MaxConns = int32(w.Cfg.Store.PoolSize)
-	}
-	pcfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
-	if w.Cfg.Role == protocol.RoleDispatcher {
-		// The dispatcher's streams connect on their own (dispatch.go).
-		pcfg.MaxConns = 1
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("ceiling: postgres pool: %w", err)
+		return err
 	}
 	defer pool.Close()
-	for _, path := range w.Ignored {
-		if why := ignoredFields[path]; why != "" {
-			w.Log.Info("option ignored", "option", path, "why", why)
-		}
-	}
 	return w.RunRole(ctx, workerkit.Roles{
 		Setup:    func(ctx context.Context) error { return setup(ctx, pool) },
 		Inspect:  func(ctx context.Context) (*protocol.Inspect, error) { return inspect(ctx, pool) },
 		Publish:  func(ctx context.Context) error { return publish(ctx, w, pool) },
-		Dispatch: func(ctx context.Context) error { return dispatch(ctx, w, pcfg.ConnConfig) },
+		Dispatch: func(ctx context.Context) error { return dispatch(ctx, w, pool.Config().ConnConfig) },
 	})
 }
 
@@ -92,35 +81,8 @@ func inspect(ctx context.Context, pool *pgxpool.Pool) (*protocol.Inspect, error)
 	return in, nil
 }
 
-// keyStates reads every key's sequence counter and the events held for
-// it, in key order, at most protocol.MaxKeyStates keys, as the relaybus
-// worker reads its store's: a key with events but no counter row, or a
-// counter without events, is reported too (0 for what is missing).
+// keyStates reads the key states of ceiling_keys and ceiling_events, as
+// the relaybus worker reads its store's.
 func keyStates(ctx context.Context, pool *pgxpool.Pool) ([]protocol.KeyState, bool, error) {
-	rows, err := pool.Query(ctx, `
-SELECT coalesce(k.key, e.key), coalesce(k.last_sequence, 0), coalesce(e.events, 0), coalesce(e.max_sequence, 0)
-FROM ceiling_keys k
-FULL JOIN (
-	SELECT key, count(*) AS events, max(sequence) AS max_sequence
-	FROM ceiling_events
-	WHERE key IS NOT NULL AND key <> ''
-	GROUP BY key
-) e ON e.key = k.key
-ORDER BY 1
-LIMIT $1`, protocol.MaxKeyStates+1)
-	if err != nil {
-		return nil, false, err
-	}
-	ks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (protocol.KeyState, error) {
-		var k protocol.KeyState
-		err := r.Scan(&k.Key, &k.LastSequence, &k.Events, &k.MaxSequence)
-		return k, err
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	if len(ks) > protocol.MaxKeyStates {
-		return ks[:protocol.MaxKeyStates], true, nil
-	}
-	return ks, false, nil
+	return workerpg.KeyStates(ctx, pool, pgx.Identifier{"ceiling_keys"}, pgx.Identifier{"ceiling_events"})
 }

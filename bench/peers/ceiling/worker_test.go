@@ -1,11 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"encoding/json"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,28 +12,20 @@ import (
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/record"
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit/peertest"
 )
-
-func decodeLines(t *testing.T, b []byte) []protocol.Message {
-	t.Helper()
-	var msgs []protocol.Message
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		var m protocol.Message
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs
-}
 
 func TestBadConfigs(t *testing.T) {
 	t.Parallel()
 	const pub = `"record_path":"/x","store":{"kind":"postgres","dsn":"x"},"publisher":{"publishers":1,"batch":1}`
 	const disp = `"protocol":1,"role":"dispatcher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
 		"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10}`
-	for _, tc := range []struct{ name, config, want string }{
+	hello := func(t *testing.T, hello protocol.Message) {
+		if hello.Version != peerVersion {
+			t.Errorf("hello %+v is not the ceiling's", hello)
+		}
+	}
+	peertest.CheckBadConfigs(t, workerMain, hello, []peertest.BadConfig{
 		{"not JSON", `{`, "not valid JSON"},
 		{"protocol 2", `{"protocol":2,"role":"setup","store":{"kind":"postgres","dsn":"x"}}`, "protocol 2"},
 		{"mongo", `{"protocol":1,"role":"setup","store":{"kind":"mongo","mongo_uri":"m"}}`, `store kind "mongo" is not supported`},
@@ -57,26 +44,7 @@ func TestBadConfigs(t *testing.T) {
 		{"poll", `{` + disp + `,"dispatcher":{"poll_ms":-1}}`, "poll_ms -1"},
 		{"streams", `{` + disp + `,"dispatcher":{"options":{"streams":0}}}`, "option streams"},
 		{"max_lanes", `{` + disp + `,"dispatcher":{"options":{"max_lanes":257}}}`, "option max_lanes"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			var out bytes.Buffer
-			if code := workerMain(context.Background(), strings.NewReader(tc.config), &out, io.Discard); code != 2 {
-				t.Errorf("exit code %d, want 2", code)
-			}
-			msgs := decodeLines(t, out.Bytes())
-			if len(msgs) != 3 {
-				t.Fatalf("got %d lines, want hello, error, done: %+v", len(msgs), msgs)
-			}
-			hello, done := msgs[0], msgs[2]
-			if hello.Type != protocol.TypeHello || hello.Protocol != protocol.Version || hello.Version != peerVersion {
-				t.Errorf("first line %+v is not a protocol 1 hello of the ceiling", hello)
-			}
-			if done.Type != protocol.TypeDone || !strings.Contains(done.Error, tc.want) || !strings.HasPrefix(done.Error, "ceiling: ") {
-				t.Errorf("last line %+v, want done with an error containing %q", done, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func TestCapabilities(t *testing.T) {

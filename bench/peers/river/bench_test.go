@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit/peertest"
 )
 
 // BenchmarkDispatch measures River alone, as this peer drives it, on the
@@ -24,9 +21,6 @@ import (
 //
 //	go test -run '^$' -bench Dispatch -benchtime 1x
 func BenchmarkDispatch(b *testing.B) {
-	if server == nil {
-		b.Skipf("no PostgreSQL: %s", noServer)
-	}
 	for _, bc := range []struct {
 		name string
 		// jobs: fewer where River's FetchCooldown caps a dispatcher at
@@ -54,54 +48,37 @@ func BenchmarkDispatch(b *testing.B) {
 }
 
 func benchDispatchOnce(b *testing.B, jobs, pool int, d protocol.Dispatcher) {
-	dsn := server.newDatabase(b)
+	dsn := peertest.Database(b)
 	dir := b.TempDir()
 	store := protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: pool}
 	wl := protocol.Workload{EventType: "bench.event", Handlers: []string{"noop"}, PayloadBytes: 128, IDPrefix: "b-"}
-	runRole(b, &protocol.Config{Protocol: 1, Role: protocol.RoleSetup, Name: "setup", Store: store})
-	lsn0 := walLSN(b)
-	runRole(b, &protocol.Config{Protocol: 1, Role: protocol.RolePreload, Name: "preload",
+	peertest.Run(b, &protocol.Config{Protocol: 1, Role: protocol.RoleSetup, Name: "setup", Store: store})
+	lsn0 := peertest.WALPosition(b, dsn)
+	peertest.Run(b, &protocol.Config{Protocol: 1, Role: protocol.RolePreload, Name: "preload",
 		RecordPath: filepath.Join(dir, "preload.rec"), Store: protocol.Store{Kind: "postgres", DSN: dsn, PoolSize: 4},
 		Workload: wl, Publisher: protocol.Publisher{Publishers: 4, Batch: 100, Events: jobs}})
-	lsn1 := walLSN(b)
+	lsn1 := peertest.WALPosition(b, dsn)
 
-	p := startProc(b, &protocol.Config{Protocol: 1, Role: protocol.RoleDispatcher, Name: "disp",
+	p := peertest.Start(b, &protocol.Config{Protocol: 1, Role: protocol.RoleDispatcher, Name: "disp",
 		RecordPath: filepath.Join(dir, "disp.rec"), CountersIntervalMs: 50, Store: store, Workload: wl, Dispatcher: d})
-	ready := p.waitReady()
-	deadline := time.Now().Add(drainTimeout)
+	ready := p.WaitReady()
+	deadline := time.Now().Add(peertest.DrainTimeout)
 	var last protocol.Message
 	for {
-		msgs := p.messages()
+		msgs := p.Messages()
 		last = msgs[len(msgs)-1]
 		if last.Counters != nil && last.Counters.Completed >= int64(jobs) {
 			break
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("not drained after %v: %+v", drainTimeout, last.Counters)
+			b.Fatalf("not drained after %v: %+v", peertest.DrainTimeout, last.Counters)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	lsn2 := walLSN(b)
-	p.stop()
+	lsn2 := peertest.WALPosition(b, dsn)
+	p.Stop()
 	secs := float64(last.TimeNs-ready.TimeNs) / 1e9
 	b.ReportMetric(float64(jobs)/secs, "jobs/s")
 	b.ReportMetric(float64(lsn2-lsn1)/float64(jobs), "WAL-B/job")
 	b.ReportMetric(float64(lsn1-lsn0)/float64(jobs), "preload-WAL-B/event")
-}
-
-// walLSN is the server's current WAL position in bytes.
-func walLSN(tb testing.TB) int64 {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, server.adminDSN)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var n int64
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'::pg_lsn`).Scan(&n); err != nil {
-		tb.Fatal(fmt.Errorf("reading the WAL position: %w", err))
-	}
-	return n
 }

@@ -10,8 +10,9 @@
 //
 // Build, test and measure it from this directory (the tests start a
 // throwaway PostgreSQL from the binaries on PATH, or use
-// RELAYBUS_TEST_DATABASE_URL; -short leaves out the two that wait for
-// River's rescuer):
+// RELAYBUS_TEST_DATABASE_URL; peertest says how; -short leaves out the
+// two that wait for River's rescuer; -update rewrites the golden
+// protocol lines and records in testdata):
 //
 //	go build -o river .
 //	go vet ./... && go test ./...
@@ -25,11 +26,13 @@
 //
 // It lives in its own module so that the library's module never depends
 // on River. From the main module (through a replace directive) it
-// imports bench/protocol, bench/record and bench/worker/workerkit, the
-// relaybus worker's own output, config reading, option sorting and
-// publish loop, and no relaybus store: the workload (event ids, keys,
-// poison events), the record files and the lines it writes are those of
-// a relaybus worker because they come from the same code.
+// imports bench/protocol, bench/record and bench/worker/workerkit with
+// workerpg, the relaybus worker's own output, config reading and checks,
+// option sorting, publish loop and pool, and no relaybus store: the
+// workload (event ids, keys, poison events), the record files and the
+// lines it writes are those of a relaybus worker because they come from
+// the same code. Its tests share their scaffolding with every peer's
+// (bench/worker/workerkit/peertest).
 //
 // # Hello
 //

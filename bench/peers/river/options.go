@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
@@ -97,30 +96,22 @@ type dispatcherOptions struct {
 
 // parseDispatcherOptions reads the known free-form dispatcher options; a
 // known option with a bad value is a config error, an unknown one is
-// ignored (and reported by classifyOptions).
+// ignored (and reported by the option rules).
 func parseDispatcherOptions(opts map[string]any) (dispatcherOptions, error) {
 	var d dispatcherOptions
-	if v, ok := opts[optMaxWorkers]; ok {
-		n, ok := wholeNumber(v, maxConcurrency)
-		if !ok {
-			return d, fmt.Errorf("river: dispatcher option %s must be a whole number in [1, %d], got %v", optMaxWorkers, maxConcurrency, v)
-		}
-		d.maxWorkers = n
+	var err error
+	if d.maxWorkers, err = checks.WholeOption(opts, optMaxWorkers, "", maxConcurrency); err != nil {
+		return d, err
 	}
-	if v, ok := opts[optFetchCooldownMs]; ok {
-		ms, ok := wholeNumber(v, maxFetchCooldownMs)
-		if !ok {
-			return d, fmt.Errorf("river: dispatcher option %s must be a whole number of milliseconds in [1, %d], got %v", optFetchCooldownMs, maxFetchCooldownMs, v)
-		}
-		d.fetchCooldown = time.Duration(ms) * time.Millisecond
+	ms, err := checks.WholeOption(opts, optFetchCooldownMs, "milliseconds", maxFetchCooldownMs)
+	if err != nil {
+		return d, err
 	}
-	if v, ok := opts[optFetchPollIntervalMs]; ok {
-		ms, ok := wholeNumber(v, maxPollMs)
-		if !ok {
-			return d, fmt.Errorf("river: dispatcher option %s must be a whole number of milliseconds in [1, %d], got %v", optFetchPollIntervalMs, maxPollMs, v)
-		}
-		d.fetchPollInterval = time.Duration(ms) * time.Millisecond
+	d.fetchCooldown = time.Duration(ms) * time.Millisecond
+	if ms, err = checks.WholeOption(opts, optFetchPollIntervalMs, "milliseconds", maxPollMs); err != nil {
+		return d, err
 	}
+	d.fetchPollInterval = time.Duration(ms) * time.Millisecond
 	if v, ok := opts[optPollOnly]; ok {
 		b, ok := v.(bool)
 		if !ok {
@@ -129,14 +120,4 @@ func parseDispatcherOptions(opts map[string]any) (dispatcherOptions, error) {
 		d.pollOnly = b
 	}
 	return d, nil
-}
-
-// wholeNumber reads a JSON number that must be a whole number in
-// [1, maxN].
-func wholeNumber(v any, maxN int) (int, bool) {
-	f, ok := v.(float64)
-	if !ok || f != math.Trunc(f) || f < 1 || f > float64(maxN) {
-		return 0, false
-	}
-	return int(f), true
 }

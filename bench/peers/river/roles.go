@@ -15,6 +15,7 @@ import (
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit/workerpg"
 )
 
 // ApplicationName tags this worker's PostgreSQL sessions, so that they
@@ -39,25 +40,11 @@ func (deliveryArgs) Kind() string { return jobKind }
 
 // run opens the pool and plays the role.
 func (w *worker) run(ctx context.Context) error {
-	pcfg, err := pgxpool.ParseConfig(w.Cfg.Store.DSN)
+	pool, err := workerpg.OpenPool(ctx, "river", &w.Cfg.Store, ApplicationName, nil)
 	if err != nil {
-		return fmt.Errorf("river: postgres dsn: %w", err)
-	}
-	if w.Cfg.Store.PoolSize > 0 {
-		pcfg.MaxConns = int32(w.Cfg.Store.PoolSize)
-	}
-	pcfg.ConnConfig.RuntimeParams["application_name"] = ApplicationName
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("river: postgres pool: %w", err)
+		return err
 	}
 	defer pool.Close()
-	for _, path := range w.Ignored {
-		if why := ignoredFields[path]; why != "" {
-			w.Log.Info("option ignored", "option", path, "why", why)
-		}
-	}
-
 	return w.RunRole(ctx, workerkit.Roles{
 		Setup:    func(ctx context.Context) error { return setup(ctx, pool, w.Log) },
 		Inspect:  func(ctx context.Context) (*protocol.Inspect, error) { return inspect(ctx, pool, w.riverLogger()) },

@@ -1,12 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
@@ -16,7 +13,6 @@ import (
 // the role starts; where a field means the same as for the relaybus
 // worker, its limit is the relaybus worker's (workerkit.RelaybusLimits).
 const (
-	maxNameBytes       = 255
 	maxConcurrency     = 10_000 // river.QueueNumWorkersMax
 	maxPollMs          = 3_600_000
 	maxLeaseMs         = 24 * 3_600_000
@@ -48,91 +44,38 @@ func workerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) 
 		return s.Out.Fail(2, err)
 	}
 	w := &worker{Session: s, extra: extra, stderr: stderr}
-	if err := w.run(ctx); err != nil {
-		w.Log.Error("role failed", "error", err)
-		return w.Out.Fail(1, err)
-	}
-	return 0
+	return w.Run(ctx, w.run)
 }
 
 // checks are the config checks every worker shares, with the relaybus
 // worker's limits, so that a config one side accepts the other accepts
-// too.
+// too. The names (event type, handlers) are also refused control
+// characters (checks.Name), which a job's args do not need either.
 var checks = workerkit.Checks{Pkg: "river", Limits: workerkit.RelaybusLimits}
 
 func validateConfig(c *protocol.Config) error {
-	if err := checks.Plumbing(c, validateStore); err != nil {
-		return err
-	}
-	if c.Role == protocol.RoleSetup || c.Role == protocol.RoleInspect {
-		return nil
-	}
-	wl := &c.Workload
-	if err := validateName("workload event_type", wl.EventType); err != nil {
-		return err
-	}
-	if err := checks.Handlers(wl.Handlers, validateName); err != nil {
-		return err
-	}
-	if err := checks.Workload(wl); err != nil {
-		return err
-	}
-	if _, err := retryPolicyFor(wl); err != nil {
-		return err
-	}
-	switch c.Role {
-	case protocol.RolePreload, protocol.RolePublisher:
-		if err := checks.Publisher(c); err != nil {
+	return checks.Config(c, &workerkit.Own{
+		Store: checks.PostgresOnly("River runs on postgres only"),
+		Name:  checks.Name,
+		Workload: func(wl *protocol.Workload) error {
+			_, err := retryPolicyFor(wl)
 			return err
-		}
-	case protocol.RoleDispatcher:
-		d := &c.Dispatcher
-		if d.Concurrency < 0 || d.Concurrency > maxConcurrency {
-			return fmt.Errorf("river: dispatcher concurrency %d out of range [0, %d]", d.Concurrency, maxConcurrency)
-		}
-		if d.PollMs < 0 || d.PollMs > maxPollMs {
-			return fmt.Errorf("river: dispatcher poll_ms %d out of range [0, %d]", d.PollMs, maxPollMs)
-		}
-		if d.LeaseMs < 0 || d.LeaseMs > maxLeaseMs {
-			return fmt.Errorf("river: dispatcher lease_ms %d out of range [0, %d]", d.LeaseMs, maxLeaseMs)
-		}
-		if d.ExtraCostPerDeliveryUs < 0 || d.ExtraCostPerDeliveryUs > checks.Limits.CostUs {
-			return fmt.Errorf("river: dispatcher extra_cost_per_delivery_us %d out of range [0, %d]", d.ExtraCostPerDeliveryUs, checks.Limits.CostUs)
-		}
-		// Batch and the completion settings are ignored (see the
-		// package doc), so their values are not checked.
-	}
-	return nil
+		},
+		Dispatcher: validateDispatcher,
+	})
 }
 
-// validateStore checks the store's kind and address.
-func validateStore(st *protocol.Store) error {
-	switch st.Kind {
-	case "postgres":
-		if st.DSN == "" {
-			return errors.New("river: store postgres needs dsn")
-		}
-	default:
-		return fmt.Errorf("river: store kind %q is not supported (River runs on postgres only)", st.Kind)
-	}
-	return nil
-}
-
-// validateName applies relaybus's rule for names (non-empty, valid UTF-8,
-// at most maxNameBytes) and also refuses control characters, which the
-// record format cannot hold (tabs, newlines) and a job's args do not need.
-func validateName(what, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("river: %s is empty", what)
-	case len(name) > maxNameBytes:
-		return fmt.Errorf("river: %s is over %d bytes", what, maxNameBytes)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("river: %s %q is not valid UTF-8", what, name)
-	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("river: %s %q contains a control character", what, name)
-	}
-	return nil
+// validateDispatcher checks the dispatcher fields this worker applies.
+// Batch and the completion settings are ignored (see the package doc),
+// so their values are not checked.
+func validateDispatcher(c *protocol.Config) error {
+	d := &c.Dispatcher
+	return cmp.Or(
+		checks.InRange("dispatcher concurrency", d.Concurrency, maxConcurrency),
+		checks.InRange("dispatcher poll_ms", d.PollMs, maxPollMs),
+		checks.InRange("dispatcher lease_ms", d.LeaseMs, maxLeaseMs),
+		checks.InRange("dispatcher extra_cost_per_delivery_us", d.ExtraCostPerDeliveryUs, checks.Limits.CostUs),
+	)
 }
 
 // worker is one River peer worker process.

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"runtime/debug"
 	"slices"
@@ -17,13 +16,14 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit/peertest"
 	"github.com/berkcansavur/relaybus/relaybus"
 )
 
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	if code := run([]string{"version"}, &out, &errOut); code != 0 {
+	if code := command.Run([]string{"version"}, &out, &errOut); code != 0 {
 		t.Fatalf("version: exit %d, stderr %q", code, errOut.String())
 	}
 	// The test binary is built with this module's requirements, so its
@@ -31,10 +31,10 @@ func TestVersion(t *testing.T) {
 	if got := out.String(); !strings.HasPrefix(got, "river v0.51.2 ") || !strings.Contains(got, "worker protocol 1") {
 		t.Errorf("version printed %q, want river v0.51.2 and worker protocol 1", got)
 	}
-	if code := run([]string{"version", "x"}, io.Discard, io.Discard); code != 2 {
+	if code := command.Run([]string{"version", "x"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("version with an argument: exit %d, want 2", code)
 	}
-	if code := run(nil, io.Discard, io.Discard); code != 2 {
+	if code := command.Run(nil, io.Discard, io.Discard); code != 2 {
 		t.Errorf("no command: exit %d, want 2", code)
 	}
 }
@@ -57,24 +57,20 @@ func TestModuleVersion(t *testing.T) {
 	}
 }
 
-// decodeLines parses the worker's stdout.
-func decodeLines(t *testing.T, out []byte) []protocol.Message {
-	t.Helper()
-	var msgs []protocol.Message
-	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		var m protocol.Message
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("stdout line %q is not JSON: %v", line, err)
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs
-}
-
 func TestHelloAndBadConfig(t *testing.T) {
 	t.Parallel()
 	const pub = `"record_path":"/x","store":{"kind":"postgres","dsn":"x"},"publisher":{"publishers":1,"batch":1}`
-	for _, tc := range []struct{ name, config, want string }{
+	hello := func(t *testing.T, hello protocol.Message) {
+		if !strings.HasPrefix(hello.Version, "river v") {
+			t.Errorf("hello %+v is not river's", hello)
+		}
+		for _, c := range []string{"peer", "no-key-order", "store:postgres"} {
+			if !slices.Contains(hello.Capabilities, c) {
+				t.Errorf("hello capabilities %v lack %q", hello.Capabilities, c)
+			}
+		}
+	}
+	peertest.CheckBadConfigs(t, workerMain, hello, []peertest.BadConfig{
 		{"empty", ``, "not valid JSON"},
 		{"wrong protocol", `{"protocol":2,"role":"setup","store":{"kind":"postgres","dsn":"x"}}`, "protocol 2"},
 		{"unknown role", `{"protocol":1,"role":"juggle","store":{"kind":"postgres","dsn":"x"}}`, `unknown role "juggle"`},
@@ -101,32 +97,7 @@ func TestHelloAndBadConfig(t *testing.T) {
 			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},"dispatcher":{"options":{"fetch_poll_interval_ms":"20"}}}`, "fetch_poll_interval_ms"},
 		{"bad poll_only option", `{"protocol":1,"role":"dispatcher","record_path":"/x","store":{"kind":"postgres","dsn":"x"},
 			"workload":{"event_type":"t","handlers":["h"],"payload_bytes":10},"dispatcher":{"options":{"poll_only":"yes"}}}`, "poll_only"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			var out bytes.Buffer
-			code := workerMain(context.Background(), strings.NewReader(tc.config), &out, io.Discard)
-			if code != 2 {
-				t.Errorf("exit code %d, want 2", code)
-			}
-			msgs := decodeLines(t, out.Bytes())
-			if len(msgs) != 3 {
-				t.Fatalf("got %d lines, want hello, error, done: %+v", len(msgs), msgs)
-			}
-			hello, done := msgs[0], msgs[2]
-			if hello.Type != protocol.TypeHello || hello.Protocol != protocol.Version || !strings.HasPrefix(hello.Version, "river v") {
-				t.Errorf("first line %+v is not a protocol 1 hello of river", hello)
-			}
-			for _, c := range []string{"peer", "no-key-order", "store:postgres"} {
-				if !slices.Contains(hello.Capabilities, c) {
-					t.Errorf("hello capabilities %v lack %q", hello.Capabilities, c)
-				}
-			}
-			if done.Type != protocol.TypeDone || !strings.Contains(done.Error, tc.want) || !strings.HasPrefix(done.Error, "river: ") {
-				t.Errorf("last line %+v, want done with an error containing %q", done, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func TestClassifyOptions(t *testing.T) {

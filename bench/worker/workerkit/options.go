@@ -2,6 +2,8 @@ package workerkit
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strings"
@@ -101,4 +103,34 @@ func isZeroJSON(v any) bool {
 		return len(x) == 0
 	}
 	return false
+}
+
+// WholeOption reads the free-form dispatcher option name: 0 when opts
+// does not set it, else a whole number in [1, maxN]; any other value is
+// a config error (a known option with a bad value; an unknown option is
+// only reported ignored). unit, when not empty, is what the number
+// counts ("milliseconds"), for the error.
+func (k *Checks) WholeOption(opts map[string]any, name, unit string, maxN int) (int, error) {
+	v, ok := opts[name]
+	if !ok {
+		return 0, nil
+	}
+	n, ok := wholeNumber(v, maxN)
+	if !ok {
+		if unit != "" {
+			unit = " of " + unit
+		}
+		return 0, fmt.Errorf("%s: dispatcher option %s must be a whole number%s in [1, %d], got %v", k.Pkg, name, unit, maxN, v)
+	}
+	return n, nil
+}
+
+// wholeNumber reads a free-form option's value that must be a whole
+// number in [1, maxN] (a JSON number, so a float64 here).
+func wholeNumber(v any, maxN int) (int, bool) {
+	f, ok := v.(float64)
+	if !ok || f != math.Trunc(f) || f < 1 || f > float64(maxN) {
+		return 0, false
+	}
+	return int(f), true
 }

@@ -1,18 +1,3 @@
-// Package workerkit is the part of a protocol 1 worker that does not
-// depend on what it drives: the JSON-line output, reading the config,
-// sorting its options into applied and ignored, the role switch, the
-// counters ticker and the publish loop with its records and latency
-// summary. The relaybus worker (bench/worker) and the peer workers
-// (bench/peers/...) both use it, so that the lines a harness reads mean
-// the same on both sides of a comparison.
-//
-// It imports bench/protocol, bench/record, bench/stats and the relaybus
-// library's root package (for its limits), never a store: a peer module
-// links it without linking relaybus's stores or their drivers.
-//
-// Every error text starts with the worker's own prefix (Session.Pkg:
-// "worker" for the relaybus worker, "river" for the River peer), as the
-// error and done lines of protocol 1 always have.
 package workerkit
 
 import (
@@ -22,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -89,9 +75,10 @@ type Hello struct {
 
 // Start writes hello, then reads the config on stdin (at most
 // MaxConfigBytes), checks it with validate and sorts its options with
-// rules. Hello comes first so that the harness's handshake works with an
-// empty stdin. On a bad config it writes the error and done lines and
-// returns a nil Session and exit code 2.
+// rules, logging each ignored field the rules give a reason for. Hello
+// comes first so that the harness's handshake works with an empty stdin.
+// On a bad config it writes the error and done lines and returns a nil
+// Session and exit code 2.
 func Start(stdin io.Reader, stdout, stderr io.Writer, h Hello, validate func(*protocol.Config) error, rules *OptionRules) (*Session, int) {
 	out := NewOut(stdout, h.Pkg)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -121,11 +108,42 @@ func Start(stdin io.Reader, stdout, stderr io.Writer, h Hello, validate func(*pr
 	if err != nil {
 		return nil, out.Fail(2, fmt.Errorf("%s: config: %w", h.Pkg, err))
 	}
-	return &Session{
+	s := &Session{
 		Pkg: h.Pkg, Cfg: &cfg, Out: out,
 		Log:     log.With("worker", cfg.Name, "role", cfg.Role),
 		Applied: applied, Ignored: ignored,
-	}, 0
+	}
+	for _, path := range ignored {
+		if why := rules.Ignored[path]; why != "" {
+			s.Log.Info("option ignored", "option", path, "why", why)
+		}
+	}
+	return s, 0
+}
+
+// Run plays the worker's role with run and returns the process exit
+// code: 0 when run returned nil (the role finished, or ctx stopped it), 1
+// when it failed, after an error line and a done line carrying the
+// error. When the config's cpu_profile_path is among the applied options
+// (OptionCPUProfilePath), the role runs under a CPU profile written
+// there, stopped after the last line.
+func (s *Session) Run(ctx context.Context, run func(context.Context) error) int {
+	if slices.Contains(s.Applied, OptionCPUProfilePath) {
+		stop, err := StartCPUProfile(s.Pkg, s.Cfg.CPUProfilePath)
+		if err != nil {
+			return s.Out.Fail(1, err)
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				s.Log.Error("cpu profile", "error", err)
+			}
+		}()
+	}
+	if err := run(ctx); err != nil {
+		s.Log.Error("role failed", "error", err)
+		return s.Out.Fail(1, err)
+	}
+	return 0
 }
 
 // Ready writes the ready line with the applied and ignored options.

@@ -3,6 +3,8 @@ package workerkit
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
 	"github.com/berkcansavur/relaybus/relaybus"
@@ -40,6 +42,104 @@ var RelaybusLimits = Limits{
 	Attempts:     relaybus.MaxAttemptsLimit,
 	Publishers:   1024,
 	PublishBatch: relaybus.MaxEventsPerPublish,
+}
+
+// Own are the checks of a config that are a worker's own, which
+// Checks.Config runs in their place among the shared ones.
+type Own struct {
+	// Store checks the store's kind, address and free-form options.
+	Store func(*protocol.Store) error
+	// Name checks a workload name (the event type, each handler) by the
+	// worker's rule; its error is returned as it is, so it carries the
+	// worker's prefix. Checks.Name is the peers' rule.
+	Name func(what, name string) error
+	// Workload, when set, checks what the worker adds to Checks.Workload
+	// (its retry settings).
+	Workload func(*protocol.Workload) error
+	// Dispatcher, when set, checks the settings of a dispatcher.
+	Dispatcher func(*protocol.Config) error
+}
+
+// Config checks a config in the order every worker checks it, so that
+// the same config fails on every side with the same first complaint:
+// Plumbing (with own.Store); then, for the roles that have a workload,
+// the event type's name, the handlers (own.Name), Workload and
+// own.Workload; then Publisher for a preload or publisher, or
+// own.Dispatcher for a dispatcher. Setup and inspect have no workload:
+// their check ends after Plumbing.
+func (k *Checks) Config(c *protocol.Config, own *Own) error {
+	if err := k.Plumbing(c, own.Store); err != nil {
+		return err
+	}
+	if c.Role == protocol.RoleSetup || c.Role == protocol.RoleInspect {
+		return nil
+	}
+	wl := &c.Workload
+	if err := own.Name("workload event_type", wl.EventType); err != nil {
+		return err
+	}
+	if err := k.Handlers(wl.Handlers, own.Name); err != nil {
+		return err
+	}
+	if err := k.Workload(wl); err != nil {
+		return err
+	}
+	if own.Workload != nil {
+		if err := own.Workload(wl); err != nil {
+			return err
+		}
+	}
+	switch c.Role {
+	case protocol.RolePreload, protocol.RolePublisher:
+		return k.Publisher(c)
+	case protocol.RoleDispatcher:
+		if own.Dispatcher != nil {
+			return own.Dispatcher(c)
+		}
+	}
+	return nil
+}
+
+// Name is the peers' rule for a workload name: relaybus's (non-empty,
+// valid UTF-8, at most relaybus.MaxHandlerNameBytes), and no control
+// characters, which the record format cannot hold (tabs, newlines).
+func (k *Checks) Name(what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s: %s is empty", k.Pkg, what)
+	case len(name) > relaybus.MaxHandlerNameBytes:
+		return fmt.Errorf("%s: %s is over %d bytes", k.Pkg, what, relaybus.MaxHandlerNameBytes)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%s: %s %q is not valid UTF-8", k.Pkg, what, name)
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Errorf("%s: %s %q contains a control character", k.Pkg, what, name)
+	}
+	return nil
+}
+
+// InRange checks that a field's value (what names it: "dispatcher
+// poll_ms") is in [0, maxV]. A worker's own checks chain it with cmp.Or,
+// which returns the first failure.
+func (k *Checks) InRange(what string, v, maxV int) error {
+	if v < 0 || v > maxV {
+		return fmt.Errorf("%s: %s %d out of range [0, %d]", k.Pkg, what, v, maxV)
+	}
+	return nil
+}
+
+// PostgresOnly returns the store check of a worker that runs on
+// PostgreSQL only: kind postgres with a dsn; why says, in the error for
+// any other kind, why that kind is not supported.
+func (k *Checks) PostgresOnly(why string) func(*protocol.Store) error {
+	return func(st *protocol.Store) error {
+		if st.Kind != "postgres" {
+			return fmt.Errorf("%s: store kind %q is not supported (%s)", k.Pkg, st.Kind, why)
+		}
+		if st.DSN == "" {
+			return errors.New(k.Pkg + ": store postgres needs dsn")
+		}
+		return nil
+	}
 }
 
 // Plumbing checks the protocol, the role and its record path, the store
