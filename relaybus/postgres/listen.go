@@ -25,24 +25,33 @@ import (
 // of it when, and only if, it commits. That has a price at commit:
 // PostgreSQL serialises the commits of notifying transactions (the commit
 // takes a database-wide lock before it writes its commit record and holds
-// it until the WAL is flushed), so a notification in every publish would
-// take group commit away from publishes. Measured here with pgbench, 32
-// clients committing one-row inserts ran about 3,000 transactions/s
-// without a notification and 650/s with one in each. So a store announces
-// at most one publish per wakeNotifyInterval in its transaction: the first
-// after a quiet interval, so sparse traffic waits for nothing. A publish
-// within the interval is owed: the next announced publish covers it, or,
-// when none comes, a notification sent outside any transaction
-// wakeNotifyInterval after it (its transaction has committed by then, as
-// a short one does; such a notification writes no WAL, so it waits for no
-// flush). Announcements are per store instance: several publishing
-// processes announce up to once per interval each.
+// it until the WAL is flushed), so notifying publishes lose group commit,
+// and when they come faster than one flush after another they queue for
+// the lock. Measured here with pgbench, 32 clients committing one-row
+// inserts ran about 3,000 transactions/s without a notification and 650/s
+// with one in each; and a store that notified in one publish per 2 ms ran
+// 0.73x the publishes of one that did not, with 32 publishers on a loaded
+// server whose commits took 25 ms (the harness, P=32 batch=1 pool=34).
 //
-// What an announcement can miss, the poll finds: a publish whose
-// transaction commits more than wakeNotifyInterval after its statements,
-// when no publish follows it, is announced before it commits, and its
-// deliveries wait for the next wake-up or poll. A notification is never
-// needed for correctness.
+// So a store has one notifying transaction at a time. A publish tries to
+// announce itself when wakeNotifyInterval has passed since the last try:
+// its statement (publishWake) notifies only if the store's last notifying
+// transaction is no longer in progress (pg_xact_status), and returns the
+// transaction id. The first publish after a quiet spell therefore
+// announces itself, exactly at its commit. A publish that does not is
+// owed: the next one that does covers it (its notification comes after
+// the owed publish's statements and, as a rule, after its commit), or
+// else a notification sent outside any transaction (wakeNotify: no
+// transaction id, no WAL, no flush to wait for) wakeNotifyInterval after
+// the last owed publish, and at most wakeOwedMax after the first; and
+// once more wakeLateDelay after the last owed publish, for a transaction
+// that committed later than those. Announcements are per store instance:
+// several publishing processes have one notifying transaction each.
+//
+// What an announcement can miss, the poll finds: an owed publish whose
+// transaction commits more than wakeLateDelay after its statements, when
+// nothing is announced after it, waits for the next wake-up or poll. A
+// notification is never needed for correctness.
 //
 // A listener (WakeListen) opens a connection of its own (not one of the
 // pool's: a LISTEN must keep its session, and the pool would hand the
@@ -60,12 +69,22 @@ import (
 // Bounds of wake-ups.
 const (
 	// wakeNotifyInterval is the least time between two publishes of one
-	// store that announce themselves in their transaction. Publishes in
-	// between wait for the next announcement, at most this long when
-	// publishes keep coming. 2 ms keeps the notifying commits of a
-	// process apart (a commit here takes 1 to 3 ms: fsync about 2 ms),
-	// so they seldom queue for NOTIFY's lock.
+	// store that try to announce themselves in their transaction (one
+	// statement more in their last round trip), and the wait, after the
+	// last owed publish, before the notification sent for it: a commit
+	// here takes 1 to 3 ms (fsync about 2 ms), so a short transaction
+	// has committed by then.
 	wakeNotifyInterval = 2 * time.Millisecond
+	// wakeOwedMax bounds the wait of an owed publish while publishes keep
+	// coming and none can announce itself (the store's notifying
+	// transaction is still open): a notification outside a transaction at
+	// least this often. It costs a round trip on the pool each time, so it
+	// is several times wakeNotifyInterval.
+	wakeOwedMax = 10 * time.Millisecond
+	// wakeLateDelay is when, after the last owed publish, the
+	// notification for owed publishes is sent once more, for a
+	// transaction that committed after the first (a loaded server).
+	wakeLateDelay = 100 * time.Millisecond
 	// wakeSendTimeout bounds a notification sent outside a publish (an
 	// owed one, WakeSend, the probe).
 	wakeSendTimeout = 5 * time.Second
@@ -106,13 +125,16 @@ type wakeState struct {
 	err  error
 
 	coalesce wakeCoalescer
-	timer    *time.Timer // sends an owed notification; guarded by coalesce.mu
+	// timer sends the notifications of owed publishes (wakeDue); made at
+	// the first one, guarded by coalesce.mu.
+	timer *time.Timer
 }
 
 // wakeQueries are the wake-up statements of a store.
 type wakeQueries struct {
 	channel  string
-	notify   string // publishWake
+	publish  string // publishWake: a publish's try
+	notify   string // wakeNotify: outside a publish
 	listen   string // wakeListen
 	unlisten string // wakeUnlisten
 }
@@ -144,7 +166,8 @@ func renderWakeQueries(schema, prefix string) (wakeQueries, error) {
 		name string
 		dst  *string
 	}{
-		{"publishWake", &q.notify},
+		{"publishWake", &q.publish},
+		{"wakeNotify", &q.notify},
 		{"wakeListen", &q.listen},
 		{"wakeUnlisten", &q.unlisten},
 	} {
@@ -164,35 +187,62 @@ func (s *Store) wakeQueries() (*wakeQueries, error) {
 	return &w.sql, w.err
 }
 
-// wakeAtPublish reports whether the publish running now announces itself
-// in its transaction. When it does not, it is owed, and an owed
-// notification is scheduled. Real time, not a Now of the params: this is
-// a rate, like the Bus's timers, and writes no time anywhere.
-func (s *Store) wakeAtPublish() bool {
-	w := &s.wake
-	notify, arm := w.coalesce.publish(time.Now())
-	if arm > 0 {
-		w.coalesce.mu.Lock()
-		if w.timer == nil {
-			w.timer = time.AfterFunc(arm, s.wakeOwed)
-		} else {
-			w.timer.Reset(arm)
-		}
-		w.coalesce.mu.Unlock()
-	}
-	return notify
+// publishWakeTry is a publish's try to announce itself: its statement's
+// argument and results, and when it was made.
+type publishWakeTry struct {
+	at       time.Time
+	prev     *string // the store's last notifying transaction, or nil
+	xid      string  // the publish's transaction
+	notified bool
 }
 
-// wakeOwed runs when an owed notification may be due: it sends it, or
-// waits on for a publish owed since.
-func (s *Store) wakeOwed() {
-	w := &s.wake
-	send, again := w.coalesce.due(time.Now())
-	if again > 0 {
-		w.coalesce.mu.Lock()
-		w.timer.Reset(again)
-		w.coalesce.mu.Unlock()
+// wakeAtPublish is a publish that adds deliveries: it returns the try
+// the publish makes (its batch runs publishWake), or nil when the
+// publish is owed. Real time, not a Now of the params: this is a rate,
+// like the Bus's timers, and writes no time anywhere.
+func (s *Store) wakeAtPublish() *publishWakeTry {
+	now := time.Now()
+	prev, try := s.wake.coalesce.publish(now)
+	if !try {
+		s.wakeArm(now)
+		return nil
 	}
+	t := &publishWakeTry{at: now}
+	if prev != "" {
+		t.prev = &prev
+	}
+	return t
+}
+
+// wakeTried records how the publish's try went, once its batch ran.
+func (s *Store) wakeTried(t *publishWakeTry) {
+	s.wake.coalesce.tried(t.at, t.xid, t.notified)
+	s.wakeArm(time.Now())
+}
+
+// wakeArm sets the timer for the coalescer's next due notification, if
+// it is sooner than the one set.
+func (s *Store) wakeArm(now time.Time) {
+	w := &s.wake
+	w.coalesce.mu.Lock()
+	defer w.coalesce.mu.Unlock()
+	d, ok := w.coalesce.arm(now)
+	if !ok {
+		return
+	}
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, s.wakeDue)
+	} else {
+		w.timer.Reset(d)
+	}
+}
+
+// wakeDue runs when a notification of owed publishes may be due: it
+// sends it, and sets the timer again for what is still to come.
+func (s *Store) wakeDue() {
+	now := time.Now()
+	send := s.wake.coalesce.due(now)
+	s.wakeArm(now)
 	if !send {
 		return
 	}
@@ -207,55 +257,121 @@ func (s *Store) wakeOwed() {
 	_, _ = s.pool.Exec(ctx, q.notify, "")
 }
 
-// wakeCoalescer decides which publishes announce themselves: at most one
-// per interval, and one notification sent later for those that did not
-// (see the top of this file). Times are the real clock's.
+// wakeCoalescer decides which publishes try to announce themselves and
+// when the notifications of the others are due (see the top of this
+// file). Times are the real clock's; the caller holds no lock.
 type wakeCoalescer struct {
 	mu sync.Mutex
-	// last is when the last announcement was queued in a publish or sent.
-	last time.Time
-	// owedAt is when the last publish left unannounced ran; zero when
-	// none is owed.
-	owedAt time.Time
-	// armed: the owed notification's timer is set.
-	armed bool
+	// triedAt is when a publish last tried to announce itself.
+	triedAt time.Time
+	// notifier is the transaction id of the store's last publish that
+	// notified; "" for none.
+	notifier string
+	// firstOwed and lastOwed are the first and last publishes not
+	// announced since the last notification; zero when none is.
+	firstOwed, lastOwed time.Time
+	// lateAt is when the late notification is due; zero when none is.
+	lateAt time.Time
+	// armedAt is when the timer fires; zero when it is not set. Guarded
+	// by mu, as the timer itself.
+	armedAt time.Time
 }
 
-// publish is a publish at now: it reports whether it announces itself,
-// and how long from now the owed notification's timer must fire, if it
-// must be set (0: no timer to set).
-func (c *wakeCoalescer) publish(now time.Time) (notify bool, arm time.Duration) {
+// publish is a publish at now: it reports whether it tries to announce
+// itself, with the store's last notifying transaction for its
+// statement; if not, it is owed.
+func (c *wakeCoalescer) publish(now time.Time) (prev string, try bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.last.IsZero() || now.Sub(c.last) >= wakeNotifyInterval {
-		// Its notification comes after the statements of every publish
-		// owed so far, and so, as a rule, after their commits.
-		c.last, c.owedAt = now, time.Time{}
-		return true, 0
+	if c.triedAt.IsZero() || now.Sub(c.triedAt) >= wakeNotifyInterval {
+		c.triedAt = now
+		return c.notifier, true
 	}
-	c.owedAt = now
-	if c.armed {
-		return false, 0
-	}
-	c.armed = true
-	return false, wakeNotifyInterval
+	c.owe(now)
+	return "", false
 }
 
-// due is the owed notification's timer firing at now: it reports whether
-// to send it now, or else how long from now to fire again (0: no
-// notification is owed any more).
-func (c *wakeCoalescer) due(now time.Time) (send bool, again time.Duration) {
+// tried records the outcome of the try made at at: it notified in
+// transaction xid, or not (the store's notifying transaction was still
+// open), when it is owed.
+func (c *wakeCoalescer) tried(at time.Time, xid string, notified bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.owedAt.IsZero() {
-		c.armed = false // an announced publish covered it
-		return false, 0
+	if !notified {
+		c.owe(at)
+		return
 	}
-	if wait := wakeNotifyInterval - now.Sub(c.owedAt); wait > 0 {
-		return false, wait // a publish was owed since the timer was set
+	c.notifier = xid
+	// It covers the publishes owed before it; not those owed while its
+	// statement was under way, which may have run after its notify.
+	if !c.lastOwed.After(at) {
+		c.firstOwed, c.lastOwed = time.Time{}, time.Time{}
 	}
-	c.last, c.owedAt, c.armed = now, time.Time{}, false
-	return true, 0
+}
+
+// owe records a publish at now that was not announced. c.mu is held.
+func (c *wakeCoalescer) owe(now time.Time) {
+	if c.firstOwed.IsZero() {
+		c.firstOwed = now
+	}
+	if now.After(c.lastOwed) {
+		c.lastOwed = now
+	}
+	if late := now.Add(wakeLateDelay); late.After(c.lateAt) {
+		c.lateAt = late
+	}
+}
+
+// owedDue is when the notification of the owed publishes is due (c.mu
+// held, something owed): an interval after the last, and no later than
+// wakeOwedMax after the first.
+func (c *wakeCoalescer) owedDue() time.Time {
+	at := c.lastOwed.Add(wakeNotifyInterval)
+	if limit := c.firstOwed.Add(wakeOwedMax); limit.Before(at) {
+		at = limit
+	}
+	return at
+}
+
+// next is when the next notification of owed publishes is due, if one
+// is. c.mu is held.
+func (c *wakeCoalescer) next() (time.Time, bool) {
+	var at time.Time
+	if !c.firstOwed.IsZero() {
+		at = c.owedDue()
+	}
+	if !c.lateAt.IsZero() && (at.IsZero() || c.lateAt.Before(at)) {
+		at = c.lateAt
+	}
+	return at, !at.IsZero()
+}
+
+// arm reports how long from now the timer must fire, when a
+// notification is due sooner than the timer is set. c.mu is held.
+func (c *wakeCoalescer) arm(now time.Time) (time.Duration, bool) {
+	at, ok := c.next()
+	if !ok || (!c.armedAt.IsZero() && !at.Before(c.armedAt)) {
+		return 0, false
+	}
+	c.armedAt = at
+	return max(at.Sub(now), 0), true
+}
+
+// due is the timer firing at now: it reports whether to send a
+// notification now, and forgets what that covers.
+func (c *wakeCoalescer) due(now time.Time) (send bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armedAt = time.Time{}
+	if !c.firstOwed.IsZero() && !now.Before(c.owedDue()) {
+		c.firstOwed, c.lastOwed = time.Time{}, time.Time{}
+		send = true
+	}
+	if !c.lateAt.IsZero() && !now.Before(c.lateAt) {
+		c.lateAt = time.Time{}
+		send = true
+	}
+	return send
 }
 
 // WakeListen implements driver.Waker: it listens on a connection of its

@@ -1,5 +1,6 @@
--- Wake-ups: the statements of the listener's connection (listen.go). The
--- notification a publish sends is publish.sql's publishWake. Part of the
+-- Wake-ups: the statements of the listener's connection, and the
+-- notification sent outside a publish (listen.go); the one a publish
+-- sends is publish.sql's publishWake. Part of the
 -- store's one template set: see sql.go. The channel is made of the
 -- validated schema and prefix (letters, digits, "_" and one "."): it is
 -- quoted and needs no escaping.
@@ -14,4 +15,12 @@ LISTEN "{{.Channel}}"
 -- connection that others now use, and should not stay there.
 {{define "wakeUnlisten" -}}
 UNLISTEN "{{.Channel}}"
+{{- end}}
+
+-- A notification outside any transaction of the caller's: an owed
+-- publish's, the listener's probe, WakeSend. $1 is the payload: '' for a
+-- wake-up, the probe's token. A transaction that only notifies has no
+-- transaction id and writes no WAL: it holds NOTIFY's lock for no flush.
+{{define "wakeNotify" -}}
+SELECT pg_notify('{{.Channel}}', $1)
 {{- end}}

@@ -18,46 +18,84 @@ import (
 )
 
 // TestWakeCoalescer walks the coalescing of announcements on a made-up
-// clock: the first publish after a quiet interval announces itself, the
-// others within it are owed, the owed notification is sent an interval
-// after the last owed publish unless an announced publish covered it.
+// clock: a publish tries to announce itself at most once per
+// wakeNotifyInterval and covers the publishes owed before it when it
+// notified; an owed publish is announced wakeNotifyInterval after the
+// last one, at most wakeOwedMax after the first, and once more
+// wakeLateDelay after the last.
 func TestWakeCoalescer(t *testing.T) {
 	t.Parallel()
-	const iv = wakeNotifyInterval
 	t0 := time.Unix(1_000_000, 0)
-	at := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(iv))) }
+	ms := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(time.Millisecond))) }
+	require.Equal(t, 2*time.Millisecond, wakeNotifyInterval, "the walk's times assume it")
+	require.Equal(t, 10*time.Millisecond, wakeOwedMax, "the walk's times assume it")
+	require.Equal(t, 100*time.Millisecond, wakeLateDelay, "the walk's times assume it")
 	var c wakeCoalescer
+	publish := func(at float64) (string, bool) { return c.publish(ms(at)) }
+	arm := func(at float64) (time.Duration, bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.arm(ms(at))
+	}
 
-	notify, arm := c.publish(at(0))
-	require.True(t, notify, "the first publish announces itself")
-	require.Zero(t, arm)
+	prev, try := publish(0)
+	require.True(t, try, "the first publish tries")
+	require.Empty(t, prev, "no notifying transaction yet")
+	c.tried(ms(0), "100", true)
+	_, ok := arm(0)
+	require.False(t, ok, "nothing owed")
 
-	notify, arm = c.publish(at(0.25))
-	require.False(t, notify, "within the interval: owed")
-	require.Equal(t, iv, arm, "the owed notification's timer is set an interval ahead")
-	notify, arm = c.publish(at(0.5))
-	require.False(t, notify)
-	require.Zero(t, arm, "the timer is set already")
+	_, try = publish(0.5)
+	require.False(t, try, "within the interval: owed")
+	d, ok := arm(0.5)
+	require.True(t, ok)
+	require.Equal(t, 2*time.Millisecond, d, "an interval after the owed publish")
+	_, try = publish(1)
+	require.False(t, try)
+	_, ok = arm(1)
+	require.False(t, ok, "the timer fires sooner than the next due")
 
-	send, again := c.due(at(1.25))
-	require.False(t, send, "the last owed publish ran only 0.75 intervals ago")
-	require.Equal(t, iv/4, again, "fire again an interval after the last owed publish")
-	send, again = c.due(at(1.5))
-	require.True(t, send, "an interval after the last owed publish")
-	require.Zero(t, again)
+	require.False(t, c.due(ms(2.5)), "the last owed publish ran only 1.5 ms ago")
+	d, ok = arm(2.5)
+	require.True(t, ok)
+	require.Equal(t, 500*time.Microsecond, d)
+	require.True(t, c.due(ms(3)), "an interval after the last owed publish")
+	d, ok = arm(3)
+	require.True(t, ok)
+	require.Equal(t, 98*time.Millisecond, d, "the late notification, 100 ms after the last owed publish")
 
-	notify, _ = c.publish(at(2))
-	require.False(t, notify, "the owed notification counts as the last announcement")
-	notify, arm = c.publish(at(2.5))
-	require.True(t, notify, "an interval after the last announcement")
-	require.Zero(t, arm)
-	send, again = c.due(at(3))
-	require.False(t, send, "the announced publish covered the owed one")
-	require.Zero(t, again, "nothing owed: the timer stops")
+	// The notifying transaction stays open: every try fails, and the
+	// owed publishes are announced at least every wakeOwedMax.
+	prev, try = publish(4)
+	require.True(t, try)
+	require.Equal(t, "100", prev, "the try asks about the store's notifying transaction")
+	c.tried(ms(4), "200", false)
+	for at := 5.0; at < 14; at++ {
+		if _, try := publish(at); try {
+			c.tried(ms(at), "x", false)
+		}
+	}
+	require.False(t, c.due(ms(13.5)))
+	require.True(t, c.due(ms(14)), "wakeOwedMax after the first owed publish, though they keep coming")
 
-	notify, arm = c.publish(at(2.75))
-	require.False(t, notify)
-	require.Equal(t, iv, arm, "a new owed publish sets the timer again")
+	// A try that notifies covers the publishes owed before it.
+	prev, try = publish(20)
+	require.True(t, try)
+	require.Equal(t, "100", prev, "a failed try does not change the notifier")
+	c.tried(ms(20), "300", true)
+	require.False(t, c.due(ms(30)), "covered: nothing owed")
+	require.True(t, c.due(ms(115)), "the late notification, 100 ms after the last owed publish")
+	_, ok = arm(115)
+	require.False(t, ok, "nothing more to send")
+
+	// Not those owed while its statement was under way.
+	prev, try = publish(200)
+	require.True(t, try)
+	require.Equal(t, "300", prev)
+	_, try = publish(200.5)
+	require.False(t, try)
+	c.tried(ms(200), "400", true)
+	require.True(t, c.due(ms(202.5)), "the publish owed during the try is still owed")
 }
 
 // TestWakeChannel: one channel per schema and prefix, at most 63 bytes,

@@ -20,9 +20,10 @@ import (
 // new keyed ones, insert the deliveries. Events that exist already cost
 // one more round trip: they are read, locked, and get deliveries only for
 // handlers not in their handlers list, which is extended. A call that adds
-// deliveries announces them to wake-up listeners (listen.go): with the
-// deliveries' insert, in the same round trip, at most once per
-// wakeNotifyInterval; the others are announced by the next, or by a
+// deliveries announces them to wake-up listeners (listen.go): at most
+// once per wakeNotifyInterval it tries to, with the deliveries' insert in
+// the same round trip, and notifies when the store's last notifying
+// transaction has ended; the others are announced by the next, or by a
 // notification sent after them.
 func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	if err := params.Validate(s.maxPayloadBytes); err != nil {
@@ -150,6 +151,7 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 		return res, nil
 	}
 	batch := &pgx.Batch{}
+	var wake *publishWakeTry
 	if len(addedIDs) > 0 {
 		batch.Queue(s.q.publishHandlers, addedIDs, jsonbArray(added))
 	}
@@ -163,13 +165,18 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 		if err != nil {
 			return nil, err
 		}
-		if s.wakeAtPublish() {
-			// Delivered at commit, and only then.
-			batch.Queue(wq.notify, "")
+		if wake = s.wakeAtPublish(); wake != nil {
+			// A notification is delivered at commit, and only then.
+			batch.Queue(wq.publish, wake.prev).QueryRow(func(row pgx.Row) error {
+				return row.Scan(&wake.xid, &wake.notified)
+			})
 		}
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, errorFrom("publish: insert deliveries", err)
+	}
+	if wake != nil {
+		s.wakeTried(wake)
 	}
 	return res, nil
 }

@@ -70,13 +70,27 @@ ORDER BY u.ord
 ON CONFLICT (event_id, handler) DO NOTHING
 {{- end}}
 
--- Publish, the wake-up (listen.go): a notification on the store's
--- channel, queued in the publish's transaction, so that listeners hear
--- of the deliveries when, and only if, it commits; at most one publish
--- per wakeNotifyInterval sends it (NOTIFY serialises commits). $1 is
--- the payload: '' for a wake-up; the listener's probe and WakeSend
--- send the same statement outside any publish. The channel is made of
--- the validated schema and prefix: it needs no escaping.
+-- Publish, the wake-up (listen.go): a publish that tries to announce
+-- itself queues this with its deliveries' insert. It notifies, in the
+-- publish's transaction (so listeners hear of it at commit, and never on
+-- a rollback), only when the store's last publish that notified ($1, its
+-- transaction id as text, or NULL) is no longer in progress: NOTIFY
+-- holds a database-wide lock from commit until the commit's WAL flush
+-- ends, so one notifying transaction of a store at a time. An id not
+-- below ours is another server's (a failover, a restore): no longer in
+-- progress here. CASE, not AND, so that the status is read only of an id
+-- that can have one (pg_xact_status fails on one in the future) and
+-- pg_notify runs only when chosen. Returns this transaction's id and
+-- whether it notified. The channel is made of the validated schema and
+-- prefix: it needs no escaping.
 {{define "publishWake" -}}
-SELECT pg_notify('{{.Channel}}', $1)
+SELECT pg_current_xact_id()::text,
+	CASE WHEN CASE
+			WHEN $1::text IS NULL THEN true
+			WHEN $1::text::xid8 >= pg_current_xact_id() THEN true
+			ELSE pg_xact_status($1::text::xid8) IS DISTINCT FROM 'in progress'
+		END
+		THEN (SELECT true FROM (SELECT pg_notify('{{.Channel}}', '')) AS n)
+		ELSE false
+	END
 {{- end}}

@@ -59,7 +59,8 @@ func renderedStatements(t *testing.T, schema, prefix string) [][2]string {
 	}
 	wq, err := renderWakeQueries(schema, prefix)
 	require.NoError(t, err)
-	add("publishWake", wq.notify)
+	add("publishWake", wq.publish)
+	add("wakeNotify", wq.notify)
 	add("wakeListen", wq.listen)
 	add("wakeUnlisten", wq.unlisten)
 
