@@ -204,17 +204,19 @@
 // next poll (listen.go has the details, listen.sql and publish.sql's
 // publishWake the statements):
 //
-//   - A publish that adds deliveries queues pg_notify on the store's
-//     channel, "<schema>.<prefix>wake", with the deliveries' insert (no
-//     round trip of its own); PostgreSQL delivers it at commit, and not
-//     at all on a rollback. NOTIFY serialises the commits of notifying
-//     transactions through their WAL flush, so a store notifies in at
-//     most one publish per 2 ms; a publish in between is announced by
-//     the next one, or, when none comes, by a notification sent outside
-//     any transaction 2 ms after it. A transaction that commits more than
-//     that long after its publish, with no publish after it, may be
-//     announced before it commits: its deliveries wait for the next
-//     wake-up or poll.
+//   - A publish that adds deliveries announces them in its own
+//     transaction, with the deliveries' insert (no round trip of its
+//     own); PostgreSQL delivers the notification at commit, and not at
+//     all on a rollback. NOTIFY holds a database-wide lock from commit
+//     until the commit's WAL flush ends, so a store has one notifying
+//     transaction at a time: a publish tries at most every 2 ms, and
+//     notifies only when the store's last notifying transaction has
+//     ended. The publishes that do not are announced by the next one
+//     that does, or by a notification outside any transaction (no WAL,
+//     no flush) 2 ms after the last of them (at most 10 ms after the
+//     first while they keep coming), and once more 100 ms after the last.
+//     A transaction that commits later than that after its publish, with
+//     nothing announced after it, waits for the next wake-up or poll.
 //   - A Bus listens on one connection of its own per dispatcher, made
 //     with the pool's settings (not taken from the pool), application_name
 //     "relaybus wake-up listener" unless the settings name one. It pings
@@ -230,7 +232,9 @@
 //     pgx pool does.
 //
 // The announcement costs a publish one statement in its last round trip
-// at most every 2 ms, whether or not anyone listens; relaybus.Config's
+// at most every 2 ms, and the store a notification on the pool at most
+// every 10 ms while publishes keep coming that cannot announce
+// themselves, whether or not anyone listens; relaybus.Config's
 // DisableWakeups stops a Bus from listening, not a store from
 // announcing.
 //
