@@ -76,7 +76,7 @@ type dispatcher struct {
 	poll            time.Duration
 	cost, extra     time.Duration
 	failFirst       int
-	schedule        retrySchedule
+	schedule        workerkit.RetrySchedule
 	fatalOnce       sync.Once
 	fatalErr        error
 	fatalCh         chan struct{}
@@ -87,7 +87,7 @@ type dispatcher struct {
 // settings (defaults applied).
 func dispatcherFor(w *worker, connCfg *pgx.ConnConfig) (*dispatcher, error) {
 	wl, dc := &w.Cfg.Workload, &w.Cfg.Dispatcher
-	sched, err := retryScheduleFor(wl)
+	sched, err := checks.RetrySchedule(wl)
 	if err != nil {
 		return nil, err
 	}

@@ -155,7 +155,7 @@ func (d *dispatcher) handleOne(c *delivery) (bool, failure) {
 	f := failure{id: c.id, dead: attempt >= c.maxAttempts,
 		err: fmt.Sprintf("planted failure (poison=%v, attempt %d)", poison, attempt)}
 	if !f.dead {
-		f.delayUs = d.schedule.delay(attempt, rand.Float64()).Microseconds()
+		f.delayUs = d.schedule.Delay(attempt, rand.Float64()).Microseconds()
 	}
 	return false, f
 }

@@ -76,7 +76,7 @@ func validateConfig(c *protocol.Config) error {
 		Store: checks.PostgresOnly("the ceiling is plain PostgreSQL"),
 		Name:  checks.Name,
 		Workload: func(wl *protocol.Workload) error {
-			_, err := retryScheduleFor(wl)
+			_, err := checks.RetrySchedule(wl)
 			return err
 		},
 		Dispatcher: validateDispatcher,

@@ -124,31 +124,8 @@ func TestDispatcherSettings(t *testing.T) {
 	}
 }
 
-func TestRetrySchedule(t *testing.T) {
+func TestMaxAttempts(t *testing.T) {
 	t.Parallel()
-	s, err := retryScheduleFor(&protocol.Workload{RetryBaseDelayMs: 50, RetryMaxDelayMs: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		attempt int
-		r       float64
-		want    time.Duration
-	}{
-		{1, 0.5, 50 * time.Millisecond}, {2, 0.5, 100 * time.Millisecond}, {3, 0.5, 200 * time.Millisecond},
-		{9, 0.5, 200 * time.Millisecond}, {100, 0.5, 200 * time.Millisecond}, {0, 0.5, 50 * time.Millisecond},
-		{1, 0, 45 * time.Millisecond}, {2, 1, 110 * time.Millisecond}, {3, 1, 200 * time.Millisecond},
-	} {
-		if got := s.delay(tc.attempt, tc.r); got != tc.want {
-			t.Errorf("delay(%d, %v) = %v, want %v", tc.attempt, tc.r, got, tc.want)
-		}
-	}
-	if s, err := retryScheduleFor(&protocol.Workload{}); err != nil || s.base != time.Second || s.max != time.Hour {
-		t.Errorf("default schedule %+v, %v; want relaybus's 1s to 1h", s, err)
-	}
-	if _, err := retryScheduleFor(&protocol.Workload{RetryMaxDelayMs: 500}); err == nil {
-		t.Error("a max below the default base of 1s is accepted")
-	}
 	if n := maxAttemptsOf(&protocol.Workload{}); n != 10 {
 		t.Errorf("default max attempts %d, want relaybus's 10", n)
 	}
@@ -192,7 +169,7 @@ func TestPublishArgs(t *testing.T) {
 // (its later deliveries wait) or at a head not due.
 func TestRuns(t *testing.T) {
 	t.Parallel()
-	d := &dispatcher{keyed: true, batch: 5, failFirst: 1, schedule: retrySchedule{base: time.Millisecond, max: time.Second}, fatalCh: make(chan struct{}),
+	d := &dispatcher{keyed: true, batch: 5, failFirst: 1, schedule: workerkit.RetrySchedule{Base: time.Millisecond, Max: time.Second}, fatalCh: make(chan struct{}),
 		w: &worker{Session: &workerkit.Session{Cfg: &protocol.Config{Name: "disp"}}}}
 	rec, err := record.Create(filepath.Join(t.TempDir(), "disp.rec"))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/worker/workerkit"
 	"github.com/berkcansavur/relaybus/bench/worker/workerkit/peertest"
 	"github.com/berkcansavur/relaybus/relaybus"
 )
@@ -138,11 +139,12 @@ func TestClassifyOptions(t *testing.T) {
 
 func TestRetryDelay(t *testing.T) {
 	t.Parallel()
-	// The schedule itself is TestRetryDelayMatchesRelaybus's; here: the
-	// policy applies it with relaybus's settings.
+	// The schedule itself is workerkit's TestRetrySchedule's and
+	// TestRetryDelayMatchesRelaybus's; here: the policy applies it with
+	// relaybus's settings.
 	const base, maxDelay = 50 * time.Millisecond, 200 * time.Millisecond
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := &backoffPolicy{base: base, max: maxDelay, now: func() time.Time { return now }, rand: func() float64 { return 0.5 }}
+	p := &backoffPolicy{schedule: workerkit.RetrySchedule{Base: base, Max: maxDelay}, now: func() time.Time { return now }, rand: func() float64 { return 0.5 }}
 	if got := p.NextRetry(&rivertype.JobRow{Attempt: 2}); !got.Equal(now.Add(100 * time.Millisecond)) {
 		t.Errorf("NextRetry after attempt 2 = %v, want now + 100ms", got)
 	}
@@ -172,7 +174,7 @@ func TestRetryDelay(t *testing.T) {
 			}
 		default:
 			b, ok := pol.(*backoffPolicy)
-			if err != nil || !ok || b.base != tc.wantBase || b.max != tc.wantMax || b.jitter != relaybus.DefaultRetryJitter {
+			if err != nil || !ok || b.schedule.Base != tc.wantBase || b.schedule.Max != tc.wantMax {
 				t.Errorf("retryPolicyFor(%d ms, %d ms) = %+v, %v; want base %v max %v", tc.baseMs, tc.maxMs, pol, err, tc.wantBase, tc.wantMax)
 			}
 		}
