@@ -113,39 +113,49 @@ func (s *Store) listQuery(params *driver.DeliveryListParams, after int64, limit 
 	return sql, args, err
 }
 
-// Statistics counts deliveries per status and handler (a scan of the
-// deliveries table: an admin call, not a hot path).
+// Statistics counts deliveries per status and handler, exactly, and
+// finds the oldest due one, in one statement (admin.sql's
+// statisticsCounts): a sequential scan of the deliveries table. It
+// writes nothing, and nothing on the claim or completion path writes for
+// it. It runs without parallel workers: they are a pool of the whole
+// server (max_parallel_workers), which an admin call should leave to the
+// application, and at the sizes measured a parallel plan was slower.
+// BenchmarkStatistics measures it; docs/operations.md has the figures,
+// and the design that would not scan, with its cost on the hot path.
 func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams) (*relaytype.Statistics, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
 	st := &relaytype.Statistics{Handlers: map[string]relaytype.Counts{}}
+	var oldest time.Time
 	batch := &pgx.Batch{}
-	batch.Queue(s.q.statisticsCounts).Query(func(rows pgx.Rows) error {
+	// The batch is one implicit transaction: the setting holds for the
+	// statement after it, and ends with it.
+	batch.Queue(s.q.statisticsSerial)
+	batch.Queue(s.q.statisticsCounts, params.Now).Query(func(rows pgx.Rows) error {
 		var handler, status string
-		var n int64
-		_, err := pgx.ForEachRow(rows, []any{&handler, &status, &n}, func() error {
+		var n, processing int64
+		var due *time.Time
+		_, err := pgx.ForEachRow(rows, []any{&handler, &status, &n, &processing, &due}, func() error {
 			c := st.Handlers[handler]
 			if err := addCount(&c, status, n); err != nil {
 				return err
 			}
+			c.Processing += processing
 			st.Handlers[handler] = c
+			st.Processing += processing
+			if due != nil && (oldest.IsZero() || due.Before(oldest)) {
+				oldest = *due
+			}
 			return addCount(&st.Counts, status, n)
 		})
 		return err
 	})
-	batch.Queue(s.q.statisticsOldest, params.Now).QueryRow(func(row pgx.Row) error {
-		var oldest *time.Time
-		if err := row.Scan(&oldest); err != nil {
-			return err
-		}
-		if oldest != nil {
-			st.OldestDueAge = params.Now.Sub(*oldest)
-		}
-		return nil
-	})
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, errorFrom("statistics", err)
+	}
+	if !oldest.IsZero() {
+		st.OldestDueAge = params.Now.Sub(oldest)
 	}
 	return st, nil
 }

@@ -15,28 +15,39 @@ UNION ALL
 SELECT 'completed' FROM {{.History}} WHERE id = $1
 {{- end}}
 
--- Statistics scan the tables: an admin call. A pending delivery that
--- is in flight counts as processing.
-{{define "statisticsCounts" -}}
-WITH flying AS MATERIALIZED (
-	SELECT DISTINCT unnest(in_flight) AS id FROM {{.Lanes}} WHERE lease_owner IS NOT NULL
-)
-SELECT d.handler,
-	CASE WHEN d.status = 'pending' AND EXISTS (SELECT 1 FROM flying f WHERE f.id = d.id)
-		THEN 'processing' ELSE d.status END,
-	count(*)
-FROM {{.Deliveries}} d GROUP BY 1, 2
-UNION ALL
-SELECT handler, 'completed', count(*) FROM {{.History}} GROUP BY 1
+-- The first statement of Statistics' batch (one implicit transaction):
+-- no parallel workers for the statement after it (see Statistics).
+{{define "statisticsSerial" -}}
+SELECT set_config('max_parallel_workers_per_gather', '0', true)
 {{- end}}
 
-{{define "statisticsOldest" -}}
+-- Statistics (admin.go): exact counts and the oldest due delivery, in
+-- one statement, read-only (no statement of the claim or completion
+-- path writes anything for it). A pending delivery that is in flight
+-- counts as processing, and is not waiting; in flight is what the lanes
+-- with an owner list (a completion leaves its id there until the lane
+-- is handed back: a listed id that is gone matches no row).
+--
+-- One sequential scan of the deliveries table, grouped by the stored
+-- handler and status, each pending row probing the hash of the ids in
+-- flight; $1 is now. No index holds the handler of an unkeyed delivery,
+-- and none orders the keyed ones by due time, so an exact answer reads
+-- every row: the scan is the floor (docs/operations.md, "What
+-- Statistics costs", has the figures and the design that would not
+-- scan).
+{{define "statisticsCounts" -}}
 WITH flying AS MATERIALIZED (
-	SELECT DISTINCT unnest(in_flight) AS id FROM {{.Lanes}} WHERE lease_owner IS NOT NULL
+	SELECT DISTINCT f.id FROM {{.Lanes}} l CROSS JOIN LATERAL unnest(l.in_flight) AS f(id) WHERE l.lease_owner IS NOT NULL
 )
-SELECT min(d.available_at) FROM {{.Deliveries}} d
-WHERE d.status = 'pending' AND d.available_at <= $1
-	AND NOT EXISTS (SELECT 1 FROM flying f WHERE f.id = d.id)
+SELECT d.handler, d.status,
+	count(*) FILTER (WHERE fl.id IS NULL),
+	count(*) FILTER (WHERE fl.id IS NOT NULL),
+	min(d.available_at) FILTER (WHERE fl.id IS NULL AND d.status = 'pending' AND d.available_at <= $1)
+FROM {{.Deliveries}} d
+LEFT JOIN flying fl ON fl.id = d.id AND d.status = 'pending'
+GROUP BY d.handler, d.status
+UNION ALL
+SELECT handler, 'completed', count(*), 0, NULL FROM {{.History}} GROUP BY 1
 {{- end}}
 
 -- Purge, in id order and bounded by $2 (NULL: no bound). Dead rows

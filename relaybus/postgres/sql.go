@@ -105,8 +105,8 @@ type queries struct {
 	requeue       string
 	requeueStatus string
 
+	statisticsSerial string
 	statisticsCounts string
-	statisticsOldest string
 
 	purgeDead      string
 	purgeCompleted string
@@ -152,8 +152,8 @@ func buildQueries(schema, prefix string) (queries, error) {
 		{"relinquish", &q.relinquish},
 		{"requeue", &q.requeue},
 		{"requeueStatus", &q.requeueStatus},
+		{"statisticsSerial", &q.statisticsSerial},
 		{"statisticsCounts", &q.statisticsCounts},
-		{"statisticsOldest", &q.statisticsOldest},
 		{"purgeDead", &q.purgeDead},
 		{"purgeCompleted", &q.purgeCompleted},
 		{"purgeHistory", &q.purgeHistory},

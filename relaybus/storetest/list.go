@@ -189,4 +189,26 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.True(t, e.reschedule(d.Lease(), At(1000*time.Second), At(21*time.Second), "later"))
 		require.Equal(t, 60*time.Second, e.stats(At(90*time.Second)).OldestDueAge)
 	})
+
+	t.Run("OldestDueAgeKeyed", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		// Two keys; the heads are claimed. A key's delivery behind its
+		// running head is due (if blocked), an in-flight one is not
+		// waiting, and the oldest of all is in flight.
+		e.publish(&eventOpts{Key: Ptr("k1"), Now: Ptr(At(10 * time.Second))})
+		e.publish(&eventOpts{Key: Ptr("k1"), Now: Ptr(At(20 * time.Second))})
+		e.publish(&eventOpts{Key: Ptr("k2"), Now: Ptr(At(30 * time.Second))})
+		e.publish(&eventOpts{Now: Ptr(At(40 * time.Second))})
+		require.Equal(t, 80*time.Second, e.stats(At(90*time.Second)).OldestDueAge, "nothing claimed: k1's head")
+		heads := e.claim(&claimOpts{Now: Ptr(At(45 * time.Second))})
+		require.Len(t, heads, 3, "both heads and the unkeyed one")
+		require.Equal(t, 70*time.Second, e.stats(At(90*time.Second)).OldestDueAge, "k1's second, behind its running head")
+		st := e.stats(At(90 * time.Second))
+		require.Equal(t, relaytype.Counts{Pending: 1, Processing: 3}, st.Counts)
+		for _, d := range heads {
+			require.True(t, e.complete(d.Lease(), At(50*time.Second)))
+		}
+		require.Equal(t, 70*time.Second, e.stats(At(90*time.Second)).OldestDueAge, "still pending, now the head")
+	})
 }
