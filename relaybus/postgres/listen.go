@@ -214,9 +214,14 @@ func (s *Store) wakeAtPublish() *publishWakeTry {
 	return t
 }
 
-// wakeTried records how the publish's try went, once its batch ran.
-func (s *Store) wakeTried(t *publishWakeTry) {
-	s.wake.coalesce.tried(t.at, t.xid, t.notified)
+// wakeTried records how the publish's try went, once its batch ran; a
+// batch that failed (err) announced nothing.
+func (s *Store) wakeTried(t *publishWakeTry, err error) {
+	if err != nil {
+		s.wake.coalesce.tried(t.at, "", false, false)
+		return
+	}
+	s.wake.coalesce.tried(t.at, t.xid, t.notified, true)
 	s.wakeArm(time.Now())
 }
 
@@ -262,8 +267,11 @@ func (s *Store) wakeDue() {
 // file). Times are the real clock's; the caller holds no lock.
 type wakeCoalescer struct {
 	mu sync.Mutex
-	// triedAt is when a publish last tried to announce itself.
+	// triedAt is when a publish last tried to announce itself; trying,
+	// that its batch has not come back yet (a try waits for the last
+	// one's answer: until then, the store's notifier is not known).
 	triedAt time.Time
+	trying  bool
 	// notifier is the transaction id of the store's last publish that
 	// notified; "" for none.
 	notifier string
@@ -283,8 +291,8 @@ type wakeCoalescer struct {
 func (c *wakeCoalescer) publish(now time.Time) (prev string, try bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.triedAt.IsZero() || now.Sub(c.triedAt) >= wakeNotifyInterval {
-		c.triedAt = now
+	if !c.trying && (c.triedAt.IsZero() || now.Sub(c.triedAt) >= wakeNotifyInterval) {
+		c.triedAt, c.trying = now, true
 		return c.notifier, true
 	}
 	c.owe(now)
@@ -293,10 +301,15 @@ func (c *wakeCoalescer) publish(now time.Time) (prev string, try bool) {
 
 // tried records the outcome of the try made at at: it notified in
 // transaction xid, or not (the store's notifying transaction was still
-// open), when it is owed.
-func (c *wakeCoalescer) tried(at time.Time, xid string, notified bool) {
+// open), when it is owed; or, when its batch failed (!ran), nothing,
+// since its publish will not commit.
+func (c *wakeCoalescer) tried(at time.Time, xid string, notified, ran bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.trying = false
+	if !ran {
+		return
+	}
 	if !notified {
 		c.owe(at)
 		return
@@ -389,6 +402,9 @@ func (s *Store) WakeListen(ctx context.Context, params *driver.WakeListenParams)
 		return err
 	}
 	cfg := s.pool.Config().ConnConfig
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = wakeApplicationName
 	}

@@ -41,7 +41,7 @@ func TestWakeCoalescer(t *testing.T) {
 	prev, try := publish(0)
 	require.True(t, try, "the first publish tries")
 	require.Empty(t, prev, "no notifying transaction yet")
-	c.tried(ms(0), "100", true)
+	c.tried(ms(0), "100", true, true)
 	_, ok := arm(0)
 	require.False(t, ok, "nothing owed")
 
@@ -69,10 +69,10 @@ func TestWakeCoalescer(t *testing.T) {
 	prev, try = publish(4)
 	require.True(t, try)
 	require.Equal(t, "100", prev, "the try asks about the store's notifying transaction")
-	c.tried(ms(4), "200", false)
+	c.tried(ms(4), "200", false, true)
 	for at := 5.0; at < 14; at++ {
 		if _, try := publish(at); try {
-			c.tried(ms(at), "x", false)
+			c.tried(ms(at), "x", false, true)
 		}
 	}
 	require.False(t, c.due(ms(13.5)))
@@ -82,7 +82,7 @@ func TestWakeCoalescer(t *testing.T) {
 	prev, try = publish(20)
 	require.True(t, try)
 	require.Equal(t, "100", prev, "a failed try does not change the notifier")
-	c.tried(ms(20), "300", true)
+	c.tried(ms(20), "300", true, true)
 	require.False(t, c.due(ms(30)), "covered: nothing owed")
 	require.True(t, c.due(ms(115)), "the late notification, 100 ms after the last owed publish")
 	_, ok = arm(115)
@@ -94,8 +94,20 @@ func TestWakeCoalescer(t *testing.T) {
 	require.Equal(t, "300", prev)
 	_, try = publish(200.5)
 	require.False(t, try)
-	c.tried(ms(200), "400", true)
+	c.tried(ms(200), "400", true, true)
 	require.True(t, c.due(ms(202.5)), "the publish owed during the try is still owed")
+
+	// One try at a time: the next waits for the last one's answer (until
+	// then the notifier is not known), and a failed batch answers nothing.
+	prev, try = publish(400)
+	require.True(t, try)
+	require.Equal(t, "400", prev)
+	_, try = publish(403)
+	require.False(t, try, "the try of 400 has not come back")
+	c.tried(ms(400), "", false, false)
+	prev, try = publish(403.5)
+	require.True(t, try)
+	require.Equal(t, "400", prev, "a failed batch changes nothing")
 }
 
 // TestWakeChannel: one channel per schema and prefix, at most 63 bytes,

@@ -172,11 +172,12 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 			})
 		}
 	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, errorFrom("publish: insert deliveries", err)
-	}
+	err = tx.SendBatch(ctx, batch).Close()
 	if wake != nil {
-		s.wakeTried(wake)
+		s.wakeTried(wake, err)
+	}
+	if err != nil {
+		return nil, errorFrom("publish: insert deliveries", err)
 	}
 	return res, nil
 }
