@@ -105,7 +105,12 @@
 // spending an attempt, and finally OwnerRelinquish hands back anything the
 // owner still holds, so other workers need not wait for leases to expire.
 //
-// DispatcherStats returns cheap atomic counters of all of this.
+// DispatcherStats returns cheap atomic counters of all of this, and what
+// the dispatcher has in flight. A handler fences its own writes elsewhere
+// with Delivery.FencingToken, which grows per key from one lease holder
+// to the next; StoreHealth and WatchStoreHealth report on the store's
+// upkeep (docs/operations.md in the repository says what to do about
+// each warning).
 //
 // # Ordering
 //

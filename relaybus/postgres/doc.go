@@ -186,12 +186,18 @@
 //     scan of each index, a probe per busy free lane): the cost of a
 //     shallow queue. A claim from held lanes costs about a probe per
 //     in-flight delivery (to drop completed ids) and per key of the lane.
-//   - Deletes leave one dead tuple per delivery for autovacuum.
+//   - Deletes leave one dead tuple per delivery for autovacuum. Watch it
+//     with StoreHealth (dead rows, last vacuum, the HOT share of lane
+//     updates, the transaction holding the xmin horizon back) and
+//     Bus.WatchStoreHealth; docs/operations.md says what to do about each
+//     warning.
 //   - Reschedule, bury and requeue update indexed columns (not HOT): the
 //     rare path.
 //   - Listings, statistics and the purge of 0.1.0's completed rows scan
 //     the table (no index on status or created_at: it would cover columns
-//     the happy path writes).
+//     the happy path writes). Statistics is one scan, 53 ms at best at
+//     200,000 deliveries (BenchmarkStatistics); exact counts without one
+//     would need counters written on the hot path (docs/operations.md).
 //   - An attempt is charged when it ends or at takeover; between a crash
 //     and the takeover the deliveries are listed as processing.
 //   - Events outlive their deliveries until Purge; after a purge a
@@ -263,6 +269,8 @@
 // Invalid parameters return the relaybus validation error unchanged
 // (errors.Is relaytype.ErrInvalid). Driver errors go through one mapping
 // (errorFrom): no rows is relaytype.ErrNotFound, text PostgreSQL cannot
-// store (such as \u0000 in a jsonb header value) is relaytype.ErrInvalid.
+// store (such as \u0000 in a jsonb header value) is relaytype.ErrInvalid,
+// a missing table, schema or column (a store used before Setup) is
+// ErrNotSetUp, whose text says to call Setup.
 // Every error this package makes starts with "relaybus/postgres: ".
 package postgres
