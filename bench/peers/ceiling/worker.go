@@ -72,15 +72,7 @@ func workerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) 
 var checks = workerkit.Checks{Pkg: peerName, Limits: workerkit.RelaybusLimits}
 
 func validateConfig(c *protocol.Config) error {
-	return checks.Config(c, &workerkit.Own{
-		Store: checks.PostgresOnly("the ceiling is plain PostgreSQL"),
-		Name:  checks.Name,
-		Workload: func(wl *protocol.Workload) error {
-			_, err := checks.RetrySchedule(wl)
-			return err
-		},
-		Dispatcher: validateDispatcher,
-	})
+	return checks.Config(c, checks.Peer("the ceiling is plain PostgreSQL", validateDispatcher))
 }
 
 // validateDispatcher checks the dispatcher fields this worker applies.

@@ -54,15 +54,7 @@ func workerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) 
 var checks = workerkit.Checks{Pkg: "river", Limits: workerkit.RelaybusLimits}
 
 func validateConfig(c *protocol.Config) error {
-	return checks.Config(c, &workerkit.Own{
-		Store: checks.PostgresOnly("River runs on postgres only"),
-		Name:  checks.Name,
-		Workload: func(wl *protocol.Workload) error {
-			_, err := retryPolicyFor(wl)
-			return err
-		},
-		Dispatcher: validateDispatcher,
-	})
+	return checks.Config(c, checks.Peer("River runs on postgres only", validateDispatcher))
 }
 
 // validateDispatcher checks the dispatcher fields this worker applies.

@@ -100,6 +100,23 @@ func (k *Checks) Config(c *protocol.Config, own *Own) error {
 	return nil
 }
 
+// Peer returns the own checks of a peer on PostgreSQL that retries on
+// relaybus's schedule: the store is postgres (PostgresOnly, why saying
+// why another kind is not), the names follow the peers' rule (Name), the
+// retry delays relaybus's bounds (RetrySchedule), and dispatcher checks
+// the dispatcher settings the peer applies.
+func (k *Checks) Peer(why string, dispatcher func(*protocol.Config) error) *Own {
+	return &Own{
+		Store: k.PostgresOnly(why),
+		Name:  k.Name,
+		Workload: func(wl *protocol.Workload) error {
+			_, err := k.RetrySchedule(wl)
+			return err
+		},
+		Dispatcher: dispatcher,
+	}
+}
+
 // Name is the peers' rule for a workload name: relaybus's (non-empty,
 // valid UTF-8, at most relaybus.MaxHandlerNameBytes), and no control
 // characters, which the record format cannot hold (tabs, newlines).
