@@ -54,7 +54,9 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		// once (runJob). Bounded by the lease: a lease that outlives it
 		// is worth nothing anyway.
 		cctx, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
+		claimStart := time.Now()
 		ds, err := d.store.DeliveryClaim(cctx, &p)
+		wake.claimed(claimStart, time.Now())
 		cancel()
 		if err == nil {
 			claimErrors = 0
@@ -85,7 +87,7 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 			// Resume at once: the claim was short only because a suspect
 			// comes alone.
 		case len(ds) < limit:
-			d.idle(ctx, wake.c)
+			d.idle(ctx, wake)
 		}
 	}
 }
@@ -131,14 +133,21 @@ func (d *dispatcher[TTx]) claimLimit(ctx context.Context) (int, bool) {
 }
 
 // idle waits after a claim that found less than it asked for: PollInterval,
-// or less when a keyed delivery finishes or a wake-up comes meanwhile.
-func (d *dispatcher[TTx]) idle(ctx context.Context, woken <-chan struct{}) {
+// or less when a keyed delivery finishes or a wake-up comes meanwhile. A
+// wake-up claims no sooner than the last claim took after it ended
+// (wakeups.gap): wake-ups can come every few milliseconds, and on a
+// loaded server a claim for each would return a few deliveries at the
+// cost of a whole claim each.
+func (d *dispatcher[TTx]) idle(ctx context.Context, wake *wakeups) {
 	t := time.NewTimer(d.cfg.PollInterval)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-d.keyFreed:
-	case <-woken:
+	case <-wake.c:
+		if gap := wake.gap(time.Now()); gap > 0 {
+			sleep(ctx, gap)
+		}
 	case <-ctx.Done():
 	}
 }

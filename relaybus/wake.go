@@ -39,6 +39,10 @@ const (
 	// wakeSendTimeout bounds the wake-up the shutdown sends after handing
 	// the lanes back.
 	wakeSendTimeout = 5 * time.Second
+	// wakeClaimGapMax bounds the wait of a wake-up for the claim gap (see
+	// wakeups.gap), so that a claim slowed by a stalled server does not
+	// hold back the next one for as long.
+	wakeClaimGapMax = 20 * time.Millisecond
 )
 
 // wakeups is the wake-up listener of one claim loop.
@@ -49,6 +53,23 @@ type wakeups struct {
 	// done is closed when the listener has returned; nil when there is
 	// none (no Waker, or DisableWakeups).
 	done chan struct{}
+	// lastEnd and lastTook are when the claim loop's last claim ended and
+	// how long it took (only the claim loop reads and writes them).
+	lastEnd  time.Time
+	lastTook time.Duration
+}
+
+// claimed records a claim of the loop, from start to end.
+func (w *wakeups) claimed(start, end time.Time) { w.lastEnd, w.lastTook = end, end.Sub(start) }
+
+// gap is how long a wake-up at now waits before it claims: until as long
+// after the last claim ended as that claim took, at most
+// wakeClaimGapMax. The claim loop spends at most half its time on claims
+// that wake-ups ask for, and so claims in batches on a loaded server,
+// where a claim takes milliseconds, while on an idle one (a claim of a
+// millisecond or two) the wait is short.
+func (w *wakeups) gap(now time.Time) time.Duration {
+	return min(w.lastTook-now.Sub(w.lastEnd), wakeClaimGapMax)
 }
 
 // startWakeups starts the wake-up listener for the claim loop, until ctx

@@ -248,3 +248,18 @@ func TestWakeRetryDelay(t *testing.T) {
 		require.LessOrEqual(t, d, time.Duration(float64(want)*(1+wakeRetryJitter)), "failure %d", n)
 	}
 }
+
+// TestWakeClaimGap: a wake-up claims no sooner than the last claim took
+// after it ended, and waits at most wakeClaimGapMax.
+func TestWakeClaimGap(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1_000_000, 0)
+	var w wakeups
+	require.LessOrEqual(t, w.gap(t0), time.Duration(0), "no claim yet")
+	w.claimed(t0, t0.Add(5*time.Millisecond))
+	require.Equal(t, 5*time.Millisecond, w.gap(t0.Add(5*time.Millisecond)))
+	require.Equal(t, 2*time.Millisecond, w.gap(t0.Add(8*time.Millisecond)))
+	require.LessOrEqual(t, w.gap(t0.Add(20*time.Millisecond)), time.Duration(0))
+	w.claimed(t0, t0.Add(time.Second))
+	require.Equal(t, wakeClaimGapMax, w.gap(t0.Add(time.Second)), "a slow claim")
+}
