@@ -14,12 +14,12 @@ import (
 // writes with writeRetryDelayMin, writeRetryDelayMax and
 // writeRetryJitter.
 //
-// The benchmark's River peer retries on the same schedule, so that the
-// two sides of a cell that fails and retries do the same work: it cannot
-// import this package's internals (it is a module of its own), so
-// bench/peers/river/retry.go keeps a copy, and both this package's test
-// and the peer's check their function against the one table of
-// testdata/retry_delays.txt. A change here changes that table, and the
+// The benchmark's peers (River, the plain-SQL ceiling) retry on the same
+// schedule, so that the two sides of a cell that fails and retries do the
+// same work: they cannot import this package's internals (they are
+// modules of their own), so bench/worker/workerkit/retry.go keeps a copy,
+// and both this package's test and workerkit's check their function
+// against the one table of testdata/retry_delays.txt. A change here changes that table, and the
 // peer's test fails until its copy follows.
 func retryDelay(attempt int, base, maxDelay time.Duration, jitter, r float64) time.Duration {
 	if attempt < 1 {
