@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/berkcansavur/relaybus/internal/flaghelp"
 )
 
 // command is one subcommand: what every one of them does before its own
@@ -101,37 +103,8 @@ func parseFlags(fs *flag.FlagSet, usage string, args []string, stdout io.Writer)
 }
 
 // writeHelp writes a command's usage, then every flag with its type and
-// default (flag.PrintDefaults leaves out zero defaults; this does not).
-func writeHelp(w io.Writer, usage string, fs *flag.FlagSet) {
-	fmt.Fprintln(w, strings.TrimRight(usage, "\n"))
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
-		fmt.Fprintln(w, "\nno flags")
-		return
-	}
-	fmt.Fprintln(w, "\nflags:")
-	fs.VisitAll(func(f *flag.Flag) {
-		typ, text := flag.UnquoteUsage(f)
-		head := "  --" + f.Name
-		if typ != "" {
-			head += " " + typ
-		}
-		if strings.Contains(text, "(default: ") {
-			// The usage says what the default means (e.g. "the mode's").
-			fmt.Fprintf(w, "%s\n      %s\n", head, text)
-			return
-		}
-		def := f.DefValue
-		switch {
-		case def == "" || def == "[]":
-			def = `""`
-		case typ == "string":
-			def = fmt.Sprintf("%q", def)
-		}
-		fmt.Fprintf(w, "%s\n      %s (default: %s)\n", head, text, def)
-	})
-}
+// default (internal/flaghelp).
+func writeHelp(w io.Writer, usage string, fs *flag.FlagSet) { flaghelp.Write(w, usage, fs) }
 
 // isHelp reports whether args ask for help and nothing else.
 func isHelp(args []string) bool {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/berkcansavur/relaybus/internal/flaghelp"
 )
 
 // The exit statuses of Main (see the package documentation).
@@ -304,32 +306,8 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // writeHelp writes a command's usage, then every flag with its type and
-// default.
-func writeHelp(w io.Writer, usage string, fs *flag.FlagSet) {
-	fmt.Fprintln(w, strings.TrimRight(usage, "\n"))
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n == 0 {
-		fmt.Fprintln(w, "\nno flags")
-		return
-	}
-	fmt.Fprintln(w, "\nflags:")
-	fs.VisitAll(func(f *flag.Flag) {
-		typ, text := flag.UnquoteUsage(f)
-		head := "  --" + f.Name
-		if typ != "" {
-			head += " " + typ
-		}
-		def := f.DefValue
-		switch {
-		case def == "":
-			def = `""`
-		case typ == "string":
-			def = fmt.Sprintf("%q", def)
-		}
-		fmt.Fprintf(w, "%s\n      %s (default: %s)\n", head, text, def)
-	})
-}
+// default (internal/flaghelp).
+func writeHelp(w io.Writer, usage string, fs *flag.FlagSet) { flaghelp.Write(w, usage, fs) }
 
 func plural(n int, one, many string) string {
 	if n == 1 {
