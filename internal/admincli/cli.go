@@ -19,6 +19,8 @@ const (
 	ExitUsage    = 2
 	ExitRefused  = 3
 	ExitNotFound = 4
+	// ExitUnhealthy: relaybus health found a check past its threshold.
+	ExitUnhealthy = 5
 )
 
 // EnvDSN is the environment variable the database commands read their
@@ -98,6 +100,8 @@ commands:
                                  every dead letter, or those of a filter (asks first)
   purge --dead DUR [--completed DUR]
                                  delete finished deliveries past their retention (asks first)
+  health [flags]                 the store's upkeep (dead rows, vacuum, HOT lane updates, the xmin
+                                 horizon's holder) against thresholds; exits 5 on a warning
   schema                         print the schema SQL, for a migration tool (needs no database)
   version                        print the relaybus version
   help [COMMAND]                 a command's help (also: relaybus COMMAND --help)
@@ -112,12 +116,13 @@ Destructive commands (a bulk requeue, purge) go on only with --yes or when
 
 exit status: 0 done, 1 failed (database or store error), 2 usage error,
 3 confirmation refused (nothing changed), 4 a delivery named was not found
-or is not dead.`
+or is not dead, 5 relaybus health warned.`
 
 // commands are the commands by name; each call makes a fresh one (its
 // flags bound to new variables).
 var commands = map[string]func() *command{
 	"stats":     statsCommand,
+	"health":    healthCommand,
 	"dead list": deadListCommand,
 	"dead show": deadShowCommand,
 	"requeue":   requeueCommand,

@@ -6,8 +6,8 @@
 // real database.
 //
 // It works through the library's own API: a relaybus.Bus on a
-// relaybus/postgres store (Statistics, ListDeliveries, Requeue,
-// PurgeExpired) and the store's SchemaSQL. It sends no SQL of its own.
+// relaybus/postgres store (Statistics, StoreHealth, ListDeliveries,
+// Requeue, PurgeExpired) and the store's SchemaSQL. It sends no SQL of its own.
 // MongoDB stores are not wired in yet: a mongodb:// DSN is refused and
 // says so.
 //
@@ -19,6 +19,7 @@
 //	relaybus requeue ID...                    make the dead letters named pending again
 //	relaybus requeue --all | --handler H ...  every dead letter, or a filter's (asks first)
 //	relaybus purge --dead 30d --completed 7d  delete what is past its retention (asks first)
+//	relaybus health                           the store's upkeep against thresholds (exit 5 on a warning)
 //	relaybus schema                           the schema SQL, for a migration tool
 //	relaybus version
 //
@@ -40,4 +41,5 @@
 //	2  usage: a bad command, flag or argument (nothing was done)
 //	3  refused: a confirmation was not given (nothing was changed)
 //	4  not found: a delivery named does not exist, or is not a dead letter
+//	5  unhealthy: relaybus health found a check past its threshold
 package admincli
