@@ -123,6 +123,11 @@ func (d *dispatcher[TTx]) listen(ctx context.Context, waker driver.Waker, c chan
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, driver.ErrWakeDisabled) {
+			d.log.Info("relaybus: the store announces no work (wake-ups disabled in it); the dispatcher polls every PollInterval",
+				"owner", d.cfg.Owner, "error", err, "poll_interval", d.cfg.PollInterval)
+			return
+		}
 		var wait time.Duration
 		if errors.Is(err, driver.ErrWakeUnavailable) {
 			wait = wakeUnavailableRetry

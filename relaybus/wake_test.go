@@ -3,6 +3,7 @@ package relaybus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -262,4 +263,31 @@ func TestWakeClaimGap(t *testing.T) {
 	require.LessOrEqual(t, w.gap(t0.Add(20*time.Millisecond)), time.Duration(0))
 	w.claimed(t0, t0.Add(time.Second))
 	require.Equal(t, wakeClaimGapMax, w.gap(t0.Add(time.Second)), "a slow claim")
+}
+
+// TestWakeupDisabledInStore: a store configured to announce nothing
+// (driver.ErrWakeDisabled) is listened to once: the Bus says so at Info,
+// never listens again, and polls.
+func TestWakeupDisabledInStore(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	cfg := testConfig()
+	cfg.PollInterval = 20 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	disabled := func(context.Context, *driver.WakeListenParams) error {
+		return fmt.Errorf("store option set: %w", driver.ErrWakeDisabled)
+	}
+	w := &scriptedWaker{listens: []func(context.Context, *driver.WakeListenParams) error{disabled, disabled}}
+	tb := wakeSetup(t, cfg, w)
+	stop := tb.start(t)
+	publishN(t, tb.bus, "t", 2, nil)
+	waitFor(t, "the poll to find the deliveries", func() bool { return tb.countStatus(StatusCompleted) == 2 })
+	time.Sleep(5 * wakeRetryMin) // past the first retries a listener that failed makes
+	stop()
+	out := logs.String()
+	require.Equal(t, 1, strings.Count(out, "the store announces no work"), out)
+	require.Contains(t, out, "level=INFO")
+	require.NotContains(t, out, "level=WARN")
+	calls, _, _ := w.counts()
+	require.Equal(t, 1, calls, "a store that announces nothing is not listened to again")
 }

@@ -29,7 +29,9 @@ type Waker interface {
 	// It returns ctx's error once ctx is done; an error wrapping
 	// ErrWakeUnavailable when wake-ups cannot work where the store runs
 	// (a connection pooler that keeps no session for the listener), which
-	// the caller reports once and falls back to polling for; and any other
+	// the caller reports once and falls back to polling for; an error
+	// wrapping ErrWakeDisabled when the store is configured to announce
+	// nothing, after which the caller does not listen again; and any other
 	// error when listening stopped (a lost connection), after which the
 	// caller listens again after a backoff.
 	WakeListen(ctx context.Context, params *WakeListenParams) error
@@ -48,6 +50,12 @@ type Waker interface {
 // statement ends, so no notification ever comes back. The Bus says so
 // once in its log and polls.
 var ErrWakeUnavailable = errors.New("relaybus: wake-ups unavailable")
+
+// ErrWakeDisabled is wrapped by the error of a WakeListen of a store
+// configured to announce nothing (relaybus/postgres:
+// Options.DisableWakeups): listening would never hear anything. The Bus
+// says so once at Info, stops listening and polls.
+var ErrWakeDisabled = errors.New("relaybus: wake-ups disabled in the store")
 
 // WakeListenParams are the arguments of WakeListen.
 type WakeListenParams struct {

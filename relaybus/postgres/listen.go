@@ -201,6 +201,9 @@ type publishWakeTry struct {
 // publish is owed. Real time, not a Now of the params: this is a rate,
 // like the Bus's timers, and writes no time anywhere.
 func (s *Store) wakeAtPublish() *publishWakeTry {
+	if s.noWakeups {
+		return nil
+	}
 	now := time.Now()
 	prev, try := s.wake.coalesce.publish(now)
 	if !try {
@@ -397,6 +400,9 @@ func (s *Store) WakeListen(ctx context.Context, params *driver.WakeListenParams)
 	if err := params.Validate(); err != nil {
 		return err
 	}
+	if s.noWakeups {
+		return fmt.Errorf("relaybus/postgres: wake: the store's Options.DisableWakeups is set: it announces nothing: %w", driver.ErrWakeDisabled)
+	}
 	q, err := s.wakeQueries()
 	if err != nil {
 		return err
@@ -516,6 +522,9 @@ func isWakeProbe(payload string) bool { return strings.HasPrefix(payload, wakePr
 func (s *Store) WakeSend(ctx context.Context, params *driver.WakeSendParams) error {
 	if err := params.Validate(); err != nil {
 		return err
+	}
+	if s.noWakeups {
+		return nil
 	}
 	q, err := s.wakeQueries()
 	if err != nil {

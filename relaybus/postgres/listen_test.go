@@ -16,6 +16,7 @@ import (
 
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
 )
 
@@ -259,4 +260,40 @@ func TestWakeupBehindPgBouncerSessionPooling(t *testing.T) {
 	w.publish(t)
 	w.waitHandled(t, 1)
 	require.NotContains(t, w.logs.String(), "unavailable")
+}
+
+// TestWakeupsDisabledInStore: a store with Options.DisableWakeups
+// announces nothing: its publishes and its WakeSend wake no listener (a
+// Bus on a store of the same tables that announces, polling once an
+// hour, runs nothing of them), and a Bus on it does not listen: it says
+// so once and polls. The announcing store's next publish wakes the
+// listener, and its claim takes everything due.
+func TestWakeupsDisabledInStore(t *testing.T) {
+	t.Parallel()
+	loud, pool := setup(t, nil)
+	quiet, err := postgres.New(pool, &postgres.Options{DisableWakeups: true})
+	require.NoError(t, err)
+
+	w := startWakeBus(t, loud, relaybus.MaxPollInterval)
+	w.waitLog(t, "wake-ups on", 1)
+	time.Sleep(200 * time.Millisecond) // past the claim that listening made, into the hour's wait
+	pub, err := relaybus.New[pgx.Tx](quiet, relaybus.Config{Owner: "quiet-publisher"})
+	require.NoError(t, err)
+	require.NoError(t, pub.Declare("t", "h", nil))
+	require.NoError(t, pub.Publish(t.Context(), &relaybus.Event{Type: "t"}, &relaybus.Event{Type: "t"}))
+	require.NoError(t, quiet.WakeSend(t.Context(), &driver.WakeSendParams{}))
+	// Long enough for an announced publish: TestWakeupClaimsAtOnce's
+	// take milliseconds.
+	time.Sleep(time.Second)
+	require.Zero(t, w.handled.Load(), "a publish of a store that announces nothing woke the listener")
+
+	w.publish(t)
+	w.waitHandled(t, 3)
+
+	q := startWakeBus(t, quiet, 50*time.Millisecond)
+	q.waitLog(t, "the store announces no work", 1)
+	require.NoError(t, q.bus.Publish(t.Context(), &relaybus.Event{Type: "t"}))
+	eventually(t, "the quiet bus's poll or the other's to run it", func() bool { return q.handled.Load()+w.handled.Load() == 4 }, q.logs.String)
+	require.Equal(t, 1, q.logs.count("the store announces no work"), q.logs.String())
+	require.Zero(t, q.logs.count("wake-ups on"))
 }

@@ -65,6 +65,18 @@ type Options struct {
 	// simply deleted. Stores with and without it can share a schema; the
 	// table exists either way.
 	CompletionHistory bool
+	// DisableWakeups stops the store announcing work: a publish then runs
+	// no wake-up statement and sends no NOTIFY, WakeSend sends nothing,
+	// and WakeListen returns an error wrapping driver.ErrWakeDisabled at
+	// once, on which a Bus stops listening, says so once at Info and
+	// polls (Config.PollInterval). For publishers whose dispatchers poll
+	// anyway (Config.DisableWakeups), or where a NOTIFY cannot reach a
+	// listener (PgBouncer in transaction pooling): a notifying commit
+	// holds a database-wide lock from its commit until its WAL flush ends
+	// (docs/wakeups.md), which a store that announces nothing never
+	// takes. Set it in every process of a deployment, or in none: a store
+	// with it never announces to the others' listeners.
+	DisableWakeups bool
 }
 
 // identifierPattern is what Schema and TablePrefix may hold. Lower case
@@ -91,6 +103,7 @@ type Store struct {
 	prefix          string
 	maxPayloadBytes int
 	history         bool
+	noWakeups       bool // Options.DisableWakeups
 	schemaSQL       string
 	q               queries
 	// holder names this store instance in the lanes it holds: a lane is
@@ -160,6 +173,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 		prefix:          o.TablePrefix,
 		maxPayloadBytes: o.MaxPayloadBytes,
 		history:         o.CompletionHistory,
+		noWakeups:       o.DisableWakeups,
 		schemaSQL:       schemaSQL,
 		q:               q,
 		holder:          hex.EncodeToString(h[:]),
