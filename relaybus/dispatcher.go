@@ -44,6 +44,10 @@ type dispatcher[TTx any] struct {
 	// (completed or buried): its key's next delivery may be due now.
 	keyFreed chan struct{}
 
+	// pauses are the paused handlers as last read (dispatcher_pause.go);
+	// used by the claim loop only.
+	pauses pauses
+
 	// held are the leases this run still holds, by delivery ID: renewed
 	// until their final write is done.
 	mu   sync.Mutex

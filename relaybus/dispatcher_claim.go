@@ -39,8 +39,21 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		case <-wake.c:
 		default:
 		}
+		p, some, err := d.claimParams(ctx)
+		if err != nil {
+			// The paused handlers were never read: claim nothing yet.
+			claimErrors++
+			wait := claimErrorDelay(claimErrors, d.cfg.PollInterval)
+			d.log.Error("relaybus: claim failed", "error", err, "errors_in_a_row", claimErrors, "retry_in", wait)
+			sleep(ctx, wait)
+			continue
+		}
+		if !some {
+			// Every handler is paused: look again at the next poll.
+			d.idle(ctx, wake)
+			continue
+		}
 		now := d.cfg.Now()
-		p := d.claim
 		// Only this loop starts work, so what is in flight now is all
 		// that can be in flight when the claim returns.
 		busy := d.inFlight(nil) > 0

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +37,11 @@ type fakeStore struct {
 	// suspects come with the rest, as a store that breaks the rule would.
 	suspectEvents map[string]bool
 	mixSuspects   bool
+	// paused are the paused handlers; pausedReads counts HandlersPaused
+	// calls, and pausedErr, when set, is what they return.
+	paused      map[string]PausedHandler
+	pausedReads int
+	pausedErr   error
 }
 
 type fakeTx struct {
@@ -415,4 +422,43 @@ func (s *fakeStore) loseLease(id string) {
 	if d := s.deliveries[id]; d != nil {
 		d.LeaseToken, d.LeaseOwner = "stolen", "thief"
 	}
+}
+
+func (s *fakeStore) HandlerPause(_ context.Context, p *driver.HandlerPauseParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paused == nil {
+		s.paused = map[string]PausedHandler{}
+	}
+	if _, ok := s.paused[p.Handler]; !ok {
+		s.paused[p.Handler] = PausedHandler{Handler: p.Handler, Reason: p.Reason, PausedAt: p.Now}
+	}
+	return nil
+}
+
+func (s *fakeStore) HandlerResume(_ context.Context, p *driver.HandlerResumeParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.paused[p.Handler]
+	delete(s.paused, p.Handler)
+	return ok, nil
+}
+
+func (s *fakeStore) HandlersPaused(_ context.Context, p *driver.HandlersPausedParams) ([]PausedHandler, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pausedReads++
+	if s.pausedErr != nil {
+		return nil, s.pausedErr
+	}
+	return slices.SortedFunc(maps.Values(s.paused), func(a, b PausedHandler) int { return strings.Compare(a.Handler, b.Handler) }), nil
 }

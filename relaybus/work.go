@@ -206,8 +206,14 @@ func (w *worker[TTx]) claimAndRun(ctx context.Context, limit int, res *WorkResul
 			res.LimitReached = true
 			return nil
 		}
+		p, some, err := d.claimParams(ctx) // keeps the mark of the names validated once
+		if err != nil {
+			return fmt.Errorf("relaybus: work: %w", err)
+		}
+		if !some {
+			return nil // every handler asked for is paused
+		}
 		now := d.cfg.Now()
-		p := d.claim // keeps the mark of the names validated once
 		// Nothing is in flight between claims, so a suspect may come; it
 		// comes alone and runs alone.
 		p.Limit, p.Now, p.Busy = min(d.cfg.BatchSize, left), now, false

@@ -102,6 +102,9 @@ commands:
                                  delete finished deliveries past their retention (asks first)
   health [flags]                 the store's upkeep (dead rows, vacuum, HOT lane updates, the xmin
                                  horizon's holder) against thresholds; exits 5 on a warning
+  pause [--reason R] HANDLER     stop every dispatcher claiming a handler's deliveries (they stay pending)
+  resume HANDLER                 claim them again
+  paused                         the paused handlers, with their reason and time
   schema                         print the schema SQL, for a migration tool (needs no database)
   version                        print the relaybus version
   help [COMMAND]                 a command's help (also: relaybus COMMAND --help)
@@ -116,13 +119,16 @@ Destructive commands (a bulk requeue, purge) go on only with --yes or when
 
 exit status: 0 done, 1 failed (database or store error), 2 usage error,
 3 confirmation refused (nothing changed), 4 a delivery named was not found
-or is not dead, 5 relaybus health warned.`
+or is not dead (resume: the handler is not paused), 5 relaybus health warned.`
 
 // commands are the commands by name; each call makes a fresh one (its
 // flags bound to new variables).
 var commands = map[string]func() *command{
 	"stats":     statsCommand,
 	"health":    healthCommand,
+	"pause":     pauseCommand,
+	"resume":    resumeCommand,
+	"paused":    pausedCommand,
 	"dead list": deadListCommand,
 	"dead show": deadShowCommand,
 	"requeue":   requeueCommand,

@@ -7,7 +7,7 @@
 //
 // It works through the library's own API: a relaybus.Bus on a
 // relaybus/postgres store (Statistics, StoreHealth, ListDeliveries,
-// Requeue, PurgeExpired) and the store's SchemaSQL. It sends no SQL of its own.
+// Requeue, PurgeExpired, PauseHandler, ResumeHandler, PausedHandlers) and the store's SchemaSQL. It sends no SQL of its own.
 // MongoDB stores are not wired in yet: a mongodb:// DSN is refused and
 // says so.
 //
@@ -20,6 +20,9 @@
 //	relaybus requeue --all | --handler H ...  every dead letter, or a filter's (asks first)
 //	relaybus purge --dead 30d --completed 7d  delete what is past its retention (asks first)
 //	relaybus health                           the store's upkeep against thresholds (exit 5 on a warning)
+//	relaybus pause [--reason R] HANDLER       stop every dispatcher claiming a handler's deliveries
+//	relaybus resume HANDLER                   claim them again
+//	relaybus paused                           the paused handlers
 //	relaybus schema                           the schema SQL, for a migration tool
 //	relaybus version
 //
@@ -40,6 +43,7 @@
 //	1  failed: the database or the store returned an error
 //	2  usage: a bad command, flag or argument (nothing was done)
 //	3  refused: a confirmation was not given (nothing was changed)
-//	4  not found: a delivery named does not exist, or is not a dead letter
+//	4  not found: a delivery named does not exist, or is not a dead letter;
+//	   resume: the handler is not paused
 //	5  unhealthy: relaybus health found a check past its threshold
 package admincli

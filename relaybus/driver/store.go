@@ -116,6 +116,19 @@ type Store[TTx any] interface {
 	// and dead deliveries past their retention, then events that have no
 	// delivery left.
 	Purge(ctx context.Context, params *PurgeParams) (*PurgeResult, error)
+
+	// HandlerPause pauses a handler in the store, for every process:
+	// HandlersPaused lists it until HandlerResume. Pausing a paused
+	// handler changes nothing (the first pause's time and reason stay).
+	// The store only records it; the dispatchers read HandlersPaused and
+	// leave the paused handlers out of their claims.
+	HandlerPause(ctx context.Context, params *HandlerPauseParams) error
+	// HandlerResume resumes a paused handler; it reports whether the
+	// handler was paused (resuming one that is not changes nothing).
+	HandlerResume(ctx context.Context, params *HandlerResumeParams) (bool, error)
+	// HandlersPaused lists the paused handlers, in name order. It is
+	// read by every dispatcher once per poll: one cheap statement.
+	HandlersPaused(ctx context.Context, params *HandlersPausedParams) ([]relaytype.PausedHandler, error)
 }
 
 // EventPublisher is an optional capability of a Store: publishing in a

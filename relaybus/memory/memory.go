@@ -72,6 +72,11 @@ type Store struct {
 	// wake are the wake-up listeners (wake.go), under a mutex of their
 	// own: announcing takes it under mu, listening never takes mu.
 	wake wakeHub
+
+	// paused are the paused handlers (pause.go), by name, under a mutex
+	// of their own: a pause is not part of any transaction.
+	pausedMu sync.Mutex
+	paused   map[string]relaytype.PausedHandler
 }
 
 var (

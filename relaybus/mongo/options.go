@@ -60,6 +60,7 @@ const (
 	keysSuffix       = "keys"
 	lanesSuffix      = "lanes"
 	historySuffix    = "completed_deliveries"
+	pausedSuffix     = "paused_handlers"
 )
 
 // longestSuffix is the longest collection suffix, for the namespace check.

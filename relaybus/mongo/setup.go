@@ -33,7 +33,7 @@ func (s *Store) Setup(ctx context.Context) error {
 	if err := s.checkReplicaSet(ctx); err != nil {
 		return err
 	}
-	for _, name := range []string{s.events.Name(), s.deliveries.Name(), s.keys.Name(), s.lanes.Name(), s.history.Name()} {
+	for _, name := range []string{s.events.Name(), s.deliveries.Name(), s.keys.Name(), s.lanes.Name(), s.history.Name(), s.paused.Name()} {
 		// Collections are created here, not implicitly by the first insert:
 		// MongoDB cannot always create a collection inside a transaction
 		// (before 4.4, or with a non-local read concern), and publish and

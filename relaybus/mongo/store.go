@@ -23,6 +23,7 @@ type Store struct {
 	keys       *mongo.Collection
 	lanes      *mongo.Collection
 	history    *mongo.Collection
+	paused     *mongo.Collection // the paused handlers (pause.go)
 
 	// holder identifies this instance in the lanes it holds (laneDoc):
 	// new at every New, so a restarted process that reuses its owner
@@ -80,6 +81,7 @@ func New(client *mongo.Client, opts *Options) (*Store, error) {
 		keys:         coll(keysSuffix),
 		lanes:        coll(lanesSuffix),
 		history:      coll(historySuffix),
+		paused:       coll(pausedSuffix),
 		holder:       newHolderID(),
 		orphans:      map[laneEpoch][]bson.ObjectID{},
 		upgradeBatch: UpgradeBatchSize,

@@ -224,3 +224,15 @@ func (s *store[TTx]) Statistics(ctx context.Context, params *driver.StatisticsPa
 func (s *store[TTx]) Purge(ctx context.Context, params *driver.PurgeParams) (*driver.PurgeResult, error) {
 	return s.inner.Purge(ctx, params)
 }
+
+func (s *store[TTx]) HandlerPause(ctx context.Context, params *driver.HandlerPauseParams) error {
+	return s.inner.HandlerPause(ctx, params)
+}
+
+func (s *store[TTx]) HandlerResume(ctx context.Context, params *driver.HandlerResumeParams) (bool, error) {
+	return s.inner.HandlerResume(ctx, params)
+}
+
+func (s *store[TTx]) HandlersPaused(ctx context.Context, params *driver.HandlersPausedParams) ([]relaytype.PausedHandler, error) {
+	return s.inner.HandlersPaused(ctx, params)
+}

@@ -24,23 +24,25 @@ type stubStore struct {
 	calls []string
 	args  []any
 
-	published *driver.EventPublishResult
-	claimed   []*relaytype.Delivery
-	oks       []bool
-	list      *driver.DeliveryListResult
-	stats     *relaytype.Statistics
-	purged    *driver.PurgeResult
+	published  *driver.EventPublishResult
+	claimed    []*relaytype.Delivery
+	oks        []bool
+	list       *driver.DeliveryListResult
+	stats      *relaytype.Statistics
+	purged     *driver.PurgeResult
+	pausedList []relaytype.PausedHandler
 }
 
 func newStub(err error) *stubStore {
 	return &stubStore{
 		err: err, tx: 7,
-		published: &driver.EventPublishResult{Inserted: []bool{true}},
-		claimed:   []*relaytype.Delivery{{ID: "d1"}, {ID: "d2"}},
-		oks:       []bool{true, false, true},
-		list:      &driver.DeliveryListResult{Next: "n"},
-		stats:     &relaytype.Statistics{},
-		purged:    &driver.PurgeResult{Events: 3},
+		published:  &driver.EventPublishResult{Inserted: []bool{true}},
+		claimed:    []*relaytype.Delivery{{ID: "d1"}, {ID: "d2"}},
+		pausedList: []relaytype.PausedHandler{{Handler: "h", Reason: "stub"}},
+		oks:        []bool{true, false, true},
+		list:       &driver.DeliveryListResult{Next: "n"},
+		stats:      &relaytype.Statistics{},
+		purged:     &driver.PurgeResult{Events: 3},
 	}
 }
 
@@ -114,6 +116,18 @@ func (s *stubStore) Statistics(_ context.Context, p *driver.StatisticsParams) (*
 func (s *stubStore) Purge(_ context.Context, p *driver.PurgeParams) (*driver.PurgeResult, error) {
 	s.rec("Purge", p)
 	return s.purged, s.err
+}
+func (s *stubStore) HandlerPause(_ context.Context, p *driver.HandlerPauseParams) error {
+	s.rec("HandlerPause", p)
+	return s.err
+}
+func (s *stubStore) HandlerResume(_ context.Context, p *driver.HandlerResumeParams) (bool, error) {
+	s.rec("HandlerResume", p)
+	return true, s.err
+}
+func (s *stubStore) HandlersPaused(_ context.Context, p *driver.HandlersPausedParams) ([]relaytype.PausedHandler, error) {
+	s.rec("HandlersPaused", p)
+	return s.pausedList, s.err
 }
 
 // publisherStub is a stubStore with EventPublisher.
@@ -199,11 +213,23 @@ func TestWrapStoreTransparent(t *testing.T) {
 		pur, err := w.Purge(ctx, purgeP)
 		same(err)
 		require.Same(t, stub.purged, pur)
+		pauseP := &driver.HandlerPauseParams{}
+		same(w.HandlerPause(ctx, pauseP))
+		resumeP := &driver.HandlerResumeParams{}
+		ok, err = w.HandlerResume(ctx, resumeP)
+		same(err)
+		require.True(t, ok)
+		pausedP := &driver.HandlersPausedParams{}
+		pl, err := w.HandlersPaused(ctx, pausedP)
+		same(err)
+		require.Equal(t, stub.pausedList, pl)
 
 		require.Equal(t, []string{"Setup", "TxBegin", "TxCommit", "TxRollback", "EventPublishTx", "DeliveryClaim",
 			"LeaseExtend", "DeliveryComplete", "DeliveryCompleteMany", "DeliveryCompleteTx", "DeliveryReschedule",
-			"DeliveryBury", "DeliveryRelease", "OwnerRelinquish", "DeliveryRequeue", "DeliveryList", "Statistics", "Purge"}, stub.calls)
-		require.Equal(t, []any{nil, nil, 8, 9, pp, cp, lp, completeP, manyP, completeP, rp, bp, relP, op, qp, listP, sp, purgeP}, stub.args,
+			"DeliveryBury", "DeliveryRelease", "OwnerRelinquish", "DeliveryRequeue", "DeliveryList", "Statistics", "Purge",
+			"HandlerPause", "HandlerResume", "HandlersPaused"}, stub.calls)
+		require.Equal(t, []any{nil, nil, 8, 9, pp, cp, lp, completeP, manyP, completeP, rp, bp, relP, op, qp, listP, sp, purgeP,
+			pauseP, resumeP, pausedP}, stub.args,
 			"the same arguments, the same pointers")
 		require.Same(t, stub, relaybusotel.Unwrap(w))
 	}

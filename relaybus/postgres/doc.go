@@ -55,6 +55,8 @@
 //   - relaybus_history: the optional completion history
 //     (Options.CompletionHistory): one row inserted per completion, listed
 //     and counted as completed, deleted by Purge.
+//   - relaybus_paused_handlers: a row per paused handler (Bus.PauseHandler:
+//     name, reason, time), read by every dispatcher once per poll.
 //   - relaybus_schema_version: the schema version, 2.
 //
 // The (lane, available_at, id) index holds unkeyed deliveries only: were

@@ -73,7 +73,8 @@ BEGIN
             ARRAY['lane', 'epoch', 'lease_owner', 'lease_holder', 'lease_expires_at', 'in_flight']),
         ('history', NULL,
             ARRAY['id', 'event_id', 'handler', 'event_type', 'key', 'sequence', 'attempts', 'max_attempts',
-                'available_at', 'last_error', 'created_at', 'completed_at'])
+                'available_at', 'last_error', 'created_at', 'completed_at']),
+        ('paused_handlers', NULL, ARRAY['handler', 'reason', 'paused_at'])
     ) AS x(name, v010, v020) LOOP
         CONTINUE WHEN to_regclass('"{{.Schema}}"."{{.Prefix}}' || t.name || '"') IS NULL;
         required := CASE state WHEN '0.1.0' THEN t.v010 WHEN '0.2.0' THEN t.v020 END;
@@ -273,7 +274,18 @@ CREATE INDEX IF NOT EXISTS "{{.Prefix}}history_completed_idx"
 CREATE INDEX IF NOT EXISTS "{{.Prefix}}history_event_idx"
     ON "{{.Schema}}"."{{.Prefix}}history" (event_id);
 
--- 7. The schema version, last: a version is recorded only with everything
+-- 7. The paused handlers (Bus.PauseHandler, since 0.3.0): a row per
+-- handler no dispatcher claims for until it is resumed. Every dispatcher
+-- reads the whole table once per poll. Added to schema version 2 as it
+-- stands: a 0.2 store neither reads nor refuses it (its dispatchers do
+-- not know pauses: pause only where every dispatcher is 0.3 or later).
+CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}paused_handlers" (
+    handler   text        PRIMARY KEY,
+    reason    text        NOT NULL,
+    paused_at timestamptz NOT NULL
+);
+
+-- 8. The schema version, last: a version is recorded only with everything
 -- it names in place.
 CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}schema_version" (
     version integer PRIMARY KEY

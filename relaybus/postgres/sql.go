@@ -30,6 +30,7 @@ const SchemaVersion = 2
 type sqlNames struct {
 	Schema, Prefix                           string // unquoted, for the schema script's object names
 	Events, Deliveries, Keys, Lanes, History string // quoted, schema-qualified table names
+	Paused                                   string // quoted, schema-qualified: the paused handlers
 
 	ClaimQuota int // claimQuota
 	ClaimWalk  int // claimWalk
@@ -39,7 +40,7 @@ func newSQLNames(schema, prefix string) sqlNames {
 	table := func(name string) string { return fmt.Sprintf(`"%s"."%s%s"`, schema, prefix, name) }
 	return sqlNames{Schema: schema, Prefix: prefix,
 		Events: table("events"), Deliveries: table("deliveries"), Keys: table("keys"),
-		Lanes: table("lanes"), History: table("history"),
+		Lanes: table("lanes"), History: table("history"), Paused: table("paused_handlers"),
 		ClaimQuota: claimQuota, ClaimWalk: claimWalk}
 }
 
@@ -116,6 +117,10 @@ type queries struct {
 	setupLock string
 
 	storeHealth string
+
+	pause      string
+	resume     string
+	pausedList string
 }
 
 // buildQueries renders every statement for the validated identifiers
@@ -160,6 +165,9 @@ func buildQueries(schema, prefix string) (queries, error) {
 		{"purgeEvents", &q.purgeEvents},
 		{"setupLock", &q.setupLock},
 		{"storeHealth", &q.storeHealth},
+		{"pause", &q.pause},
+		{"resume", &q.resume},
+		{"pausedList", &q.pausedList},
 	} {
 		sql, err := render(st.name, q.names)
 		if err != nil {

@@ -106,7 +106,7 @@ func TestSchemaSQLIsWhatSetupRuns(t *testing.T) {
 	require.NoError(t, err)
 
 	want := catalog(t, setupPool, "public")
-	require.Len(t, want, 47+10+12+2, "47 columns, 10 constraints, 12 indexes, 2 tables with storage parameters")
+	require.Len(t, want, 50+11+13+2, "50 columns, 11 constraints, 13 indexes, 2 tables with storage parameters")
 	require.Equal(t, want, catalog(t, byHand, "public"))
 }
 
@@ -210,7 +210,7 @@ func TestCustomSchemaAndPrefix(t *testing.T) {
 	tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{"rb_custom.app_deliveries", "rb_custom.app_events", "rb_custom.app_history",
-		"rb_custom.app_keys", "rb_custom.app_lanes", "rb_custom.app_schema_version"}, tables)
+		"rb_custom.app_keys", "rb_custom.app_lanes", "rb_custom.app_paused_handlers", "rb_custom.app_schema_version"}, tables)
 
 	res := publish(t, s, pool, []*driver.EventPublish{{
 		Event:      &relaytype.Event{ID: "e1", Type: "t", Key: "k"},

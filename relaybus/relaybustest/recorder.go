@@ -272,3 +272,18 @@ func (r *Recorder[TTx]) Statistics(ctx context.Context, params *driver.Statistic
 func (r *Recorder[TTx]) Purge(ctx context.Context, params *driver.PurgeParams) (*driver.PurgeResult, error) {
 	return r.inner.Purge(ctx, params)
 }
+
+// HandlerPause implements driver.Store: passed through.
+func (r *Recorder[TTx]) HandlerPause(ctx context.Context, params *driver.HandlerPauseParams) error {
+	return r.inner.HandlerPause(ctx, params)
+}
+
+// HandlerResume implements driver.Store: passed through.
+func (r *Recorder[TTx]) HandlerResume(ctx context.Context, params *driver.HandlerResumeParams) (bool, error) {
+	return r.inner.HandlerResume(ctx, params)
+}
+
+// HandlersPaused implements driver.Store: passed through.
+func (r *Recorder[TTx]) HandlersPaused(ctx context.Context, params *driver.HandlersPausedParams) ([]relaytype.PausedHandler, error) {
+	return r.inner.HandlersPaused(ctx, params)
+}
