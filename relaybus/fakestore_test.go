@@ -115,7 +115,7 @@ func (s *fakeStore) EventPublishTx(_ context.Context, tx *fakeTx, p *driver.Even
 				s.deliveries[id] = &Delivery{
 					ID: id, EventID: e.ID, EventType: e.Type, Key: e.Key, Sequence: seq, Payload: e.Payload,
 					Headers: e.Headers, EventCreatedAt: e.CreatedAt, Handler: sp.Handler, Status: StatusPending,
-					MaxAttempts: sp.MaxAttempts, AvailableAt: now, CreatedAt: now, UpdatedAt: now,
+					MaxAttempts: sp.MaxAttempts, AvailableAt: driver.AvailableAt(&e, now), CreatedAt: now, UpdatedAt: now,
 				}
 				s.order = append(s.order, id)
 			}

@@ -43,6 +43,9 @@ const (
 	// MaxHandlersPerEvent bounds the handlers of one event type, and so
 	// the deliveries one event gets.
 	MaxHandlersPerEvent = driver.MaxHandlersPerEvent
+	// MaxDeliverDelay bounds Event.DeliverAt: at most this long after the
+	// publish.
+	MaxDeliverDelay = driver.MaxDeliverDelay
 	// MaxPayloadBytesLimit bounds Config.MaxPayloadBytes (and every
 	// store's payload option), in bytes: a claim holds the payloads of its
 	// batch in memory.

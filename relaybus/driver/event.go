@@ -2,6 +2,7 @@ package driver
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/berkcansavur/relaybus/relaybus/internal/check"
 	"github.com/berkcansavur/relaybus/relaybus/relaytype"
@@ -66,4 +67,13 @@ func ValidateName(what, name string) error {
 		return invalidf("%s is empty", what)
 	}
 	return check.Text(what, name, MaxHandlerNameBytes)
+}
+
+// AvailableAt is when the deliveries a publish at now inserts for e
+// become due: e.DeliverAt when it is after now, else now.
+func AvailableAt(e *relaytype.Event, now time.Time) time.Time {
+	if e.DeliverAt.After(now) {
+		return e.DeliverAt
+	}
+	return now
 }

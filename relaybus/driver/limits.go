@@ -49,6 +49,11 @@ const (
 	// MaxHandlersPerEvent bounds the deliveries of one event (the handlers
 	// of one event type).
 	MaxHandlersPerEvent = 1_000
+	// MaxDeliverDelay bounds Event.DeliverAt: at most this long after the
+	// publish (a year and a day). A keyed event's delay holds its key's
+	// later events back, so a DeliverAt decades away is a mistake that
+	// would stop a key, not a schedule.
+	MaxDeliverDelay = 366 * 24 * time.Hour
 	// DefaultMaxPayloadBytes is a store's payload option (and a Bus's
 	// Config.MaxPayloadBytes) when unset, and what
 	// EventPublishParams.Validate(0) checks: 1 MiB.

@@ -59,6 +59,9 @@ func (p *EventPublishParams) validate(maxPayloadBytes int, limit string) error {
 			return invalidf("publish: event id %q appears twice in one call", ep.Event.ID)
 		}
 		seen[ep.Event.ID] = struct{}{}
+		if at := ep.Event.DeliverAt; !at.IsZero() && at.Sub(p.Now) > MaxDeliverDelay {
+			return invalidf("publish: event %q: deliver at %s is %v after the publish, over the limit of %v", ep.Event.ID, at.Format(time.RFC3339), at.Sub(p.Now).Round(time.Second), MaxDeliverDelay)
+		}
 		if len(ep.Deliveries) > MaxHandlersPerEvent {
 			return invalidf("publish: event %q has %d deliveries, over the limit of %d", ep.Event.ID, len(ep.Deliveries), MaxHandlersPerEvent)
 		}

@@ -146,7 +146,7 @@ func (s *Store) insert(pe *publishedEvent, now time.Time) (inserted bool, seq in
 			ev:          e,
 			handler:     spec.Handler,
 			maxAttempts: spec.MaxAttempts,
-			availableAt: now,
+			availableAt: driver.AvailableAt(&pe.ev, now), // this publish's Event.DeliverAt
 			createdAt:   now,
 			updatedAt:   now,
 			heapIndex:   -1,

@@ -128,8 +128,11 @@ func (s *Store) publish(sctx context.Context, params *driver.EventPublishParams)
 			grown = append(grown, m)
 		}
 		res.Sequences[i] = ev.Sequence
+		due := bsonTime(driver.AvailableAt(ep.Event, params.Now))
 		for _, spec := range fresh {
-			deliveryDocs = append(deliveryDocs, newDeliveryDoc(bson.NewObjectID(), ev, spec, now))
+			d := newDeliveryDoc(bson.NewObjectID(), ev, spec, now)
+			d.DueAt = due // Event.DeliverAt
+			deliveryDocs = append(deliveryDocs, d)
 		}
 	}
 	if len(eventDocs) > 0 {

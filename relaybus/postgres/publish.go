@@ -118,7 +118,7 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 		if isNew[e.ID] {
 			res.Sequences[i] = sequences[e.ID]
 			for _, d := range ep.Deliveries {
-				dv.add(e.ID, d, e.Type, e.Key, sequences[e.ID])
+				dv.add(e.ID, d, e.Type, e.Key, sequences[e.ID], driver.AvailableAt(e, params.Now))
 			}
 			continue
 		}
@@ -136,7 +136,7 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 			}
 			names = append(names, d.Handler)
 			st.handlers = append(st.handlers, d.Handler)
-			dv.add(e.ID, d, st.eventType, st.key, st.sequence)
+			dv.add(e.ID, d, st.eventType, st.key, st.sequence, driver.AvailableAt(e, params.Now))
 		}
 		if len(names) > 0 {
 			b, err := json.Marshal(names)
@@ -156,7 +156,7 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 		batch.Queue(s.q.publishHandlers, addedIDs, jsonbArray(added))
 	}
 	if len(dv.eventIDs) > 0 {
-		batch.Queue(s.q.publishDeliveries, dv.eventIDs, dv.handlers, dv.types, dv.keys, dv.sequences, dv.lanes, dv.maxAttempts, params.Now).
+		batch.Queue(s.q.publishDeliveries, dv.eventIDs, dv.handlers, dv.types, dv.keys, dv.sequences, dv.lanes, dv.maxAttempts, params.Now, dv.availableAt).
 			Exec(func(tag pgconn.CommandTag) error {
 				res.Deliveries = int(tag.RowsAffected())
 				return nil
@@ -267,9 +267,11 @@ type deliveryRows struct {
 	sequences                 []int64
 	lanes                     []int16
 	maxAttempts               []int32
+	availableAt               []time.Time
 }
 
-func (r *deliveryRows) add(eventID string, spec driver.DeliverySpec, eventType, key string, sequence int64) {
+func (r *deliveryRows) add(eventID string, spec driver.DeliverySpec, eventType, key string, sequence int64, availableAt time.Time) {
+	r.availableAt = append(r.availableAt, availableAt)
 	r.eventIDs = append(r.eventIDs, eventID)
 	r.handlers = append(r.handlers, spec.Handler)
 	r.types = append(r.types, eventType)

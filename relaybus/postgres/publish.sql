@@ -56,16 +56,17 @@ WHERE e.id = u.id
 {{- end}}
 
 -- Publish, step 4b: the deliveries. Type, key, sequence and lane come
--- from the caller, who took them from the event as stored. ON CONFLICT
+-- from the caller, who took them from the event as stored; available_at
+-- is the publish's time, or its event's later DeliverAt. ON CONFLICT
 -- only guards a delivery inserted earlier in the same transaction;
 -- events.handlers is what keeps a completed (deleted) one from coming
 -- back.
 {{define "publishDeliveries" -}}
 INSERT INTO {{.Deliveries}} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
 	available_at, created_at, updated_at)
-SELECT u.event_id, u.handler, u.event_type, u.key, u.sequence, u.lane, 'pending', 0, u.max_attempts, $8, $8, $8
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::smallint[], $7::int[])
-	WITH ORDINALITY AS u(event_id, handler, event_type, key, sequence, lane, max_attempts, ord)
+SELECT u.event_id, u.handler, u.event_type, u.key, u.sequence, u.lane, 'pending', 0, u.max_attempts, u.available_at, $8, $8
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::smallint[], $7::int[], $9::timestamptz[])
+	WITH ORDINALITY AS u(event_id, handler, event_type, key, sequence, lane, max_attempts, available_at, ord)
 ORDER BY u.ord
 ON CONFLICT (event_id, handler) DO NOTHING
 {{- end}}

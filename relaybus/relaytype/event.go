@@ -24,4 +24,13 @@ type Event struct {
 	Headers map[string]string
 	// CreatedAt is set by the bus at publish when zero.
 	CreatedAt time.Time
+	// DeliverAt delays the event: its deliveries are not claimed before
+	// it (they are stored with it as their AvailableAt). Zero, or a time
+	// not after the publish, means at once; at most a year and a day
+	// after the publish (driver.MaxDeliverDelay). A keyed event keeps its place in its key's order: its
+	// key's later events (of each handler) wait for it, delayed or not,
+	// as they wait for a delivery being retried. It applies to the
+	// deliveries this publish inserts; a republished event keeps the due
+	// times of the deliveries it has.
+	DeliverAt time.Time
 }

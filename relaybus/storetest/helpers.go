@@ -28,6 +28,7 @@ type eventOpts struct {
 	Handlers    []string          // default: {"h1"}
 	MaxAttempts *int              // default: 5
 	Now         *time.Time        // default: T0
+	DeliverAt   *time.Time        // default: zero (at once)
 	// Lane, for an unkeyed event without an ID: the lane its deliveries
 	// live in. Default: env.publish gives it a lane of its own; a bare
 	// eventOpts.publish any lane.
@@ -60,6 +61,9 @@ func (o *eventOpts) publish() *driver.EventPublish {
 	}
 	if o.CreatedAt != nil {
 		ev.CreatedAt = *o.CreatedAt
+	}
+	if o.DeliverAt != nil {
+		ev.DeliverAt = *o.DeliverAt
 	}
 	handlers := o.Handlers
 	if handlers == nil {

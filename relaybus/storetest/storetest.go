@@ -36,7 +36,8 @@
 // relinquish, per-key ordering, list and statistics, requeue and purge,
 // concurrency, wake-ups (for a store that offers them, driver.Waker;
 // the only tests on the real clock), the fencing token of downstream
-// writes (Delivery.FencingToken), and paused handlers.
+// writes (Delivery.FencingToken), paused handlers, and delayed events
+// (Event.DeliverAt).
 package storetest
 
 import (
@@ -111,6 +112,7 @@ func Run[TTx any](t *testing.T, newStore func(t *testing.T) driver.Store[TTx], o
 		{"Wake", testWake[TTx]},
 		{"Fencing", testFencing[TTx]},
 		{"Pause", testPause[TTx]},
+		{"Delay", testDelay[TTx]},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
