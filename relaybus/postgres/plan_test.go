@@ -281,8 +281,8 @@ func TestPlans(t *testing.T) {
 			// Publish: the delivery insert reads no table but events (the
 			// foreign key, by its primary key).
 			p = explain(t, pool, generic, s.q.publishDeliveries,
-				"text[], text[], text[], text[], bigint[], smallint[], int[], timestamptz",
-				[]any{[]string{"e1"}, []string{"new-handler"}, []string{"t"}, []*string{nil}, []int64{0}, []int16{3}, []int32{3}, now})
+				"text[], text[], text[], text[], bigint[], smallint[], int[], timestamptz, timestamptz[]",
+				[]any{[]string{"e1"}, []string{"new-handler"}, []string{"t"}, []*string{nil}, []int64{0}, []int16{3}, []int32{3}, now, []time.Time{now}})
 			for _, scan := range p.scans("relaybus_deliveries") {
 				require.NotContains(t, scan, "Seq Scan", "publish:\n%s", p.text)
 			}
