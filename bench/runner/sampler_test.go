@@ -26,10 +26,10 @@ func TestBloatSteps(t *testing.T) {
 	at := func(sec float64) int64 { return win.start + int64(sec*float64(s)) }
 	in := &validate.Input{Handlers: []string{"h"}, Files: []validate.File{
 		{Name: "pub-0", Published: []record.Published{
-			{EventID: "a", CommitNs: at(1)},  // handled at 1.01 s: 10 ms
-			{EventID: "b", CommitNs: at(2)},  // handled at 2.03 s: 30 ms
-			{EventID: "c", CommitNs: at(9)},  // never handled in the window: 1000 ms
-			{EventID: "p", CommitNs: at(9)},  // poison: not counted
+			{EventID: "a", CommitNs: at(1)}, // handled at 1.01 s: 10 ms
+			{EventID: "b", CommitNs: at(2)}, // handled at 2.03 s: 30 ms
+			{EventID: "c", CommitNs: at(9)}, // never handled in the window: 1000 ms
+			{EventID: "p", CommitNs: at(9)}, // poison: not counted
 			{EventID: "u", CommitNs: at(5), Uncertain: true},
 			{EventID: "z", CommitNs: at(-1)}, // before the window
 		}},
