@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"image/color"
 	"io"
 	"slices"
 	"strings"
@@ -113,13 +114,17 @@ func writeHoldRatios(w io.Writer, cells []*result.Cell, sideLabel func(string) s
 			ratio := func(metric string) string {
 				a, okA := medianOf(with, metricOf(metric))
 				b, okB := medianOf(without, metricOf(metric))
+				f := num
+				if metric == result.MetricTableBytesGrowth {
+					f = mib
+				}
 				switch {
 				case !okA || !okB:
 					return "n/a"
 				case b == 0:
-					return fmt.Sprintf("%s / 0", num(a))
+					return fmt.Sprintf("%s / 0", f(a))
 				}
-				return fmt.Sprintf("%.2fx (%s / %s)", a/b, num(a), num(b))
+				return fmt.Sprintf("%.2fx (%s / %s)", a/b, f(a), f(b))
 			}
 			held := 0
 			for _, s := range with {
@@ -308,9 +313,24 @@ func bloatPlot(c *result.Cell, i int) ([]byte, bool, error) {
 }
 
 // bloatFiles adds the over-time plots of every bloat cell of r to files
-// (by name) and returns their names in order.
+// (by name), first those of each hold group, and returns their names in
+// order.
 func bloatFiles(r *result.Run, files map[string][]byte) ([]string, error) {
 	var names []string
+	order, by := holdGroups(r)
+	for gi, g := range order {
+		for j := range bloatPlots {
+			data, ok, err := holdPlot(g, by[g], j)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				name := fmt.Sprintf("hold%02d-%s%s", gi, result.Slug(g), bloatPlots[j].suffix)
+				files[name] = data
+				names = append(names, name)
+			}
+		}
+	}
 	for i, c := range r.Cells {
 		if !hasBloat(c) {
 			continue
@@ -328,4 +348,76 @@ func bloatFiles(r *result.Run, files map[string][]byte) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// holdColors tell the holds apart in the plots of a group.
+var holdColors = map[string]color.Color{
+	"":                color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"repeatable-read": color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"long-query":      color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+}
+
+// holdPlot draws plot i of bloatPlots for the cells of one hold group:
+// every VALID window, a colour per hold, solid for the candidate and
+// dashed for the base, so that each side's cell with a hold is seen
+// against its cell without.
+func holdPlot(group string, cells []*result.Cell, i int) ([]byte, bool, error) {
+	bp := bloatPlots[i]
+	p := plot.New()
+	p.Title.Text = plotTitle("held-snapshot: " + group + ": " + bp.title + ", by hold")
+	p.X.Label.Text = "seconds into the window"
+	p.Y.Label.Text = bp.y
+	p.Y.Min = 0
+	drawn := map[string]bool{}
+	for _, c := range cells {
+		hold, _ := c.Config["hold"].(string)
+		for _, s := range c.Samples {
+			if s.Bloat == nil || !s.IsValid() {
+				continue
+			}
+			xys := bp.points(s.Bloat)
+			if len(xys) == 0 {
+				continue
+			}
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, false, fmt.Errorf("report: plot: %w", err)
+			}
+			l.Color = holdColors[hold]
+			if s.Side == result.SideBase {
+				l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+			}
+			p.Add(l)
+			name := hold
+			if name == "" {
+				name = "none"
+			}
+			label := s.Side + ", " + name
+			if !drawn[label] {
+				drawn[label] = true
+				p.Legend.Add(label, l)
+			}
+		}
+	}
+	if len(drawn) == 0 {
+		return nil, false, nil
+	}
+	return render(p)
+}
+
+// holdGroups are the run's held-snapshot cells by hold group, in order.
+func holdGroups(r *result.Run) ([]string, map[string][]*result.Cell) {
+	var order []string
+	by := map[string][]*result.Cell{}
+	for _, c := range r.Cells {
+		g, ok := c.Config["hold_group"].(string)
+		if !ok || !hasBloat(c) {
+			continue
+		}
+		if by[g] == nil {
+			order = append(order, g)
+		}
+		by[g] = append(by[g], c)
+	}
+	return order, by
 }
