@@ -246,12 +246,15 @@ func (bw *bloatWindow) end(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// release releases the hold, if any (idempotent).
+// release releases the hold, if any, once (the window's end, and the
+// deferred call of a window that failed before it).
 func (bw *bloatWindow) release(ctx context.Context) error {
 	if bw == nil || bw.held == nil {
 		return nil
 	}
-	return bw.held.Release(ctx)
+	h := bw.held
+	bw.held = nil
+	return h.Release(ctx)
 }
 
 // finish adds the steps from the records and the bloat metrics to the
