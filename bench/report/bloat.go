@@ -78,7 +78,7 @@ func writeBloat(w io.Writer, r *result.Run, plots []string) {
 		return
 	}
 	fmt.Fprintf(w, "## Held snapshot and soak\n\n")
-	fmt.Fprintf(w, "Medians over each side's VALID windows. A held snapshot is a session of the runner's, opened on the window database before the window and held until its end (REPEATABLE READ: a transaction that ran one query and stays open; long query: a `pg_sleep` statement that runs through the window); it held the database's xmin horizon when its backend_xmin was set at the window's start and end. Sizes are heap + indexes + TOAST of every table of the side (`pg_relation_size`, `pg_indexes_size`), dead tuples `n_dead_tup` (about a second behind). Autovacuum runs at the server's settings (see the database line above).\n\n")
+	fmt.Fprintf(w, "Medians over each side's VALID windows. The first and last minute of a window are its first and last 60 s of steps, at most a quarter of them each (a 60 s window compares its first and last 15 s). A held snapshot is a session of the runner's, opened on the window database before the window and held until its end (REPEATABLE READ: a transaction that ran one query and stays open; long query: a `pg_sleep` statement that runs through the window); it held the database's xmin horizon when its backend_xmin was set at the window's start and end. Sizes are heap + indexes + TOAST of every table of the side (`pg_relation_size`, `pg_indexes_size`), dead tuples `n_dead_tup` (about a second behind). Autovacuum runs at the server's settings (see the database line above).\n\n")
 	writeHoldRatios(w, cells, sideLabel)
 	for _, c := range cells {
 		writeBloatCell(w, c, sideLabel)
@@ -196,10 +196,12 @@ func writeBloatCell(w io.Writer, c *result.Cell, sideLabel func(string) string) 
 		}
 		if len(samples) > 0 {
 			v, _ := medianOf(samples, metricOf(result.MetricDeliveriesPerS))
-			lf, okLF := medianOf(samples, metricOf(result.MetricDeliveriesLastFirst))
 			line := fmt.Sprintf("%s: %d VALID window(s), deliveries/s %s", sideLabel(side), len(samples), num(v))
-			if okLF {
-				line += fmt.Sprintf(", last step / first step %.2f", lf)
+			if lf, ok := medianOf(samples, metricOf(result.MetricDeliveriesLastFirst)); ok {
+				line += fmt.Sprintf(", deliveries/s last minute / first minute %.2f", lf)
+			}
+			if lf, ok := medianOf(samples, metricOf(result.MetricE2EP99LastFirst)); ok {
+				line += fmt.Sprintf(", e2e p99 last minute / first minute %.2f", lf)
 			}
 			if age, ok := medianOf(samples, func(s *result.Sample) (float64, bool) {
 				return float64(s.Bloat.HoldXminAgeEnd), s.Bloat.HoldXmin

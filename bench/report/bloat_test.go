@@ -60,7 +60,7 @@ func TestWriteBloat(t *testing.T) {
 		"| 1000/s, tuned dispatchers | repeatable-read | base (v0.2.2) | 2/2 | 0.50x (500 / 1000) | 4.00x (80 / 20) | 600.00x (60000 / 100) | 1.00x (2.50 MiB / 2.50 MiB) |",
 		"| 1000/s, tuned dispatchers | repeatable-read | candidate (HEAD) | 2/2 | 0.95x (950 / 1000) | 1.50x (30 / 20) | 10.00x (1000 / 100) | 1.00x (2.50 MiB / 2.50 MiB) |",
 		"| base (v0.2.2) | relaybus_deliveries | 1.00 MiB → 3.00 MiB | 0.50 MiB → 1.00 MiB | 0 → 0 | 10 → 60000 | 0 → 0 |",
-		"- candidate (HEAD): 2 VALID window(s), deliveries/s 950, last step / first step 1.00, the held xmin 4000 transactions old at the end",
+		"- candidate (HEAD): 2 VALID window(s), deliveries/s 950, deliveries/s last minute / first minute 1.00, e2e p99 last minute / first minute 1.00, the held xmin 4000 transactions old at the end",
 		"![x-overtime-rate.svg](x-overtime-rate.svg)",
 	} {
 		if !strings.Contains(out, want) {

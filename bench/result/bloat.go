@@ -12,10 +12,26 @@ const (
 	// together at any table sample of the window (n_dead_tup).
 	MetricDeadTuplesMax = "dead_tuples_max"
 	// MetricDeliveriesLastFirst is the deliveries per second of the
-	// window's last step over its first (Bloat.Steps): 1 when the rate
-	// holds, below 1 when the queue slows down as it runs.
+	// window's last minute over its first (Bloat.Steps, EdgeSteps): 1 when
+	// the rate holds, below 1 when the queue slows down as it runs.
 	MetricDeliveriesLastFirst = "deliveries_last_first"
+	// MetricE2EP99LastFirst is the same of the steps' e2e p99 (their
+	// mean over the last minute over that of the first): above 1 when the
+	// latency grows as the window runs.
+	MetricE2EP99LastFirst = "e2e_p99_last_first"
 )
+
+// EdgeSteps is how many steps of n, StepMs long each, the first and
+// last "minute" of MetricDeliveriesLastFirst are: a minute's worth, at
+// most a quarter of the steps (a 60 s window in 5 s steps compares its
+// first and last 15 s), at least one.
+func EdgeSteps(n, stepMs int) int {
+	k := n / 4
+	if stepMs > 0 {
+		k = min(k, 60_000/stepMs)
+	}
+	return max(1, k)
+}
 
 // Bloat is what one window of a bloat cell sampled.
 type Bloat struct {
@@ -109,8 +125,9 @@ func (b *Bloat) TableNames() []string {
 }
 
 // Metrics are the bloat metrics of b: table growth and the most dead
-// tuples (with at least one table sample), and the last step's rate
-// over the first's (with two steps and a first above 0).
+// tuples (with at least one table sample), and the rate and e2e p99 of
+// the last minute over the first's (EdgeSteps; with two steps and a
+// first above 0).
 func (b *Bloat) Metrics() map[string]float64 {
 	m := map[string]float64{}
 	if n := len(b.Tables); n > 0 {
@@ -121,8 +138,31 @@ func (b *Bloat) Metrics() map[string]float64 {
 		}
 		m[MetricDeadTuplesMax] = float64(most)
 	}
-	if n := len(b.Steps); n >= 2 && b.Steps[0].DeliveriesPerS > 0 {
-		m[MetricDeliveriesLastFirst] = b.Steps[n-1].DeliveriesPerS / b.Steps[0].DeliveriesPerS
+	if n := len(b.Steps); n >= 2 {
+		k := EdgeSteps(n, b.StepMs)
+		mean := func(steps []Step, f func(Step) (float64, bool)) (float64, bool) {
+			sum, c := 0.0, 0
+			for _, s := range steps {
+				if v, ok := f(s); ok {
+					sum, c = sum+v, c+1
+				}
+			}
+			return sum / float64(max(c, 1)), c > 0
+		}
+		ratio := func(name string, f func(Step) (float64, bool)) {
+			first, ok1 := mean(b.Steps[:k], f)
+			last, ok2 := mean(b.Steps[n-k:], f)
+			if ok1 && ok2 && first > 0 {
+				m[name] = last / first
+			}
+		}
+		ratio(MetricDeliveriesLastFirst, func(s Step) (float64, bool) { return s.DeliveriesPerS, true })
+		ratio(MetricE2EP99LastFirst, func(s Step) (float64, bool) {
+			if s.E2EP99Ms == nil {
+				return 0, false
+			}
+			return *s.E2EP99Ms, true
+		})
 	}
 	return m
 }

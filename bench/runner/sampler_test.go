@@ -151,6 +151,9 @@ func TestBloatMetrics(t *testing.T) {
 	}
 	m := b.Metrics()
 	want := map[string]float64{result.MetricTableBytesGrowth: 610 - 160, result.MetricDeadTuplesMax: 90, result.MetricDeliveriesLastFirst: 0.8}
+	if _, ok := m[result.MetricE2EP99LastFirst]; ok {
+		t.Error("e2e p99 last/first without latencies")
+	}
 	for k, v := range want {
 		if math.Abs(m[k]-v) > 1e-9 {
 			t.Errorf("%s = %v, want %v", k, m[k], v)
@@ -161,5 +164,32 @@ func TestBloatMetrics(t *testing.T) {
 	}
 	if m := (&result.Bloat{Steps: []result.Step{{DeliveriesPerS: 0}, {DeliveriesPerS: 5}}}).Metrics(); len(m) != 0 {
 		t.Errorf("metrics %v from no table samples and a first step of 0", m)
+	}
+}
+
+// TestEdgeSteps: the first and last minute of a window, at most a
+// quarter of its steps; and their means' ratios.
+func TestEdgeSteps(t *testing.T) {
+	for _, tc := range []struct{ n, stepMs, want int }{
+		{12, 5000, 3},   // held: 60 s in 5 s steps, its first and last 15 s
+		{60, 10000, 6},  // soak: 10 minutes in 10 s steps, a minute
+		{3, 1000, 1},    // too few for a quarter: one
+		{400, 250, 100}, // a minute is 240 steps of 250 ms, a quarter of them 100
+	} {
+		if got := result.EdgeSteps(tc.n, tc.stepMs); got != tc.want {
+			t.Errorf("EdgeSteps(%d, %d) = %d, want %d", tc.n, tc.stepMs, got, tc.want)
+		}
+	}
+	p := func(v float64) *float64 { return &v }
+	var steps []result.Step
+	for i := range 8 { // 8 steps of 10 s: 2 at each edge
+		steps = append(steps, result.Step{DeliveriesPerS: float64(100 - 10*i), E2EP99Ms: p(float64(10 * (i + 1)))})
+	}
+	m := (&result.Bloat{StepMs: 10000, Steps: steps}).Metrics()
+	if got, want := m[result.MetricDeliveriesLastFirst], (30.0+40)/(100+90); math.Abs(got-want) > 1e-9 {
+		t.Errorf("deliveries last/first %v, want %v", got, want)
+	}
+	if got, want := m[result.MetricE2EP99LastFirst], (70.0+80)/(10+20); math.Abs(got-want) > 1e-9 {
+		t.Errorf("e2e p99 last/first %v, want %v", got, want)
 	}
 }
