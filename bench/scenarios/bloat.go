@@ -182,10 +182,12 @@ func SoakCell() Cell {
 }
 
 // steadyRate gives a rate cell's publisher 16 publishers (and a pool
-// of 20) where the mixed cells have 4: with a commit per event, 4
-// publishers offered only 210 to 280 events/s of the 1,000 asked on
-// this 2-core machine while it was shared (fsync on ext4), and the
-// bloat cells' offered rate must be the one they name.
+// of 20) where the mixed cells have 4: with one commit per event, 4
+// publishers offer 1,000 events/s only while a commit takes under 4 ms,
+// and the bloat cells' offered rate must be the one they name (the rate
+// cap, not the publishers, bounds what they offer). On the shared
+// 2-core machine (load average above 15) neither offered more than 210
+// to 290/s: the machine, not the publishers, was the bound there.
 func steadyRate(c Cell) Cell {
 	c.Publisher.Publishers, c.PublisherPool = 16, 20
 	return c
