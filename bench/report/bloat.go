@@ -241,34 +241,40 @@ func mib(v float64) string { return fmt.Sprintf("%.2f MiB", v/(1<<20)) }
 // The over-time plots of a bloat cell, by file suffix.
 var bloatPlots = []struct {
 	suffix, title, y string
-	points           func(b *result.Bloat) plotter.XYs
+	points           func(s *result.Sample) plotter.XYs
 }{
-	{"-overtime-rate.svg", "deliveries per second over the window", "deliveries per second", func(b *result.Bloat) plotter.XYs {
+	{"-overtime-rate.svg", "deliveries per second over the window", "deliveries per second", func(smp *result.Sample) plotter.XYs {
 		var xys plotter.XYs
-		for _, s := range b.Steps {
+		for _, s := range smp.Bloat.Steps {
 			xys = append(xys, plotter.XY{X: float64(s.EndMs) / 1000, Y: s.DeliveriesPerS})
 		}
 		return xys
 	}},
-	{"-overtime-p99.svg", "commit-to-handler p99 over the window (by commit time)", "e2e p99 ms", func(b *result.Bloat) plotter.XYs {
+	{"-overtime-p99.svg", "commit-to-handler p99 over the window (by commit time)", "e2e p99 ms", func(smp *result.Sample) plotter.XYs {
 		var xys plotter.XYs
-		for _, s := range b.Steps {
+		for _, s := range smp.Bloat.Steps {
 			if s.E2EP99Ms != nil {
 				xys = append(xys, plotter.XY{X: float64(s.EndMs) / 1000, Y: *s.E2EP99Ms})
 			}
 		}
 		return xys
 	}},
-	{"-overtime-size.svg", "heap + indexes + TOAST of the side's tables", "MiB", func(b *result.Bloat) plotter.XYs {
+	// The deliveries table alone (relaybus_deliveries, river_job): the
+	// events table of relaybus grows with every publish by design (events
+	// are kept until purged), and would hide it in a total.
+	{"-overtime-size.svg", "heap + indexes + TOAST of the deliveries table", "MiB", func(smp *result.Sample) plotter.XYs {
+		name := smp.Tables[result.TableRoleDeliveries]
 		var xys plotter.XYs
-		for _, p := range b.Tables {
-			xys = append(xys, plotter.XY{X: float64(p.AtMs) / 1000, Y: float64(p.TotalBytes()) / (1 << 20)})
+		for _, p := range smp.Bloat.Tables {
+			if t, ok := p.Tables[name]; ok {
+				xys = append(xys, plotter.XY{X: float64(p.AtMs) / 1000, Y: float64(t.Bytes()) / (1 << 20)})
+			}
 		}
 		return xys
 	}},
-	{"-overtime-dead.svg", "dead tuples of the side's tables (n_dead_tup)", "dead tuples", func(b *result.Bloat) plotter.XYs {
+	{"-overtime-dead.svg", "dead tuples of the side's tables (n_dead_tup)", "dead tuples", func(smp *result.Sample) plotter.XYs {
 		var xys plotter.XYs
-		for _, p := range b.Tables {
+		for _, p := range smp.Bloat.Tables {
 			xys = append(xys, plotter.XY{X: float64(p.AtMs) / 1000, Y: float64(p.TotalDead())})
 		}
 		return xys
@@ -290,7 +296,7 @@ func bloatPlot(c *result.Cell, i int) ([]byte, bool, error) {
 		if s.Bloat == nil {
 			continue
 		}
-		xys := bp.points(s.Bloat)
+		xys := bp.points(s)
 		if len(xys) == 0 {
 			continue
 		}
@@ -377,7 +383,7 @@ func holdPlot(group string, cells []*result.Cell, i int) ([]byte, bool, error) {
 			if s.Bloat == nil || !s.IsValid() {
 				continue
 			}
-			xys := bp.points(s.Bloat)
+			xys := bp.points(s)
 			if len(xys) == 0 {
 				continue
 			}

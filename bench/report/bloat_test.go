@@ -26,7 +26,8 @@ func bloatSample(side string, rate, p99, deadEnd float64, heldXmin bool) *result
 	for k, v := range b.Metrics() {
 		m[k] = v
 	}
-	return &result.Sample{Side: side, Metrics: m, Bloat: b, Validation: &validate.Result{Valid: true}}
+	return &result.Sample{Side: side, Metrics: m, Bloat: b, Validation: &validate.Result{Valid: true},
+		Tables: map[string]string{result.TableRoleDeliveries: "relaybus_deliveries"}}
 }
 
 func bloatRun() *result.Run {
