@@ -198,8 +198,8 @@ func BloatCells() []Cell { return append(HeldCells(), SoakCell()) }
 
 // Bloat is the bloat matrix (--bloat): scenarios 8 and 9 alone, two
 // rounds. Scenario 8 is 20 windows of a minute, 8 of them followed by
-// the drain of what they left of a preload (about 35 minutes); scenario
-// 9 is 4 windows of 10 minutes (about 42).
+// the drain of what they left of a preload (30 to 45 minutes); scenario
+// 9 is 4 windows of 10 minutes (about 45).
 func Bloat() Matrix {
 	return Matrix{Mode: ModeBloat, Rounds: 2, Warmup: 2 * time.Second, Window: HeldWindow, Cells: BloatCells()}.fitted()
 }

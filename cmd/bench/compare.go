@@ -52,7 +52,7 @@ candidate window or the upgrade is INVALID or a --gate rule fails.
 Modes: --smoke one cell and the upgrade (1-2 minutes), --quick the
 comparison a release is judged by and the mode when none is given (11-18
 minutes on 2 cores), --full the whole matrix (hours), --bloat the held
-snapshot and soak cells alone (about 70 minutes; docs/bloat.md).`
+snapshot and soak cells alone (75 to 90 minutes; docs/bloat.md).`
 
 // compareCommand is the comparison (bench compare, or bench alone).
 func compareCommand(f *compareFlags) *command {
@@ -67,7 +67,7 @@ func (f *compareFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&v.quick, "quick", false, "small matrix, 11-18 minutes on 2 cores (14 HEAD against itself, 18 against v0.1.0; the mode when none is given)")
 	fs.BoolVar(&v.full, "full", false, "the seed's full matrix (hours)")
 	fs.BoolVar(&v.smoke, "smoke", false, "one cell, short windows, and the upgrade (scenario 6, small backlog) when the refs differ (CI)")
-	fs.BoolVar(&v.bloat, "bloat", false, "the bloat cells alone (docs/bloat.md): 8 held snapshot (60 s windows, about 25 minutes), 9 soak (10 minute windows, about 42 minutes); --full runs them too")
+	fs.BoolVar(&v.bloat, "bloat", false, "the bloat cells alone (docs/bloat.md): 8 held snapshot (60 s windows, 30 to 45 minutes), 9 soak (10 minute windows, about 45 minutes); --full runs them too")
 	fs.StringVar(&v.scenarioList, "scenarios", "", "scenario numbers to run, e.g. 1,2,6 (empty: all of the mode): 1 publish, 2 dispatch, 3 keyed, "+
 		"4 faults (a dispatcher SIGKILLed, poison, a database restart in --full, database crashes; cells that restart or crash the database are skipped with --db-provider dsn), "+
 		"5 mixed, 6 the upgrade (one run), 7 handler work, 8 held snapshot and 9 soak (--bloat, --full)")
