@@ -55,7 +55,7 @@ var River = &Descriptor{
 	Imports:      []string{"bench/protocol", "bench/record", "bench/stats", "bench/worker/workerkit", "relaybus"},
 	Tables:       Tables{Deliveries: "river_job"},
 	TablePattern: `river\_%`,
-	Runs:         []int{scenarios.Publish, scenarios.Dispatch, scenarios.Keyed, scenarios.Faults, scenarios.Mixed},
+	Runs:         []int{scenarios.Publish, scenarios.Dispatch, scenarios.Keyed, scenarios.Faults, scenarios.Mixed, scenarios.HeldSnapshot, scenarios.Soak},
 	Why: map[int]string{scenarios.Work: "the handler-work cells run relaybus's lease renewals beside its completions on purpose; " +
 		"a peer has no such renewals (River has no lease: lease_ms is its JobTimeout), so the cells would compare different work"},
 	About: "%s is River, built from bench/peers/river (one River job per (event, handler); the job carries the payload). " +

@@ -25,7 +25,11 @@ import (
 // of a window (pg_stat_statements) leaves the harness's own queries out.
 // pg_stat_statements keeps a statement's first text, comments included,
 // and the harness's statements are never the workers' statements.
-const harnessTag = "/* relaybus-bench */"
+const harnessTag = HarnessTag
+
+// HarnessTag is harnessTag, for the harness's queries sent from other
+// packages (the runner's held snapshot).
+const HarnessTag = "/* relaybus-bench */"
 
 // TableLabels maps each table role to the table of t that s has, for
 // run.json (result.Sample.Tables), so a report can say which table a

@@ -78,6 +78,13 @@ func WriteFiles(dir string, a *compare.Analysis) error {
 			fmt.Fprintf(&md, "![%s](%s)\n", p, p)
 		}
 	}
+	// The bloat cells' section and over-time plots (bloat.go).
+	bloatPlotNames, err := bloatFiles(a.Run, files)
+	if err != nil {
+		return err
+	}
+	md.WriteString("\n")
+	writeBloat(&md, a.Run, bloatPlotNames)
 	files["report.md"] = md.Bytes()
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {

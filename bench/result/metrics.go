@@ -79,6 +79,11 @@ var Metrics = []MetricInfo{
 	{MetricJournalBytesPerDelivery, "journal-B/delivery", "journal B/delivery", false, false},
 	{MetricOpsPerDelivery, "ops/delivery", "ops/delivery", false, false},
 	{MetricMongoUpdatesPerDelivery, "mongo-updates/delivery", "updates/delivery (mongo)", false, true},
+	// The bloat cells' (bloat.go).
+	{MetricTableBytesGrowth, "table-B-growth", "table+index B growth", false, true},
+	{MetricDeadTuplesMax, "dead-tuples-max", "dead tuples max", false, true},
+	{MetricDeliveriesLastFirst, "deliveries-last/first", "deliveries/s last/first minute", true, false},
+	{MetricE2EP99LastFirst, "e2e-p99-last/first", "e2e p99 last/first minute", false, false},
 }
 
 // MetricByName finds a metric in the registry.

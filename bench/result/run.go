@@ -129,6 +129,10 @@ type Sample struct {
 	// Profiles are the CPU profiles of the window's dispatchers and
 	// publishers, relative to the results folder (bench --profile).
 	Profiles []string `json:",omitempty"`
+	// Bloat is what a bloat cell (scenarios 8 and 9) sampled over its
+	// window: its hold, the table sizes and dead tuples, the rate and
+	// latency by step (nil in other cells).
+	Bloat *Bloat `json:",omitempty"`
 	// Error says why a window failed to run; such a sample counts as
 	// INVALID.
 	Error string

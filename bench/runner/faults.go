@@ -35,7 +35,7 @@ const (
 // happened by the window's end runs on until it has (at most
 // crashAfterClaim past its point).
 func (w *windowRun) duringWindow(ctx context.Context, t0 time.Time) error {
-	c, window := w.c, w.step.Window
+	c, window := w.c, w.c.WindowIn(w.step.Window)
 	end := t0.Add(window)
 	at := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(window))) }
 	killAt, restartAt := at(c.KillDispatcherAt), at(c.RestartDBAt)

@@ -128,7 +128,7 @@ func (p *progress) drain(w Window) time.Duration {
 // the next window's preparation (next: nil when w is the last) that runs
 // beyond w's drain (the runner prepares the next window during it).
 func (p *progress) planWindow(w Window, next *Window) time.Duration {
-	d := planStart + p.warmup + p.window + p.drain(w)
+	d := planStart + p.warmup + p.m.Cells[w.Cell].WindowIn(p.window) + p.drain(w)
 	if next != nil {
 		d += max(0, p.prepare(*next)-p.drain(w))
 	}

@@ -220,6 +220,13 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	if err != nil {
 		return err
 	}
+	// The bloat cells' hold and table samples (snapshot.go), just before
+	// the clock starts.
+	bw, err := w.startBloat(ctx, time.Now())
+	if err != nil {
+		return err
+	}
+	defer bw.release(ctx)
 	t0 := time.Now()
 	phases.mark("warm-up")
 	if err := w.duringWindow(ctx, t0); err != nil {
@@ -228,6 +235,9 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	t1 := time.Now()
 	after, err := s.Server.Snapshot(ctx, dsn, false)
 	if err != nil {
+		return err
+	}
+	if err := bw.end(ctx); err != nil {
 		return err
 	}
 	phases.mark("window")
@@ -323,6 +333,7 @@ func (w *windowRun) measure(ctx context.Context, windowDone func()) error {
 	for k, v := range wm.metrics {
 		w.sample.Metrics[k] = v
 	}
+	bw.finish(in, span{t0.UnixNano(), t1.UnixNano()})
 	if wm.units > 0 {
 		pgmetrics.WindowMetrics(w.sample.Metrics, before, after, wm.units, c.DispatcherProcs == 0, w.side.Tables)
 		if s.Profile && before.ByStatement != nil && after.ByStatement != nil {

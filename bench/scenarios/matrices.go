@@ -215,7 +215,7 @@ const (
 func (m *Matrix) FitPreloads() {
 	for i, c := range m.Cells {
 		if c.PreloadRate > 0 {
-			m.Cells[i].Preload = int(math.Ceil(c.PreloadRate * (m.Warmup + m.Window).Seconds()))
+			m.Cells[i].Preload = int(math.Ceil(c.PreloadRate * (m.Warmup + c.WindowIn(m.Window)).Seconds()))
 		}
 	}
 }
@@ -292,6 +292,7 @@ func Full() Matrix {
 		mixedCell(1000, 1, tuned, "tuned"), mixedCell(5000, 1, tuned, "tuned"), mixedCell(10000, 1, tuned, "tuned"))
 	m.Cells = append(m.Cells, workCell(5), workCell(20))
 	m.Upgrade = upgrade(25_000, 60_000)
+	m.Cells = append(m.Cells, BloatCells()...)
 	return m.fitted()
 }
 
@@ -304,6 +305,8 @@ func ByMode(mode string) (Matrix, error) {
 		return Quick(), nil
 	case "full":
 		return Full(), nil
+	case ModeBloat:
+		return Bloat(), nil
 	}
-	return Matrix{}, fmt.Errorf("scenarios: unknown mode %q (smoke, quick, full)", mode)
+	return Matrix{}, fmt.Errorf("scenarios: unknown mode %q (smoke, quick, full, bloat)", mode)
 }

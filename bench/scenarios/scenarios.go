@@ -94,6 +94,14 @@ type Cell struct {
 	// library makes of the settings, and where the sides run settings of
 	// their own (peer.Fit), the dispatcher settings each side runs.
 	Sides map[string]SideRun
+	// Bloat cells (bloat.go): Window, when above 0, is this cell's
+	// measured window in place of the matrix's; Hold is the snapshot the
+	// runner holds open through the window (HoldNone, HoldRepeatableRead,
+	// HoldLongQuery); SampleEvery, when above 0, samples the side's table
+	// sizes and dead tuples during the window at this interval.
+	Window      time.Duration
+	Hold        string
+	SampleEvery time.Duration
 }
 
 // SideRun is how one side runs a cell.
@@ -186,6 +194,7 @@ func (c *Cell) Config() map[string]any {
 	if c.RoundsMax > 0 {
 		m["rounds_max"] = c.RoundsMax
 	}
+	c.bloatConfig(m)
 	return m
 }
 
@@ -237,7 +246,7 @@ func (c *Cell) Validate() error {
 			return fmt.Errorf("scenarios: cell %q: crash points %v: want increasing fractions of the window in (0, 1)", c.Name, c.CrashDBAt)
 		}
 	}
-	return nil
+	return c.validateBloat()
 }
 
 // Matrix is a set of cells and how to run them.
@@ -301,7 +310,7 @@ func (m *Matrix) Filter(numbers []int) error {
 	}
 	for _, n := range numbers {
 		if Names[n] == "" {
-			return fmt.Errorf("scenarios: unknown scenario %d (1 publish, 2 dispatch, 3 keyed, 4 faults, 5 mixed, 6 upgrade, 7 work)", n)
+			return fmt.Errorf("scenarios: unknown scenario %d (%s)", n, scenarioList())
 		}
 	}
 	m.Cells = slices.DeleteFunc(m.Cells, func(c Cell) bool { return !slices.Contains(numbers, c.Scenario) })

@@ -29,6 +29,7 @@ const maxPlantDelay = 10 * time.Second
 type compareFlags struct {
 	o                              comparison.Options // the flags that are options as they are
 	quick, full, smoke             bool
+	bloat                          bool
 	scenarioList, stores, provider string
 	rounds                         int
 	window, warmup                 time.Duration
@@ -37,7 +38,7 @@ type compareFlags struct {
 
 // compareUsage is the comparison's own help (bench compare --help); bench
 // --help is the overview of every command (usage), with the same flags.
-const compareUsage = `usage: bench compare --base REF --candidate REF [--quick|--full|--smoke] [flags]
+const compareUsage = `usage: bench compare --base REF --candidate REF [--quick|--full|--smoke|--bloat] [flags]
        (bench with no command is bench compare)
 
 Builds the worker of each ref (REF: a tag, branch, commit, HEAD, vX.Y.Z,
@@ -50,7 +51,8 @@ candidate window or the upgrade is INVALID or a --gate rule fails.
 
 Modes: --smoke one cell and the upgrade (1-2 minutes), --quick the
 comparison a release is judged by and the mode when none is given (11-18
-minutes on 2 cores), --full the whole matrix (hours).`
+minutes on 2 cores), --full the whole matrix (hours), --bloat the held
+snapshot and soak cells alone (75 to 90 minutes; docs/bloat.md).`
 
 // compareCommand is the comparison (bench compare, or bench alone).
 func compareCommand(f *compareFlags) *command {
@@ -65,9 +67,10 @@ func (f *compareFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&v.quick, "quick", false, "small matrix, 11-18 minutes on 2 cores (14 HEAD against itself, 18 against v0.1.0; the mode when none is given)")
 	fs.BoolVar(&v.full, "full", false, "the seed's full matrix (hours)")
 	fs.BoolVar(&v.smoke, "smoke", false, "one cell, short windows, and the upgrade (scenario 6, small backlog) when the refs differ (CI)")
+	fs.BoolVar(&v.bloat, "bloat", false, "the bloat cells alone (docs/bloat.md): 8 held snapshot (60 s windows, 30 to 45 minutes), 9 soak (10 minute windows, about 45 minutes); --full runs them too")
 	fs.StringVar(&v.scenarioList, "scenarios", "", "scenario numbers to run, e.g. 1,2,6 (empty: all of the mode): 1 publish, 2 dispatch, 3 keyed, "+
 		"4 faults (a dispatcher SIGKILLed, poison, a database restart in --full, database crashes; cells that restart or crash the database are skipped with --db-provider dsn), "+
-		"5 mixed, 6 the upgrade (one run), 7 handler work")
+		"5 mixed, 6 the upgrade (one run), 7 handler work, 8 held snapshot and 9 soak (--bloat, --full)")
 	fs.StringVar(&v.skipCells, "skip-cells", "", "leave out the cells whose name matches this regular expression, e.g. '^8 inst' (the report says which were left out)")
 	fs.StringVar(&v.stores, "stores", "postgres", "stores: postgres, mongo or all")
 	fs.IntVar(&v.rounds, "rounds", 0, "ABBA rounds per cell, even (0: the mode's); a cell with fewer rounds of its own keeps them (--quick's crash cell: 2)")
@@ -95,7 +98,7 @@ func (f *compareFlags) bind(fs *flag.FlagSet) {
 func (f *compareFlags) options(args []string) (comparison.Options, []compare.GateRule, error) {
 	o, v := f.o, f
 	var rules []compare.GateRule
-	quick, full, smoke := v.quick, v.full, v.smoke
+	quick, full, smoke, bloat := v.quick, v.full, v.smoke, v.bloat
 	scenarioList, stores, provider := v.scenarioList, v.stores, v.provider
 	rounds, window, warmup, gate := v.rounds, v.window, v.warmup, v.gate
 	if len(args) > 0 {
@@ -105,13 +108,13 @@ func (f *compareFlags) options(args []string) (comparison.Options, []compare.Gat
 		return o, nil, errors.New("bench: --base and --candidate are required (e.g. --base v0.1.0 --candidate HEAD)")
 	}
 	modes := 0
-	for _, b := range []bool{quick, full, smoke} {
+	for _, b := range []bool{quick, full, smoke, bloat} {
 		if b {
 			modes++
 		}
 	}
 	if modes > 1 {
-		return o, nil, errors.New("bench: choose one of --quick, --full, --smoke")
+		return o, nil, errors.New("bench: choose one of --quick, --full, --smoke, --bloat")
 	}
 	switch stores {
 	case "postgres":
@@ -149,6 +152,8 @@ func (f *compareFlags) options(args []string) (comparison.Options, []compare.Gat
 		mode = result.ModeFull
 	case smoke:
 		mode = result.ModeSmoke
+	case bloat:
+		mode = scenarios.ModeBloat
 	}
 	if o.Matrix, err = scenarios.ByMode(mode); err != nil {
 		return o, nil, err
@@ -189,7 +194,9 @@ func (f *compareFlags) options(args []string) (comparison.Options, []compare.Gat
 		o.Matrix.Rounds, o.Matrix.Mode = rounds, result.ModeCustom
 	}
 	if window > 0 {
-		o.Matrix.Window, o.Matrix.Mode = window, result.ModeCustom
+		// The bloat cells' own windows give way too.
+		o.Matrix.SetWindow(window)
+		o.Matrix.Mode = result.ModeCustom
 	}
 	if warmup >= 0 {
 		o.Matrix.Warmup = warmup

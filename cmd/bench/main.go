@@ -64,7 +64,7 @@ type exitError int
 func (e exitError) Error() string { return "exit " + strconv.Itoa(int(e)) }
 
 const usage = `usage:
-  bench [compare] --base REF --candidate REF [--quick|--full|--smoke] [flags]
+  bench [compare] --base REF --candidate REF [--quick|--full|--smoke|--bloat] [flags]
   bench lifecycle --ref REF [--ref REF ...] [flags]  (what one delivery leaves behind)
   bench report RUN.json
   bench gate --rules METRIC[@SCENARIO]:PCT[,...] RUN.json
