@@ -35,8 +35,11 @@
 // exclusivity), retries, dead letters and crash loops, release and
 // relinquish, per-key ordering, list and statistics, requeue and purge,
 // concurrency, wake-ups (for a store that offers them, driver.Waker;
-// the only tests on the real clock), and the fencing token of downstream
-// writes (Delivery.FencingToken).
+// the only tests on the real clock), the fencing token of downstream
+// writes (Delivery.FencingToken), and key runs
+// (DeliveryClaimParams.KeyRuns): a store that offers them
+// (driver.KeyRunClaimer) is held to the run rules, any other to heads
+// only, a run of one.
 package storetest
 
 import (
@@ -110,6 +113,7 @@ func Run[TTx any](t *testing.T, newStore func(t *testing.T) driver.Store[TTx], o
 		{"Concurrency", testConcurrency[TTx]},
 		{"Wake", testWake[TTx]},
 		{"Fencing", testFencing[TTx]},
+		{"KeyRuns", testKeyRuns[TTx]},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
