@@ -1,0 +1,208 @@
+package relaybus
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+)
+
+// Batches: the deliveries of a batch handler (HandleBatch) that a claim
+// returned, run in as few calls as the rules allow. A keyed batch is the
+// run of one key the store gave with its head (driver.KeyRun): the
+// claim hands out a key's deliveries only while nothing of the key is in
+// flight, so while a batch of a key runs no other batch of it is claimed,
+// here or anywhere (the lane is leased to this dispatcher). Every
+// delivery of a batch keeps its own job: its lease is held and renewed,
+// and it ends with its own final write, as a single delivery's does.
+
+// startBatches launches the held jobs js of batch handlers in batches:
+// keyed ones per (handler, key), the key's run in sequence order as one
+// batch (a store returns at most the handler's MaxSize of it; splitting
+// it would put two batches of one key in flight); unkeyed ones per
+// handler, MaxSize at a time.
+func (d *dispatcher[TTx]) startBatches(js []*job) {
+	if len(js) == 0 {
+		return
+	}
+	type groupKey struct{ handler, key string }
+	groups := map[groupKey][]*job{}
+	var order []groupKey
+	for _, j := range js {
+		k := groupKey{j.d.Handler, j.d.Key}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], j)
+	}
+	for _, k := range order {
+		g, h := groups[k], d.handlers[k.handler]
+		if k.key != "" {
+			slices.SortFunc(g, func(a, b *job) int { return cmp.Compare(a.d.Sequence, b.d.Sequence) })
+			d.launchBatch(g, h)
+			continue
+		}
+		for start := 0; start < len(g); start += h.batchMax {
+			d.launchBatch(g[start:min(start+h.batchMax, len(g))], h)
+		}
+	}
+}
+
+// launchBatch takes a handler slot for the batch js and hands it to a
+// worker (see launch).
+func (d *dispatcher[TTx]) launchBatch(js []*job, h *handler[TTx]) {
+	d.inflightMu.Lock()
+	d.inflight++
+	d.inflightMu.Unlock()
+	d.work <- work[TTx]{batch: js, h: h}
+}
+
+// runBatch runs the batch handler of js (one key's run in sequence order,
+// or unkeyed deliveries) in one call and decides what happens to each.
+func (d *dispatcher[TTx]) runBatch(ctx context.Context, js []*job, h *handler[TTx]) {
+	if ctx.Err() != nil {
+		// Claimed but not started before the shutdown: give them back.
+		for _, j := range js {
+			if d.beginFinish(j) {
+				d.release(j)
+			}
+		}
+		return
+	}
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// One context for the batch: a lease lost cancels the whole call.
+	lost := false
+	d.mu.Lock()
+	for _, j := range js {
+		j.cancel = cancel
+		lost = lost || j.lost
+	}
+	d.mu.Unlock()
+	errs := make([]error, len(js))
+	if lost {
+		// Lost before it started: run nothing, give back what is still
+		// held (the lost ones are written no more).
+		for i := range errs {
+			errs[i] = errLeaseLost
+		}
+		d.finishBatch(ctx, hctx, js, h, errs, true)
+		return
+	}
+	runCtx := hctx
+	if h.timeout > 0 {
+		var cancelTimeout context.CancelFunc
+		runCtx, cancelTimeout = context.WithTimeout(hctx, h.timeout)
+		defer cancelTimeout()
+	}
+	ds := make([]*Delivery, len(js))
+	for i, j := range js {
+		ds[i] = j.d
+	}
+	if got := d.callBatch(runCtx, js, h, ds); got != nil {
+		errs = got
+	}
+	d.finishBatch(ctx, runCtx, js, h, errs, false)
+}
+
+// callBatch calls the batch handler, turning a panic, a timeout and a
+// result of the wrong length into an error for every delivery. nil: all
+// succeeded.
+func (d *dispatcher[TTx]) callBatch(runCtx context.Context, js []*job, h *handler[TTx], ds []*Delivery) (errs []error) {
+	all := func(err error) []error {
+		out := make([]error, len(ds))
+		for i := range out {
+			out[i] = err
+		}
+		return out
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			d.stats.panics.Add(1)
+			err := fmt.Errorf("relaybus: batch handler panicked: %v", p)
+			d.logJob(slog.LevelError, "relaybus: batch handler panicked", js[0], err, "batch", len(js), "stack", string(debug.Stack()))
+			errs = all(err)
+		}
+	}()
+	errs = h.batchFn(runCtx, js[0].d.Key, ds)
+	if errs != nil && len(errs) != len(ds) {
+		return all(fmt.Errorf("relaybus: batch handler returned %d results for %d deliveries", len(errs), len(ds)))
+	}
+	timedOut := errors.Is(context.Cause(runCtx), context.DeadlineExceeded)
+	for i, err := range errs {
+		if err != nil && timedOut && errors.Is(err, context.DeadlineExceeded) {
+			errs[i] = fmt.Errorf("relaybus: batch handler timed out: %w", err)
+		}
+	}
+	return errs
+}
+
+// finishBatch decides the fate of each delivery of a batch whose handler
+// returned errs (one per job). notRun: the handler was not called.
+//
+// Keyed (one key's run, in sequence order): the prefix before the first
+// failure, or before the first delivery whose lease is lost, is completed
+// in one DeliveryCompleteMany call, so that either all of it is recorded
+// or none; the failed delivery is rescheduled or buried; the rest are
+// released, spending no attempt. The key's next claim then starts at the
+// failed one, which blocks the others until it succeeds or is buried:
+// nothing of the key is completed out of order.
+//
+// Unkeyed: the successes are completed in one call, and each failure is
+// rescheduled or buried on its own.
+func (d *dispatcher[TTx]) finishBatch(ctx, runCtx context.Context, js []*job, h *handler[TTx], errs []error, notRun bool) {
+	keyed := js[0].d.Key != ""
+	var ok []*job
+	if !keyed {
+		for i, j := range js {
+			switch {
+			case !d.beginFinish(j):
+			case notRun:
+				d.release(j)
+			case errs[i] == nil:
+				ok = append(ok, j)
+			default:
+				d.fail(ctx, runCtx, j, h, errs[i])
+			}
+		}
+		d.completeNow(ok)
+		return
+	}
+	cut := len(js)
+	for i, j := range js {
+		if notRun || errs[i] != nil || !d.beginFinish(j) {
+			cut = i
+			break
+		}
+		ok = append(ok, j)
+	}
+	d.completeNow(ok)
+	if cut == len(js) {
+		return
+	}
+	if j := js[cut]; errs[cut] != nil && !notRun && d.beginFinish(j) {
+		d.fail(ctx, runCtx, j, h, errs[cut])
+	} else if notRun && d.beginFinish(j) {
+		d.release(j)
+	}
+	for _, j := range js[cut+1:] {
+		if d.beginFinish(j) {
+			d.release(j)
+		}
+	}
+}
+
+// completeNow completes the finishing jobs js, successes of one batch, in
+// one DeliveryCompleteMany call (completeBatch: BeforeComplete first, and
+// every job accounted), without the completer's queue: a batch is
+// already a batch, and a key's run must be recorded all at once.
+func (d *dispatcher[TTx]) completeNow(js []*job) {
+	if len(js) == 0 {
+		return
+	}
+	d.stats.succeeded.Add(int64(len(js)))
+	_, _ = d.completeBatch(d.writeCtx, js)
+}
