@@ -253,3 +253,31 @@ func TestMemoryBatchTakeoverMidBatch(t *testing.T) {
 	waitUntil(t, "a's lease lost", func() bool { return a.DispatcherStats().LeasesLost > 0 })
 	require.Zero(t, a.DispatcherStats().Completed, "the old holder completed a delivery of its lost batch")
 }
+
+// Work runs a batch handler one delivery at a time, in key order, and
+// records each delivery's error.
+func TestMemoryBatchWork(t *testing.T) {
+	t.Parallel()
+	store := memory.New(nil)
+	cfg := memConfig("w")
+	cfg.RetryBaseDelay, cfg.RetryMaxDelay = time.Minute, time.Minute // not due again within the test
+	b, err := relaybus.New[*memory.Tx](store, cfg)
+	require.NoError(t, err)
+	l := newBatchLog()
+	require.NoError(t, b.HandleBatch("t", "h", l.handler(func(d *relaybus.Delivery) bool { return d.Sequence == 2 }), nil))
+	for range 3 {
+		require.NoError(t, b.Publish(context.Background(), &relaybus.Event{Type: "t", Key: "k0"}))
+	}
+	res, err := b.Work(context.Background(), nil)
+	require.NoError(t, err)
+	require.Len(t, res.Worked, 2, "the first, then the failed second, which blocks the third")
+	require.NoError(t, res.Worked[0].HandlerErr)
+	require.Error(t, res.Worked[1].HandlerErr)
+	require.Equal(t, relaybus.FinishRescheduled, res.Worked[1].Outcome)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Empty(t, l.violations)
+	for _, c := range l.calls {
+		require.Len(t, c, 1)
+	}
+}
