@@ -23,11 +23,16 @@ const (
 	// (Matrix.Upgrade).
 	UpgradeScenario = 6
 	Work            = 7 // handlers that take time: leases renewed beside completions
+	// Batch compares two handler modes of one ref: a handler of one
+	// delivery (base side) and a batch handler (candidate side), each
+	// call costing one round trip. Its cells are opt-in (Matrix.OptIn):
+	// run with --scenarios 8 and the same ref on both sides.
+	Batch = 8
 )
 
 // Names maps scenario numbers to the names used in results.
 var Names = map[int]string{Publish: "publish", Dispatch: "dispatch", Keyed: "keyed", Faults: "faults", Mixed: "mixed",
-	UpgradeScenario: "upgrade", Work: "work"}
+	UpgradeScenario: "upgrade", Work: "work", Batch: "batch"}
 
 // Limits checked by Validate.
 const (
@@ -247,6 +252,11 @@ type Matrix struct {
 	// Warmup runs before each window and is discarded.
 	Warmup, Window time.Duration
 	Cells          []Cell
+	// OptIn are cells run only when --scenarios names their scenario
+	// (Filter adds them): cells that compare two configurations of one
+	// ref rather than two refs (scenario 8), which a comparison of two
+	// refs must not run.
+	OptIn []Cell
 	// Upgrade is scenario 6, run once after the cells (nil: not run).
 	Upgrade *Upgrade
 }
@@ -301,10 +311,15 @@ func (m *Matrix) Filter(numbers []int) error {
 	}
 	for _, n := range numbers {
 		if Names[n] == "" {
-			return fmt.Errorf("scenarios: unknown scenario %d (1 publish, 2 dispatch, 3 keyed, 4 faults, 5 mixed, 6 upgrade, 7 work)", n)
+			return fmt.Errorf("scenarios: unknown scenario %d (1 publish, 2 dispatch, 3 keyed, 4 faults, 5 mixed, 6 upgrade, 7 work, 8 batch)", n)
 		}
 	}
 	m.Cells = slices.DeleteFunc(m.Cells, func(c Cell) bool { return !slices.Contains(numbers, c.Scenario) })
+	for _, c := range m.OptIn {
+		if slices.Contains(numbers, c.Scenario) {
+			m.Cells = append(m.Cells, c)
+		}
+	}
 	if !slices.Contains(numbers, UpgradeScenario) {
 		m.Upgrade = nil
 	} else if m.Upgrade == nil {

@@ -67,7 +67,7 @@ func (f *compareFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&v.smoke, "smoke", false, "one cell, short windows, and the upgrade (scenario 6, small backlog) when the refs differ (CI)")
 	fs.StringVar(&v.scenarioList, "scenarios", "", "scenario numbers to run, e.g. 1,2,6 (empty: all of the mode): 1 publish, 2 dispatch, 3 keyed, "+
 		"4 faults (a dispatcher SIGKILLed, poison, a database restart in --full, database crashes; cells that restart or crash the database are skipped with --db-provider dsn), "+
-		"5 mixed, 6 the upgrade (one run), 7 handler work")
+		"5 mixed, 6 the upgrade (one run), 7 handler work, 8 batch handlers (only when named: a handler of one delivery on the base side against a batch handler on the candidate side; give both the same ref)")
 	fs.StringVar(&v.skipCells, "skip-cells", "", "leave out the cells whose name matches this regular expression, e.g. '^8 inst' (the report says which were left out)")
 	fs.StringVar(&v.stores, "stores", "postgres", "stores: postgres, mongo or all")
 	fs.IntVar(&v.rounds, "rounds", 0, "ABBA rounds per cell, even (0: the mode's); a cell with fewer rounds of its own keeps them (--quick's crash cell: 2)")
