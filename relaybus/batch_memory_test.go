@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -280,4 +281,66 @@ func TestMemoryBatchWork(t *testing.T) {
 	for _, c := range l.calls {
 		require.Len(t, c, 1)
 	}
+}
+
+// A transactional batch handler: each call publishes one "applied" event
+// per delivery in its transaction, and fails one delivery of a batch once.
+// The failed call rolls back (its publishes with it), so every delivery
+// ends with exactly one applied event, in key order, and the failed
+// delivery spent its own attempt while the others spent none.
+func TestMemoryBatchTxAllOrNothing(t *testing.T) {
+	t.Parallel()
+	store := memory.New(nil)
+	cfg := memConfig("w")
+	cfg.BatchSize = 100
+	b, err := relaybus.New[*memory.Tx](store, cfg)
+	require.NoError(t, err)
+	require.NoError(t, b.Declare("applied", "audit", nil))
+	var mu sync.Mutex
+	var sizes []int
+	attempts := map[int64][]int{}
+	require.NoError(t, b.HandleBatchTx("t", "h", func(ctx context.Context, tx *memory.Tx, key string, ds []*relaybus.Delivery) []error {
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, len(ds))
+		errs := make([]error, len(ds))
+		for i, d := range ds {
+			attempts[d.Sequence] = append(attempts[d.Sequence], d.Attempts)
+			// A new ID per call: a publish that was not rolled back would
+			// show as a second event of the sequence.
+			id := fmt.Sprintf("applied-%s-%d-call-%d", key, d.Sequence, len(sizes))
+			if err := b.PublishTx(ctx, tx, &relaybus.Event{ID: id, Type: "applied", Key: key}); err != nil {
+				errs[i] = err
+				return errs
+			}
+			if d.Sequence == 4 && d.Attempts == 1 {
+				errs[i] = errors.New("once")
+				return errs
+			}
+		}
+		return nil
+	}, &relaybus.BatchOptions{MaxSize: 10}))
+	for range 6 {
+		require.NoError(t, b.Publish(context.Background(), &relaybus.Event{Type: "t", Key: "k0"}))
+	}
+	runAll(t, b)
+	waitUntil(t, "all handled", func() bool {
+		res, err := store.DeliveryList(context.Background(), &driver.DeliveryListParams{Handler: "h", Limit: 100})
+		require.NoError(t, err)
+		return len(res.Deliveries) == 0
+	})
+	res, err := store.DeliveryList(context.Background(), &driver.DeliveryListParams{Handler: "audit", Limit: 100})
+	require.NoError(t, err)
+	var applied []string
+	for _, d := range res.Deliveries {
+		id, _, _ := strings.Cut(d.EventID, "-call-")
+		applied = append(applied, id)
+	}
+	require.ElementsMatch(t, []string{"applied-k0-1", "applied-k0-2", "applied-k0-3", "applied-k0-4", "applied-k0-5", "applied-k0-6"}, applied,
+		"one applied event per delivery: the failed call's were rolled back")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{6, 3, 3}, sizes, "the whole run; the prefix before the failure; the failed one and the rest")
+	require.Equal(t, []int{1, 1}, attempts[1], "a delivery released by the rollback spent no attempt")
+	require.Equal(t, []int{1, 2}, attempts[4], "the failed delivery's own attempt counted")
 }

@@ -92,7 +92,7 @@ func newDispatcher[TTx any](store driver.Store[TTx], cfg Config, names []string,
 	}
 	perSlot := 1
 	for _, name := range names {
-		if h := run[name]; h != nil && h.batchFn != nil {
+		if h := run[name]; h != nil && h.isBatch() {
 			claim.KeyRuns = append(claim.KeyRuns, driver.KeyRun{Handler: name, Max: h.batchMax})
 			perSlot = max(perSlot, h.batchMax)
 		}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+
+	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
 // Batches: the deliveries of a batch handler (HandleBatch) that a claim
@@ -102,7 +104,11 @@ func (d *dispatcher[TTx]) runBatch(ctx context.Context, js []*job, h *handler[TT
 	for i, j := range js {
 		ds[i] = j.d
 	}
-	if got := d.callBatch(runCtx, js, h, ds); got != nil {
+	if h.batchTxFn != nil {
+		d.runBatchTx(ctx, runCtx, js, h, ds)
+		return
+	}
+	if got := d.callBatch(runCtx, js, ds, func(c context.Context) []error { return h.batchFn(c, js[0].d.Key, ds) }); got != nil {
 		errs = got
 	}
 	d.finishBatch(ctx, runCtx, js, h, errs, false)
@@ -111,7 +117,7 @@ func (d *dispatcher[TTx]) runBatch(ctx context.Context, js []*job, h *handler[TT
 // callBatch calls the batch handler, turning a panic, a timeout and a
 // result of the wrong length into an error for every delivery. nil: all
 // succeeded.
-func (d *dispatcher[TTx]) callBatch(runCtx context.Context, js []*job, h *handler[TTx], ds []*Delivery) (errs []error) {
+func (d *dispatcher[TTx]) callBatch(runCtx context.Context, js []*job, ds []*Delivery, call func(context.Context) []error) (errs []error) {
 	all := func(err error) []error {
 		out := make([]error, len(ds))
 		for i := range out {
@@ -127,7 +133,7 @@ func (d *dispatcher[TTx]) callBatch(runCtx context.Context, js []*job, h *handle
 			errs = all(err)
 		}
 	}()
-	errs = h.batchFn(runCtx, js[0].d.Key, ds)
+	errs = call(runCtx)
 	if errs != nil && len(errs) != len(ds) {
 		return all(fmt.Errorf("relaybus: batch handler returned %d results for %d deliveries", len(errs), len(ds)))
 	}
@@ -205,4 +211,120 @@ func (d *dispatcher[TTx]) completeNow(js []*job) {
 	}
 	d.stats.succeeded.Add(int64(len(js)))
 	_, _ = d.completeBatch(d.writeCtx, js)
+}
+
+// runBatchTx runs a transactional batch handler (HandleBatchTx): the
+// handler's writes and the completion of every delivery of the batch
+// commit in one transaction, or none of them does. Any failure rolls it
+// back (failBatchTx says what happens to each delivery then).
+func (d *dispatcher[TTx]) runBatchTx(ctx, runCtx context.Context, js []*job, h *handler[TTx], ds []*Delivery) {
+	tx, err := d.store.TxBegin(runCtx)
+	if err != nil {
+		d.failBatchTx(ctx, runCtx, js, h, failEach(len(js), fmt.Errorf("relaybus: begin transaction: %w", err)))
+		return
+	}
+	rollback := func() {
+		c, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
+		defer cancel()
+		if rbErr := d.store.TxRollback(c, tx); rbErr != nil {
+			d.logJob(slog.LevelWarn, "relaybus: rollback failed", js[0], rbErr, "batch", len(js))
+		}
+	}
+	errs := d.callBatch(runCtx, js, ds, func(c context.Context) []error { return h.batchTxFn(c, tx, js[0].d.Key, ds) })
+	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		rollback()
+		d.failBatchTx(ctx, runCtx, js, h, errs)
+		return
+	}
+	var held []*job
+	for _, j := range js {
+		if d.beginFinish(j) {
+			held = append(held, j)
+		}
+	}
+	if len(held) < len(js) {
+		// A lease was lost while the handler ran: nothing may commit.
+		rollback()
+		for _, j := range held {
+			d.release(j)
+		}
+		return
+	}
+	d.stats.succeeded.Add(int64(len(js)))
+	if err := d.beforeComplete(js); err != nil {
+		rollback()
+		for _, j := range js {
+			d.release(j)
+		}
+		return
+	}
+	c, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
+	defer cancel()
+	for i, j := range js {
+		ok, err := d.store.DeliveryCompleteTx(c, tx, &driver.DeliveryCompleteParams{Lease: j.d.Lease(), Now: d.cfg.Now()})
+		if err == nil && ok {
+			continue
+		}
+		rollback()
+		if err != nil {
+			d.fail(ctx, runCtx, j, h, fmt.Errorf("relaybus: complete in transaction: %w", err))
+		} else {
+			d.done(j, "complete", false, nil, nil)
+		}
+		for _, o := range slices.Concat(js[:i], js[i+1:]) {
+			d.release(o)
+		}
+		return
+	}
+	if err := d.store.TxCommit(c, tx); err != nil {
+		// The outcome is unknown. The writes that follow are fenced: if
+		// the commit went through, the deliveries are completed and they
+		// do nothing.
+		err = fmt.Errorf("relaybus: commit: %w", err)
+		if js[0].d.Key != "" {
+			d.fail(ctx, runCtx, js[0], h, err)
+			for _, j := range js[1:] {
+				d.release(j)
+			}
+			return
+		}
+		for _, j := range js {
+			d.fail(ctx, runCtx, j, h, err)
+		}
+		return
+	}
+	for _, j := range js {
+		d.done(j, "complete", true, nil, &d.stats.completed)
+	}
+}
+
+// failBatchTx ends the deliveries of a transactional batch whose
+// transaction rolled back because of errs: in a keyed batch the first
+// failed delivery is retried (or buried) and every other one released; in
+// an unkeyed batch each failed delivery is retried (or buried) and each
+// other one released. A release spends no attempt: those deliveries run
+// again, the ones before a keyed failure first.
+func (d *dispatcher[TTx]) failBatchTx(ctx, runCtx context.Context, js []*job, h *handler[TTx], errs []error) {
+	keyed := js[0].d.Key != ""
+	failedOne := false
+	for i, j := range js {
+		if !d.beginFinish(j) {
+			continue
+		}
+		if errs[i] != nil && (!keyed || !failedOne) {
+			failedOne = true
+			d.fail(ctx, runCtx, j, h, errs[i])
+			continue
+		}
+		d.release(j)
+	}
+}
+
+// failEach is a batch result of err for each of n deliveries.
+func failEach(n int, err error) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
 }

@@ -177,7 +177,7 @@ func (d *dispatcher[TTx]) startClaimed(ds []*Delivery, claimedAt time.Time, busy
 		j, h := d.accept(del, claimedAt)
 		switch {
 		case j == nil:
-		case !del.Suspect && h.batchFn != nil:
+		case !del.Suspect && h.isBatch():
 			d.hold(j)
 			batched = append(batched, j)
 		case !del.Suspect:

@@ -70,11 +70,15 @@ type handler[TTx any] struct {
 	txFn       TxHandlerFunc[TTx]
 	// batchFn is a batch handler's (HandleBatch), with batchMax the most
 	// deliveries of one call.
-	batchFn  BatchHandlerFunc
-	batchMax int
+	batchFn   BatchHandlerFunc
+	batchTxFn BatchTxHandlerFunc[TTx]
+	batchMax  int
 }
 
-func (h *handler[TTx]) runs() bool { return h.fn != nil || h.txFn != nil || h.batchFn != nil }
+func (h *handler[TTx]) runs() bool { return h.fn != nil || h.txFn != nil || h.isBatch() }
+
+// isBatch reports whether h is a batch handler (HandleBatch, HandleBatchTx).
+func (h *handler[TTx]) isBatch() bool { return h.batchFn != nil || h.batchTxFn != nil }
 
 // Handle registers fn for eventType under name. The name is unique across the
 // bus and is what deliveries are stored under: renaming a handler orphans its
@@ -150,7 +154,7 @@ func (b *Bus[TTx]) registerHandler(eventType, name string, opts *HandlerOptions,
 		return invalidf("event type %q: over the limit of %d handlers", eventType, MaxHandlersPerEvent)
 	}
 	h.name, h.eventType, h.maxAttempts, h.timeout = name, eventType, o.MaxAttempts, o.Timeout
-	if h.batchFn == nil {
+	if !h.isBatch() {
 		h.middleware = append(b.cfg.Middleware, o.Middleware...)
 	}
 	b.handlers[name] = h

@@ -69,6 +69,43 @@ func (b *Bus[TTx]) HandleBatch(eventType, name string, fn BatchHandlerFunc, opts
 	if fn == nil {
 		return invalidf("handler %q: nil BatchHandlerFunc", name)
 	}
+	o, err := batchOptionsOf(name, opts)
+	if err != nil {
+		return err
+	}
+	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchFn: fn, batchMax: o.MaxSize})
+}
+
+// BatchTxHandlerFunc handles a batch of deliveries inside one store
+// transaction (HandleBatchTx); key and ds are as for BatchHandlerFunc,
+// and so are its results.
+type BatchTxHandlerFunc[TTx any] func(ctx context.Context, tx TTx, key string, ds []*Delivery) []error
+
+// HandleBatchTx registers a transactional batch handler: fn runs inside a
+// store transaction (TxBegin), the batch's deliveries are completed in it
+// (one DeliveryCompleteTx each) and it commits, so the handler's writes
+// and the completions commit together or not at all. The call is all or
+// nothing: when any delivery fails (or the handler panics, times out, or
+// a completion reports its lease lost) the transaction rolls back, the
+// failed deliveries are retried or buried with their own attempts, and
+// the others are released, spending no attempt, to run again. In a keyed
+// batch only the first failure counts, as with HandleBatch: the
+// deliveries before it run again first (the failed one is not due until
+// its retry), so a key still moves past a delivery that keeps failing.
+// Everything else is as HandleBatch.
+func (b *Bus[TTx]) HandleBatchTx(eventType, name string, fn BatchTxHandlerFunc[TTx], opts *BatchOptions) error {
+	if fn == nil {
+		return invalidf("handler %q: nil BatchTxHandlerFunc", name)
+	}
+	o, err := batchOptionsOf(name, opts)
+	if err != nil {
+		return err
+	}
+	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchTxFn: fn, batchMax: o.MaxSize})
+}
+
+// batchOptionsOf checks opts and applies their defaults.
+func batchOptionsOf(name string, opts *BatchOptions) (BatchOptions, error) {
 	var o BatchOptions
 	if opts != nil {
 		o = *opts
@@ -76,10 +113,10 @@ func (b *Bus[TTx]) HandleBatch(eventType, name string, fn BatchHandlerFunc, opts
 	if o.MaxSize == 0 {
 		o.MaxSize = DefaultBatchMaxSize
 	} else if o.MaxSize < 1 || o.MaxSize > MaxBatchMaxSize {
-		return invalidf("handler %q: MaxSize %d out of range [1, %d]", name, o.MaxSize, MaxBatchMaxSize)
+		return o, invalidf("handler %q: MaxSize %d out of range [1, %d]", name, o.MaxSize, MaxBatchMaxSize)
 	}
 	if len(o.Middleware) > 0 {
-		return invalidf("handler %q: a batch handler takes no Middleware", name)
+		return o, invalidf("handler %q: a batch handler takes no Middleware", name)
 	}
-	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchFn: fn, batchMax: o.MaxSize})
+	return o, nil
 }

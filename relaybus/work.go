@@ -17,7 +17,7 @@ import (
 // WorkParams bound a Work call. A nil *WorkParams takes every default.
 type WorkParams struct {
 	// Handlers limits the call to these of the bus's handlers (each one
-	// registered with Handle, HandleTx or HandleBatch); empty: every
+	// registered with Handle, HandleTx, HandleBatch or HandleBatchTx); empty: every
 	// handler the bus runs. A batch handler gets one delivery per call
 	// here: Work runs deliveries one at a time.
 	Handlers []string
@@ -124,7 +124,7 @@ func (b *Bus[TTx]) beginWork(names []string) (*worker[TTx], error) {
 	for _, name := range names {
 		h := b.handlers[name]
 		if h == nil || !h.runs() {
-			return nil, invalidf("work: handler %q is not one this bus runs (registered with Handle, HandleTx or HandleBatch)", name)
+			return nil, invalidf("work: handler %q is not one this bus runs (registered with Handle, HandleTx, HandleBatch or HandleBatchTx)", name)
 		}
 		if _, dup := run[name]; dup {
 			return nil, invalidf("work: handler %q is named twice", name)
@@ -136,6 +136,12 @@ func (b *Bus[TTx]) beginWork(names []string) (*worker[TTx], error) {
 		c.middleware = append([]Middleware{w.catch}, h.middleware...)
 		if h.batchFn != nil {
 			c.batchFn = w.catchBatch(h.batchFn)
+		}
+		if h.batchTxFn != nil {
+			fn := h.batchTxFn
+			c.batchTxFn = func(ctx context.Context, tx TTx, key string, ds []*Delivery) []error {
+				return w.catchBatch(func(ctx context.Context, key string, ds []*Delivery) []error { return fn(ctx, tx, key, ds) })(ctx, key, ds)
+			}
 		}
 		run[name] = &c
 	}
