@@ -158,18 +158,25 @@ func batchCell(w protocol.Workload, rate float64, label string) Cell {
 }
 
 // The batch cells' handler: batches of up to 20 deliveries of a key, 1 ms
-// a call. batchHotRateMax: 4 hot keys at 20 a millisecond-call each are
-// at most 80,000/s in theory; the claims bound it well below (a claim
-// takes 4 runs and costs a round trip of its own), so the preload feeds
-// 20,000/s, which a run that runs dry raises (runner.MaxPreloadRaises).
-// batchManyRateMax: 10k keys, where each key has about one due delivery
-// and both sides run batches of one: 64 calls in flight of 1 ms each
-// bound either side near 64,000/s, the store far below it.
+// a call. The preload must feed the faster side (the batch handler) over
+// warm-up and window, while what the slower side leaves of it drains
+// after each of its windows at about the slower side's rate: the window's
+// dispatcher keeps the hot keys' lanes during the drain, and a hot key
+// moves one delivery per claim and completion round trip either way
+// (0.2.x ran 650 to 930/s on 4 hot keys with no handler cost here, idle;
+// 140/s on a loaded machine). batchHotRateMax is 12,000/s: 20 times the
+// lower of those idle rates, the most the batch side can gain; a window
+// that runs dry makes the runner raise the preload and run the cell again
+// (runner.MaxPreloadRaises), and a slow machine needs --drain-timeout
+// above its 3 minutes (each base window leaves most of the preload).
+// batchManyRateMax: 10k keys, where each key has about one due delivery,
+// so both sides run batches of one: as the keyed 10k cells
+// (manyKeysRateMax).
 const (
 	batchHandlerMax  = 20
 	batchCallWaitUs  = 1000
-	batchHotRateMax  = 20_000
-	batchManyRateMax = 25_000
+	batchHotRateMax  = 12_000
+	batchManyRateMax = manyKeysRateMax
 )
 
 // batchCells are the opt-in cells of scenario 8 (Matrix.OptIn).
