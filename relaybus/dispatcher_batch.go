@@ -151,14 +151,13 @@ func (d *dispatcher[TTx]) callBatch(runCtx context.Context, js []*job, ds []*Del
 //
 // Keyed (one key's run, in sequence order): the prefix before the first
 // failure, or before the first delivery whose lease is lost, is completed
-// in one DeliveryCompleteMany call, so that either all of it is recorded
-// or none; the failed delivery is rescheduled or buried; the rest are
+// all at once (completeNow); the failed delivery is rescheduled or buried; the rest are
 // released, spending no attempt. The key's next claim then starts at the
 // failed one, which blocks the others until it succeeds or is buried:
 // nothing of the key is completed out of order.
 //
-// Unkeyed: the successes are completed in one call, and each failure is
-// rescheduled or buried on its own.
+// Unkeyed: each success is completed as a single delivery's is (through
+// the completer), and each failure is rescheduled or buried on its own.
 func (d *dispatcher[TTx]) finishBatch(ctx, runCtx context.Context, js []*job, h *handler[TTx], errs []error, notRun bool) {
 	keyed := js[0].d.Key != ""
 	var ok []*job
@@ -174,7 +173,12 @@ func (d *dispatcher[TTx]) finishBatch(ctx, runCtx context.Context, js []*job, h 
 				d.fail(ctx, runCtx, j, h, errs[i])
 			}
 		}
-		d.completeNow(ok)
+		// Independent deliveries: each joins the completer's batches as a
+		// single success does.
+		d.stats.succeeded.Add(int64(len(ok)))
+		for _, j := range ok {
+			d.complete(j)
+		}
 		return
 	}
 	cut := len(js)
@@ -201,16 +205,23 @@ func (d *dispatcher[TTx]) finishBatch(ctx, runCtx context.Context, js []*job, h 
 	}
 }
 
-// completeNow completes the finishing jobs js, successes of one batch, in
-// one DeliveryCompleteMany call (completeBatch: BeforeComplete first, and
-// every job accounted), without the completer's queue: a batch is
-// already a batch, and a key's run must be recorded all at once.
+// completeNow completes the finishing jobs js, the successful prefix of a
+// keyed batch. One delivery joins the completer's batches as a single
+// success does. Several are written in one DeliveryCompleteMany call of
+// their own (completeBatch: BeforeComplete first, and every job
+// accounted), not through the completer's queue, which may split them
+// over two of its batches: a key's prefix must be recorded all at once,
+// or a later delivery of the key could be completed while an earlier
+// one, whose write failed, runs again after it.
 func (d *dispatcher[TTx]) completeNow(js []*job) {
-	if len(js) == 0 {
-		return
-	}
 	d.stats.succeeded.Add(int64(len(js)))
-	_, _ = d.completeBatch(d.writeCtx, js)
+	switch len(js) {
+	case 0:
+	case 1:
+		d.complete(js[0])
+	default:
+		_, _ = d.completeBatch(d.writeCtx, js)
+	}
 }
 
 // runBatchTx runs a transactional batch handler (HandleBatchTx): the

@@ -32,9 +32,6 @@ import "context"
 // first lost one. Use each Delivery's FencingToken for writes elsewhere.
 type BatchHandlerFunc func(ctx context.Context, key string, ds []*Delivery) []error
 
-// DefaultBatchMaxSize is BatchOptions.MaxSize when it is 0.
-const DefaultBatchMaxSize = 100
-
 // BatchOptions tune a batch handler. A nil *BatchOptions takes every
 // default.
 type BatchOptions struct {
@@ -51,9 +48,6 @@ type BatchOptions struct {
 	// least MaxSize times the keys that are busy at once.
 	MaxSize int
 }
-
-// MaxBatchMaxSize bounds BatchOptions.MaxSize (driver.MaxKeyRun).
-const MaxBatchMaxSize = 1_000
 
 // HandleBatch registers a batch handler fn for eventType under name (see
 // BatchHandlerFunc). At most one batch of a (handler, key) is in flight at
