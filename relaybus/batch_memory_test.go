@@ -293,6 +293,7 @@ func TestMemoryBatchTxAllOrNothing(t *testing.T) {
 	store := memory.New(nil)
 	cfg := memConfig("w")
 	cfg.BatchSize = 100
+	cfg.RetryBaseDelay, cfg.RetryMaxDelay = 100*time.Millisecond, 100*time.Millisecond
 	b, err := relaybus.New[*memory.Tx](store, cfg)
 	require.NoError(t, err)
 	require.NoError(t, b.Declare("applied", "audit", nil))
@@ -340,7 +341,11 @@ func TestMemoryBatchTxAllOrNothing(t *testing.T) {
 		"one applied event per delivery: the failed call's were rolled back")
 	mu.Lock()
 	defer mu.Unlock()
-	require.Equal(t, []int{6, 3, 3}, sizes, "the whole run; the prefix before the failure; the failed one and the rest")
+	// The whole run; then the prefix before the failure and, once the
+	// failed one is due again, it and the rest ([6, 3, 3]); or, on a slow
+	// machine where it is due again by the next claim, all six ([6, 6]).
+	require.Equal(t, 6, sizes[0])
+	require.Contains(t, [][]int{{6, 3, 3}, {6, 6}}, sizes)
 	require.Equal(t, []int{1, 1}, attempts[1], "a delivery released by the rollback spent no attempt")
 	require.Equal(t, []int{1, 2}, attempts[4], "the failed delivery's own attempt counted")
 }

@@ -57,10 +57,13 @@ type dispatcher[TTx any] struct {
 	held map[string]*job
 
 	// completer groups successes into DeliveryCompleteMany calls (nil when
+	// completion batching is Disabled). Its items are groups of jobs
+	// written in one call, never split: one success, or the prefix of a
+	// keyed batch (see completeGroup). (nil when
 	// completion batching is Disabled). Its queue holds at most
 	// CompletionBatchMax: a full queue holds the handler's slot, which
 	// holds back claims.
-	completer *batch.Batcher[*job, struct{}]
+	completer *batch.Batcher[[]*job, struct{}]
 	// work hands claimed jobs to the workers (Concurrency of them, as
 	// many as slots: a send never waits); closed when the claim loop has
 	// stopped. workers ends when they have all returned.

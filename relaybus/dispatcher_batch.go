@@ -206,22 +206,17 @@ func (d *dispatcher[TTx]) finishBatch(ctx, runCtx context.Context, js []*job, h 
 }
 
 // completeNow completes the finishing jobs js, the successful prefix of a
-// keyed batch. One delivery joins the completer's batches as a single
-// success does. Several are written in one DeliveryCompleteMany call of
-// their own (completeBatch: BeforeComplete first, and every job
-// accounted), not through the completer's queue, which may split them
-// over two of its batches: a key's prefix must be recorded all at once,
-// or a later delivery of the key could be completed while an earlier
-// one, whose write failed, runs again after it.
+// keyed batch, as one group of the completer (completeGroup): written in
+// one DeliveryCompleteMany call, never split over two, so that a key's
+// prefix is recorded all at once, or a later delivery of the key could be
+// completed while an earlier one, whose write failed, runs again after
+// it.
 func (d *dispatcher[TTx]) completeNow(js []*job) {
-	d.stats.succeeded.Add(int64(len(js)))
-	switch len(js) {
-	case 0:
-	case 1:
-		d.complete(js[0])
-	default:
-		_, _ = d.completeBatch(d.writeCtx, js)
+	if len(js) == 0 {
+		return
 	}
+	d.stats.succeeded.Add(int64(len(js)))
+	d.completeGroup(js)
 }
 
 // runBatchTx runs a transactional batch handler (HandleBatchTx): the
