@@ -45,7 +45,9 @@ type BatchOptions struct {
 	// what is due of its key when it is claimed, up to MaxSize: there is
 	// no wait to fill a batch. Config.BatchSize bounds the deliveries of
 	// one claim, so batches are at most that large too: set it to at
-	// least MaxSize times the keys that are busy at once.
+	// least MaxSize times the keys that are busy at once. The successes
+	// of a keyed batch are completed in one DeliveryCompleteMany call,
+	// even when they are more than Config.CompletionBatchMax.
 	MaxSize int
 }
 
