@@ -189,3 +189,66 @@ func TestBatchTakeoverMidBatch(t *testing.T) {
 	}
 	require.Zero(t, a.DispatcherStats().Completed, "the old holder completed a delivery of its lost batch")
 }
+
+// A transactional batch handler on PostgreSQL: each call inserts one row
+// per delivery in its transaction and fails one delivery once. The failed
+// call rolls back with its rows, so every delivery has exactly one row,
+// and the key's rows are in sequence order.
+func TestBatchTxAllOrNothing(t *testing.T) {
+	t.Parallel()
+	s, pool := setup(t, nil)
+	_, err := pool.Exec(t.Context(), "CREATE TABLE applied (seq bigint NOT NULL, call int NOT NULL, n bigserial PRIMARY KEY)")
+	require.NoError(t, err)
+	cfg := batchConfig("w")
+	cfg.RetryBaseDelay, cfg.RetryMaxDelay = 50*time.Millisecond, 50*time.Millisecond
+	b, err := relaybus.New[pgx.Tx](s, cfg)
+	require.NoError(t, err)
+	var calls atomic32
+	require.NoError(t, b.HandleBatchTx("t", "h", func(ctx context.Context, tx pgx.Tx, _ string, ds []*relaybus.Delivery) []error {
+		call := calls.add()
+		errs := make([]error, len(ds))
+		for i, d := range ds {
+			if _, err := tx.Exec(ctx, "INSERT INTO applied (seq, call) VALUES ($1, $2)", d.Sequence, call); err != nil {
+				errs[i] = err
+				return errs
+			}
+			if d.Sequence == 5 && d.Attempts == 1 {
+				errs[i] = fmt.Errorf("once")
+				return errs
+			}
+		}
+		return nil
+	}, &relaybus.BatchOptions{MaxSize: 20}))
+	events := make([]*relaybus.Event, 8)
+	for i := range events {
+		events[i] = &relaybus.Event{Type: "t", Key: "k"}
+	}
+	require.NoError(t, b.Publish(t.Context(), events...))
+	startBus(t, b)
+	waitPG(t, "all handled", settledPG(t, s))
+	rows, err := pool.Query(t.Context(), "SELECT seq FROM applied ORDER BY n")
+	require.NoError(t, err)
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8}, seqs, "one row per delivery, in order: the failed call's rows were rolled back")
+	require.GreaterOrEqual(t, calls.load(), int32(2))
+}
+
+// atomic32 counts calls.
+type atomic32 struct {
+	mu sync.Mutex
+	n  int32
+}
+
+func (a *atomic32) add() int32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n++
+	return a.n
+}
+
+func (a *atomic32) load() int32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
+}
