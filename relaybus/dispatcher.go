@@ -33,13 +33,20 @@ type dispatcher[TTx any] struct {
 	// bounded by its lease instead (after it, the write is moot).
 	writeCtx context.Context
 
-	// inflight counts claimed deliveries not yet handed off (running, or
-	// waiting for room in the completion queue); at most Concurrency, the
-	// claim loop only claims what is free. freed wakes the claim loop when
+	// inflight counts claimed deliveries (or batches) not yet handed off
+	// (running, or waiting for room in the completion queue); at most
+	// Concurrency without batch handlers, the claim loop only claims what
+	// is free. freed wakes the claim loop when
 	// a slot is freed or a lease let go.
 	inflightMu sync.Mutex
 	inflight   int
-	freed      chan struct{}
+	// perSlot is how many deliveries one slot may take: the largest
+	// BatchOptions.MaxSize of the batch handlers, 1 without any. A claim
+	// asks for up to free slots times perSlot; a claim that then gives
+	// more single deliveries or batches than slots are free waits for a
+	// worker in launch (their leases are held and renewed meanwhile).
+	perSlot int
+	freed   chan struct{}
 	// keyFreed wakes an idle claim loop when a keyed delivery has finished
 	// (completed or buried): its key's next delivery may be due now.
 	keyFreed chan struct{}
@@ -54,10 +61,13 @@ type dispatcher[TTx any] struct {
 	held map[string]*job
 
 	// completer groups successes into DeliveryCompleteMany calls (nil when
+	// completion batching is Disabled). Its items are groups of jobs
+	// written in one call, never split: one success, or the prefix of a
+	// keyed batch (see completeGroup). (nil when
 	// completion batching is Disabled). Its queue holds at most
 	// CompletionBatchMax: a full queue holds the handler's slot, which
 	// holds back claims.
-	completer *batch.Batcher[*job, struct{}]
+	completer *batch.Batcher[[]*job, struct{}]
 	// work hands claimed jobs to the workers (Concurrency of them, as
 	// many as slots: a send never waits); closed when the claim loop has
 	// stopped. workers ends when they have all returned.
@@ -87,6 +97,13 @@ func newDispatcher[TTx any](store driver.Store[TTx], cfg Config, names []string,
 	if err := validateClaimNames(&claim); err != nil {
 		return nil, err
 	}
+	perSlot := 1
+	for _, name := range names {
+		if h := run[name]; h != nil && h.isBatch() {
+			claim.KeyRuns = append(claim.KeyRuns, driver.KeyRun{Handler: name, Max: h.batchMax})
+			perSlot = max(perSlot, h.batchMax)
+		}
+	}
 	d := &dispatcher[TTx]{
 		store:    store,
 		cfg:      cfg,
@@ -98,6 +115,7 @@ func newDispatcher[TTx any](store driver.Store[TTx], cfg Config, names []string,
 		keyFreed: make(chan struct{}, 1),
 		held:     make(map[string]*job),
 		work:     make(chan work[TTx], cfg.Concurrency),
+		perSlot:  perSlot,
 	}
 	return d, nil
 }

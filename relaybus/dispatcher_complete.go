@@ -24,17 +24,24 @@ const completionsInFlight = 1
 // DeliveryCompleteMany calls, or nil when completion batching is Disabled.
 // A batch is written when CompletionBatchWindow has passed since its first
 // success joined it, or as soon as it holds CompletionBatchMax.
-func (d *dispatcher[TTx]) newCompleter() (*batch.Batcher[*job, struct{}], error) {
+//
+// An item is a group of jobs (one success, or a keyed batch's prefix,
+// completeGroup) weighing as many: a batch takes whole groups, at most
+// CompletionBatchMax jobs unless one group alone holds more (a batch
+// always takes one item), so a group's completions are one write.
+func (d *dispatcher[TTx]) newCompleter() (*batch.Batcher[[]*job, struct{}], error) {
 	if d.cfg.CompletionBatchWindow == Disabled {
 		return nil, nil
 	}
-	b, err := batch.New(batch.Config[*job]{
+	b, err := batch.New(batch.Config[[]*job]{
 		MaxSize:     d.cfg.CompletionBatchMax,
+		MaxWeight:   int64(d.cfg.CompletionBatchMax),
+		Weigh:       func(js []*job) int64 { return int64(len(js)) },
 		Linger:      d.cfg.CompletionBatchWindow,
 		MaxInFlight: completionsInFlight,
 		MaxQueued:   d.cfg.CompletionBatchMax,
 		WhenFull:    batch.Block,
-	}, d.completeBatch)
+	}, d.completeGroups)
 	if err != nil {
 		return nil, fmt.Errorf("relaybus: completion batching: %w", err)
 	}
@@ -51,16 +58,44 @@ func (d *dispatcher[TTx]) complete(j *job) {
 		d.completeOne(j)
 		return
 	}
-	if err := d.completer.Enqueue(d.writeCtx, j); err != nil {
+	d.completeGroup([]*job{j})
+}
+
+// completeGroup hands the successes js to the completer as one group,
+// written in one DeliveryCompleteMany call whatever else joins it (the
+// prefix of a keyed batch must be recorded all at once). Without the
+// completer (completion batching Disabled) the group is written at once,
+// on its own.
+func (d *dispatcher[TTx]) completeGroup(js []*job) {
+	if d.completer == nil {
+		_, _ = d.completeBatch(d.writeCtx, js)
+		return
+	}
+	if err := d.completer.Enqueue(d.writeCtx, js); err != nil {
 		// Only after the completer closed, which the shutdown does once
 		// every job has ended: a bug, reported like a failed write.
-		d.done(j, "complete", false, err, nil)
+		for _, j := range js {
+			d.done(j, "complete", false, err, nil)
+		}
 	}
 }
 
-// completeBatch is the completer's batch function: BeforeComplete, then
-// one DeliveryCompleteMany call for the batch, then the outcome of every
-// job (nobody waits for the batcher's results).
+// completeGroups is the completer's batch function: the groups' jobs in
+// one completeBatch.
+func (d *dispatcher[TTx]) completeGroups(ctx context.Context, groups [][]*job) ([]struct{}, error) {
+	var js []*job
+	for _, g := range groups {
+		js = append(js, g...)
+	}
+	if _, err := d.completeBatch(ctx, js); err != nil {
+		return nil, err
+	}
+	return make([]struct{}, len(groups)), nil
+}
+
+// completeBatch writes the completions of js: BeforeComplete, then one
+// DeliveryCompleteMany call, then the outcome of every job (nobody waits
+// for the batcher's results).
 func (d *dispatcher[TTx]) completeBatch(_ context.Context, js []*job) (_ []struct{}, err error) {
 	var oks []bool // one per job once the write succeeded
 	defer func() {

@@ -93,6 +93,9 @@ func (d *dispatcher[TTx]) readPauses(ctx context.Context) error {
 	pz.claim, pz.none = d.claim, len(names) == 0
 	if len(now) > 0 && !pz.none {
 		pz.claim.Handlers = names
+		// A paused batch handler's key runs go with it: a claim asks
+		// for runs of its own handlers only.
+		pz.claim.KeyRuns = slices.DeleteFunc(slices.Clone(d.claim.KeyRuns), func(r driver.KeyRun) bool { return now[r.Handler] })
 		if err := validateClaimNames(&pz.claim); err != nil {
 			return err // not reached: a subset of names validated at start
 		}

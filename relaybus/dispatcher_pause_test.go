@@ -170,3 +170,28 @@ func TestPauseInvalid(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ps)
 }
+
+// TestPauseBatchHandler: pausing a batch handler takes its key runs out
+// of the claim with it (a claim may ask runs of its own handlers only),
+// so the other handler goes on and the batch handler runs once resumed.
+func TestPauseBatchHandler(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.PollInterval = 10 * time.Millisecond
+	tb := setup(t, cfg)
+	var batched, single atomic.Int32
+	require.NoError(t, tb.bus.HandleBatch("t", "batch", func(_ context.Context, _ string, ds []*Delivery) []error {
+		batched.Add(int32(len(ds)))
+		return nil
+	}, nil))
+	require.NoError(t, tb.bus.Handle("t", "single", func(context.Context, *Delivery) error { single.Add(1); return nil }, nil))
+	require.NoError(t, tb.bus.PauseHandler(context.Background(), "batch", ""))
+	tb.start(t)
+	publishN(t, tb.bus, "t", 4, func(int) string { return "k" })
+	waitFor(t, "the single handler", func() bool { return single.Load() == 4 })
+	time.Sleep(5 * cfg.PollInterval)
+	require.Zero(t, batched.Load())
+	_, err := tb.bus.ResumeHandler(context.Background(), "batch")
+	require.NoError(t, err)
+	waitFor(t, "the batch handler after the resume", func() bool { return batched.Load() == 4 })
+}

@@ -15,6 +15,11 @@ import (
 
 // runJob runs the handler of one delivery and decides what happens to it.
 func (d *dispatcher[TTx]) runJob(ctx context.Context, j *job, h *handler[TTx]) {
+	if h.isBatch() {
+		// A suspect of a batch handler, run alone: a batch of one.
+		d.runBatch(ctx, []*job{j}, h)
+		return
+	}
 	if ctx.Err() != nil {
 		// Claimed but not started before the shutdown: give it back.
 		if d.beginFinish(j) {

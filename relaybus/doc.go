@@ -148,6 +148,26 @@
 //		return err
 //	}, nil)
 //
+// # Batch handlers
+//
+// HandleBatch registers a handler that takes several deliveries in one
+// call: for a keyed batch, the key and up to BatchOptions.MaxSize
+// consecutive due deliveries of it, in sequence order; for unkeyed
+// deliveries, any mix of them. It returns one error per delivery. A
+// handler whose cost is a round trip per call (a read-modify-write of an
+// entity with a conditional write) then pays it once for many updates of
+// the entity. At most one batch of a (handler, key) is in flight, across
+// every process, and a failure keeps the order: in a keyed batch the
+// deliveries before the first failure are completed, the failed one is
+// retried with its own attempts, and those after it are released and run
+// again after it. A suspect runs alone, in a batch of one.
+//
+//	err := bus.HandleBatch("deposit", "balance", func(ctx context.Context, account string, ds []*relaybus.Delivery) []error {
+//		return applyAll(ctx, account, ds) // one read, one conditional write
+//	}, &relaybus.BatchOptions{MaxSize: 50})
+//
+// docs/adr/0002-batch-handlers.md has the design.
+//
 // # Testing
 //
 // Work runs the due deliveries of the bus's handlers once, on the calling

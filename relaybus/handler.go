@@ -68,9 +68,17 @@ type handler[TTx any] struct {
 	middleware []Middleware
 	fn         HandlerFunc
 	txFn       TxHandlerFunc[TTx]
+	// batchFn is a batch handler's (HandleBatch), with batchMax the most
+	// deliveries of one call.
+	batchFn   BatchHandlerFunc
+	batchTxFn BatchTxHandlerFunc[TTx]
+	batchMax  int
 }
 
-func (h *handler[TTx]) runs() bool { return h.fn != nil || h.txFn != nil }
+func (h *handler[TTx]) runs() bool { return h.fn != nil || h.txFn != nil || h.isBatch() }
+
+// isBatch reports whether h is a batch handler (HandleBatch, HandleBatchTx).
+func (h *handler[TTx]) isBatch() bool { return h.batchFn != nil || h.batchTxFn != nil }
 
 // Handle registers fn for eventType under name. The name is unique across the
 // bus and is what deliveries are stored under: renaming a handler orphans its
@@ -103,6 +111,12 @@ func (b *Bus[TTx]) Declare(eventType, name string, opts *HandlerOptions) error {
 }
 
 func (b *Bus[TTx]) register(eventType, name string, opts *HandlerOptions, fn HandlerFunc, txFn TxHandlerFunc[TTx]) error {
+	return b.registerHandler(eventType, name, opts, &handler[TTx]{fn: fn, txFn: txFn})
+}
+
+// registerHandler checks and registers h (its functions set) under name
+// for eventType, with opts.
+func (b *Bus[TTx]) registerHandler(eventType, name string, opts *HandlerOptions, h *handler[TTx]) error {
 	if eventType == "" {
 		return invalidf("handler %q: event type is empty", name)
 	}
@@ -139,8 +153,10 @@ func (b *Bus[TTx]) register(eventType, name string, opts *HandlerOptions, fn Han
 	if len(b.byType[eventType]) >= MaxHandlersPerEvent {
 		return invalidf("event type %q: over the limit of %d handlers", eventType, MaxHandlersPerEvent)
 	}
-	h := &handler[TTx]{name: name, eventType: eventType, maxAttempts: o.MaxAttempts, timeout: o.Timeout, fn: fn, txFn: txFn,
-		middleware: append(b.cfg.Middleware, o.Middleware...)}
+	h.name, h.eventType, h.maxAttempts, h.timeout = name, eventType, o.MaxAttempts, o.Timeout
+	if !h.isBatch() {
+		h.middleware = append(b.cfg.Middleware, o.Middleware...)
+	}
 	b.handlers[name] = h
 	b.byType[eventType] = append(b.byType[eventType], driver.DeliverySpec{Handler: name, MaxAttempts: o.MaxAttempts})
 	return nil

@@ -23,6 +23,12 @@ import (
 // states a lower bound of its own: relaybus/mongo keeps a payload under a
 // 16 MiB BSON document (its MaxPayloadBytesLimit).
 const (
+	// MaxBatchMaxSize bounds BatchOptions.MaxSize, in deliveries: the
+	// most of one key a claim returns as one run (driver.MaxKeyRun), and
+	// a batch's completions are one DeliveryCompleteMany call.
+	MaxBatchMaxSize = driver.MaxKeyRun
+	// DefaultBatchMaxSize is BatchOptions.MaxSize when it is 0.
+	DefaultBatchMaxSize = 100
 	// MaxEventIDBytes bounds Event.ID, in bytes.
 	MaxEventIDBytes = driver.MaxEventIDBytes
 	// MaxEventTypeBytes bounds Event.Type and a handler's event type, in

@@ -17,8 +17,9 @@ import (
 // WorkParams bound a Work call. A nil *WorkParams takes every default.
 type WorkParams struct {
 	// Handlers limits the call to these of the bus's handlers (each one
-	// registered with Handle or HandleTx); empty: every handler the bus
-	// runs.
+	// registered with Handle, HandleTx, HandleBatch or HandleBatchTx); empty: every
+	// handler the bus runs. A batch handler gets one delivery per call
+	// here: Work runs deliveries one at a time.
 	Handlers []string
 	// Limit bounds the deliveries run by the call: 0 means
 	// DefaultWorkLimit, else [1, MaxWorkLimit].
@@ -123,7 +124,7 @@ func (b *Bus[TTx]) beginWork(names []string) (*worker[TTx], error) {
 	for _, name := range names {
 		h := b.handlers[name]
 		if h == nil || !h.runs() {
-			return nil, invalidf("work: handler %q is not one this bus runs (registered with Handle or HandleTx)", name)
+			return nil, invalidf("work: handler %q is not one this bus runs (registered with Handle, HandleTx, HandleBatch or HandleBatchTx)", name)
 		}
 		if _, dup := run[name]; dup {
 			return nil, invalidf("work: handler %q is named twice", name)
@@ -133,6 +134,15 @@ func (b *Bus[TTx]) beginWork(names []string) (*worker[TTx], error) {
 		// sees is unchanged.
 		c := *h
 		c.middleware = append([]Middleware{w.catch}, h.middleware...)
+		if h.batchFn != nil {
+			c.batchFn = w.catchBatch(h.batchFn)
+		}
+		if h.batchTxFn != nil {
+			fn := h.batchTxFn
+			c.batchTxFn = func(ctx context.Context, tx TTx, key string, ds []*Delivery) []error {
+				return w.catchBatch(func(ctx context.Context, key string, ds []*Delivery) []error { return fn(ctx, tx, key, ds) })(ctx, key, ds)
+			}
+		}
 		run[name] = &c
 	}
 	cfg := b.cfg
@@ -217,6 +227,10 @@ func (w *worker[TTx]) claimAndRun(ctx context.Context, limit int, res *WorkResul
 		// Nothing is in flight between claims, so a suspect may come; it
 		// comes alone and runs alone.
 		p.Limit, p.Now, p.Busy = min(d.cfg.BatchSize, left), now, false
+		// Deliveries run one at a time here, in claim order (by due
+		// time, not sequence): a batch handler gets a batch of one, and
+		// a claim must return a key's head only.
+		p.KeyRuns = nil
 		cctx, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
 		ds, err := d.store.DeliveryClaim(cctx, &p)
 		cancel()
@@ -277,6 +291,27 @@ func (w *worker[TTx]) catch(ctx context.Context, _ *Delivery, next func(context.
 		w.current.HandlerErr = err
 	}
 	return err
+}
+
+// catchBatch is catch for a batch handler, which a Work call runs one
+// delivery at a time (a batch of one): it records the delivery's error, or
+// the handler's panic.
+func (w *worker[TTx]) catchBatch(fn BatchHandlerFunc) BatchHandlerFunc {
+	return func(ctx context.Context, key string, ds []*Delivery) (errs []error) {
+		defer func() {
+			if p := recover(); p != nil {
+				if w.current != nil {
+					w.current.HandlerErr = fmt.Errorf("relaybus: handler panicked: %v", p)
+				}
+				panic(p)
+			}
+		}()
+		errs = fn(ctx, key, ds)
+		if w.current != nil && len(errs) == 1 {
+			w.current.HandlerErr = errs[0]
+		}
+		return errs
+	}
 }
 
 // finished records the outcome the dispatcher reports for the delivery

@@ -26,6 +26,12 @@ const (
 	// completions before it. A worker without it (v0.2.2 and earlier, a
 	// peer) is reported as not checked for completions.
 	CapabilityCompletionRecords = "completion-records"
+	// CapabilityBatchHandlers: the worker's dispatchers apply
+	// Dispatcher.HandlerBatchMax (batch handlers) and
+	// Dispatcher.HandlerCallWaitUs (a wait per handler call). A worker
+	// without it lists both fields ignored: its handlers take one
+	// delivery a call and wait for nothing.
+	CapabilityBatchHandlers = "batch-handlers"
 )
 
 // HasCapability reports whether caps (a hello's capabilities) lists c.

@@ -154,6 +154,17 @@ type Dispatcher struct {
 	// ExtraCostPerDeliveryUs adds a fixed cost to every delivery on this
 	// side only (a planted slowdown for the harness's self-test).
 	ExtraCostPerDeliveryUs int `json:"extra_cost_per_delivery_us,omitempty"`
+	// HandlerBatchMax, when above 0, registers the workload's handlers
+	// as batch handlers (relaybus HandleBatch, BatchOptions.MaxSize this):
+	// one call takes up to this many consecutive deliveries of one key.
+	// HandlerCallWaitUs makes every handler call wait this long (a
+	// sleep, not a busy wait: the round trip of a handler that reads and
+	// conditionally writes its key's row elsewhere), once per delivery
+	// for a handler of one delivery, once per batch for a batch handler.
+	// Added for issue 32; a worker that applies them lists
+	// CapabilityBatchHandlers, and an older one lists them ignored.
+	HandlerBatchMax   int `json:"handler_batch_max,omitempty"`
+	HandlerCallWaitUs int `json:"handler_call_wait_us,omitempty"`
 	// Options: further dispatcher options by name (reported applied or
 	// ignored).
 	Options map[string]any `json:"options,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berkcansavur/relaybus/bench/protocol"
+	"github.com/berkcansavur/relaybus/bench/result"
 )
 
 // The cells of each mode and the matrices of --smoke, --quick and
@@ -130,6 +131,62 @@ func workCell(handlerMs int) Cell {
 		Dispatcher: protocol.Dispatcher{Concurrency: 50, Batch: 50, PollMs: 100, LeaseMs: 2000}}
 }
 
+// batchCell compares, on one ref, a handler of one delivery (the base
+// side) with a batch handler of up to batchHandlerMax deliveries of one
+// key (the candidate side), on one dispatcher process, each handler call
+// waiting batchCallWaitUs (dispatcher.handler_call_wait_us: the round
+// trip of a read-modify-write of the key's row elsewhere, which applies
+// one delivery or a batch at about the same cost). The sides differ only
+// in handler mode (Cell.Sides), so the comparison is of the two modes;
+// a worker without protocol.CapabilityBatchHandlers lists both fields
+// ignored, and its two sides run alike. Concurrency 64 and batch 400: on
+// 10k keys the per-delivery side has 64 calls in flight, on 4 hot keys
+// every side has at most 4 (one per key) and the batch side's claim can
+// take 4 runs of batchHandlerMax.
+func batchCell(w protocol.Workload, rate float64, label string) Cell {
+	base := protocol.Dispatcher{Concurrency: 64, Batch: 400, PollMs: 50, HandlerCallWaitUs: batchCallWaitUs}
+	batch := base
+	batch.HandlerBatchMax = batchHandlerMax
+	return Cell{Scenario: Batch,
+		Name:     fmt.Sprintf("1 inst, %shandler of 1 (base) vs batch of %d (candidate), %d us a call", label, batchHandlerMax, batchCallWaitUs),
+		Workload: w, PreloadRate: rate, PreloadPublishers: 4, PreloadBatch: 500,
+		DispatcherProcs: 1, DispatcherPool: 20, Dispatcher: base,
+		Sides: map[string]SideRun{
+			result.SideBase:      {Dispatcher: base, Settings: fmt.Sprintf("relaybus Handle, one delivery a call, %d us a call", batchCallWaitUs)},
+			result.SideCandidate: {Dispatcher: batch, Settings: fmt.Sprintf("relaybus HandleBatch, MaxSize %d, %d us a call", batchHandlerMax, batchCallWaitUs)},
+		}}
+}
+
+// The batch cells' handler: batches of up to 20 deliveries of a key, 1 ms
+// a call. The preload must feed the faster side (the batch handler) over
+// warm-up and window, while what the slower side leaves of it drains
+// after each of its windows at about the slower side's rate: the window's
+// dispatcher keeps the hot keys' lanes during the drain, and a hot key
+// moves one delivery per claim and completion round trip either way
+// (0.2.x ran 650 to 930/s on 4 hot keys with no handler cost here, idle;
+// 140/s on a loaded machine). batchHotRateMax is 12,000/s: 20 times the
+// lower of those idle rates, the most the batch side can gain; a window
+// that runs dry makes the runner raise the preload and run the cell again
+// (runner.MaxPreloadRaises), and a slow machine needs --drain-timeout
+// above its 3 minutes (each base window leaves most of the preload).
+// batchManyRateMax: 10k keys, where each key has about one due delivery,
+// so both sides run batches of one: as the keyed 10k cells
+// (manyKeysRateMax).
+const (
+	batchHandlerMax  = 20
+	batchCallWaitUs  = 1000
+	batchHotRateMax  = 12_000
+	batchManyRateMax = manyKeysRateMax
+)
+
+// batchCells are the opt-in cells of scenario 10 (Matrix.OptIn).
+func batchCells() []Cell {
+	return []Cell{
+		batchCell(workload("hot", 4), batchHotRateMax, "4 hot keys, "),
+		batchCell(workload("many", 10_000), batchManyRateMax, "10k keys, "),
+	}
+}
+
 // workRateMax is the highest delivery rate a work cell's preload covers:
 // 2.7 times the fastest window seen here (560/s).
 const workRateMax = 1500
@@ -176,7 +233,7 @@ func Quick() Matrix {
 		crashCell(quickCrashRounds),
 		workCell(5),
 		workCell(20),
-	}, Upgrade: upgrade(quickUpgradeEvents, 20_000)}.fitted()
+	}, OptIn: batchCells(), Upgrade: upgrade(quickUpgradeEvents, 20_000)}.fitted()
 }
 
 // quickCrashRounds: --quick runs the crash cell in 2 rounds (4 windows,
@@ -213,9 +270,11 @@ const (
 // FitPreloads sizes the preload of every cell with a PreloadRate to that
 // rate over the matrix's warm-up and window. Call it after changing them.
 func (m *Matrix) FitPreloads() {
-	for i, c := range m.Cells {
-		if c.PreloadRate > 0 {
-			m.Cells[i].Preload = int(math.Ceil(c.PreloadRate * (m.Warmup + c.WindowIn(m.Window)).Seconds()))
+	for _, cells := range [][]Cell{m.Cells, m.OptIn} {
+		for i, c := range cells {
+			if c.PreloadRate > 0 {
+				cells[i].Preload = int(math.Ceil(c.PreloadRate * (m.Warmup + c.WindowIn(m.Window)).Seconds()))
+			}
 		}
 	}
 }
@@ -291,6 +350,7 @@ func Full() Matrix {
 		mixedCell(1000, 1, defaults, "defaults"), mixedCell(5000, 1, defaults, "defaults"),
 		mixedCell(1000, 1, tuned, "tuned"), mixedCell(5000, 1, tuned, "tuned"), mixedCell(10000, 1, tuned, "tuned"))
 	m.Cells = append(m.Cells, workCell(5), workCell(20))
+	m.OptIn = batchCells()
 	m.Upgrade = upgrade(25_000, 60_000)
 	m.Cells = append(m.Cells, BloatCells()...)
 	return m.fitted()

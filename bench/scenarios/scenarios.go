@@ -23,11 +23,17 @@ const (
 	// (Matrix.Upgrade).
 	UpgradeScenario = 6
 	Work            = 7 // handlers that take time: leases renewed beside completions
+	// Batch compares two handler modes of one ref: a handler of one
+	// delivery (base side) and a batch handler (candidate side), each
+	// call costing one round trip. Its cells are opt-in (Matrix.OptIn):
+	// run with --scenarios 10 and the same ref on both sides. (8 and 9
+	// are the bloat scenarios, bloat.go.)
+	Batch = 10
 )
 
 // Names maps scenario numbers to the names used in results.
 var Names = map[int]string{Publish: "publish", Dispatch: "dispatch", Keyed: "keyed", Faults: "faults", Mixed: "mixed",
-	UpgradeScenario: "upgrade", Work: "work"}
+	UpgradeScenario: "upgrade", Work: "work", Batch: "batch"}
 
 // Limits checked by Validate.
 const (
@@ -256,6 +262,11 @@ type Matrix struct {
 	// Warmup runs before each window and is discarded.
 	Warmup, Window time.Duration
 	Cells          []Cell
+	// OptIn are cells run only when --scenarios names their scenario
+	// (Filter adds them): cells that compare two configurations of one
+	// ref rather than two refs (scenario 10), which a comparison of two
+	// refs must not run.
+	OptIn []Cell
 	// Upgrade is scenario 6, run once after the cells (nil: not run).
 	Upgrade *Upgrade
 }
@@ -314,6 +325,11 @@ func (m *Matrix) Filter(numbers []int) error {
 		}
 	}
 	m.Cells = slices.DeleteFunc(m.Cells, func(c Cell) bool { return !slices.Contains(numbers, c.Scenario) })
+	for _, c := range m.OptIn {
+		if slices.Contains(numbers, c.Scenario) {
+			m.Cells = append(m.Cells, c)
+		}
+	}
 	if !slices.Contains(numbers, UpgradeScenario) {
 		m.Upgrade = nil
 	} else if m.Upgrade == nil {

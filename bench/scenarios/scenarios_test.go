@@ -1,8 +1,11 @@
 package scenarios
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/berkcansavur/relaybus/bench/result"
 )
 
 func TestMatricesValidate(t *testing.T) {
@@ -251,5 +254,40 @@ func TestSkipDatabaseFaults(t *testing.T) {
 	}
 	if !hasScenario(m, Faults) {
 		t.Error("the kill cell was skipped too")
+	}
+}
+
+// The batch cells (scenario 10) compare two handler modes of one ref: they
+// run only when --scenarios names them, and their sides differ in
+// handler mode only.
+func TestBatchCellsAreOptIn(t *testing.T) {
+	for _, m := range []Matrix{Quick(), Full()} {
+		for _, c := range m.Cells {
+			if c.Scenario == Batch {
+				t.Fatalf("%s: cell %q runs without --scenarios 10", m.Mode, c.Name)
+			}
+		}
+		if err := m.Filter([]int{Batch}); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Cells) != 2 {
+			t.Fatalf("%s: --scenarios 10 selects %d cells, want 2", m.Mode, len(m.Cells))
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range m.Cells {
+			if c.Preload == 0 {
+				t.Errorf("%s: cell %q has no preload", m.Mode, c.Name)
+			}
+			base, cand := c.DispatcherFor(result.SideBase), c.DispatcherFor(result.SideCandidate)
+			if base.HandlerBatchMax != 0 || cand.HandlerBatchMax == 0 {
+				t.Errorf("cell %q: base batch max %d, candidate %d", c.Name, base.HandlerBatchMax, cand.HandlerBatchMax)
+			}
+			cand.HandlerBatchMax = 0
+			if base.HandlerCallWaitUs == 0 || !reflect.DeepEqual(base, cand) {
+				t.Errorf("cell %q: the sides differ in more than handler mode: %+v vs %+v", c.Name, base, cand)
+			}
+		}
 	}
 }

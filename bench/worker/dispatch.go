@@ -49,37 +49,53 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 	}
 	cost := time.Duration(wl.HandlerCostUs) * time.Microsecond
 	extra := time.Duration(dc.ExtraCostPerDeliveryUs) * time.Microsecond
+	wait := time.Duration(dc.HandlerCallWaitUs) * time.Microsecond
+	// apply is one delivery's work from start, the record its last step;
+	// it reports whether the delivery failed (planted).
+	apply := func(d *relaybus.Delivery, start time.Time) (bool, error) {
+		if cost > 0 {
+			spin(cost)
+		}
+		if extra > 0 {
+			spin(extra)
+		}
+		poison := len(d.Payload) > 0 && d.Payload[0] == protocol.PayloadPoison
+		fail := poison || d.Attempts <= wl.FailFirst
+		// The handler's work ends here: the record is its last step.
+		// One worker process is one store instance, so its name is
+		// the lease's holder.
+		end := time.Now()
+		rec.mu.Lock()
+		err := rec.w.AddHandled(record.Handled{
+			EventID: d.EventID, Handler: d.Handler, Key: d.Key, Sequence: d.Sequence,
+			Attempt: d.Attempts, HandleNs: start.UnixNano(), OK: !fail,
+			EndNs: end.UnixNano(), Holder: w.Cfg.Name, Token: d.LeaseToken,
+		})
+		rec.mu.Unlock()
+		if err != nil {
+			return false, err
+		}
+		if fail {
+			failed.Add(1)
+			return true, fmt.Errorf("planted failure (poison=%v, attempt %d)", poison, d.Attempts)
+		}
+		handled.Add(1)
+		return false, nil
+	}
 	for _, h := range wl.Handlers {
-		fn := func(ctx context.Context, d *relaybus.Delivery) error {
-			start := time.Now()
-			if cost > 0 {
-				spin(cost)
-			}
-			if extra > 0 {
-				spin(extra)
-			}
-			poison := len(d.Payload) > 0 && d.Payload[0] == protocol.PayloadPoison
-			fail := poison || d.Attempts <= wl.FailFirst
-			// The handler's work ends here: the record is its last step.
-			// One worker process is one store instance, so its name is
-			// the lease's holder.
-			end := time.Now()
-			rec.mu.Lock()
-			err := rec.w.AddHandled(record.Handled{
-				EventID: d.EventID, Handler: d.Handler, Key: d.Key, Sequence: d.Sequence,
-				Attempt: d.Attempts, HandleNs: start.UnixNano(), OK: !fail,
-				EndNs: end.UnixNano(), Holder: w.Cfg.Name, Token: d.LeaseToken,
-			})
-			rec.mu.Unlock()
-			if err != nil {
+		if dc.HandlerBatchMax > 0 {
+			if err := bus.HandleBatch(wl.EventType, h, batchHandler(apply, wait), w.batchOptions(dc.HandlerBatchMax)); err != nil {
 				return err
 			}
-			if fail {
-				failed.Add(1)
-				return fmt.Errorf("planted failure (poison=%v, attempt %d)", poison, d.Attempts)
+			continue
+		}
+		fn := func(ctx context.Context, d *relaybus.Delivery) error {
+			start := time.Now()
+			if wait > 0 {
+				time.Sleep(wait)
 			}
-			handled.Add(1)
-			return nil
+			_, err := apply(d, start)
+			return err
 		}
 		if err := bus.Handle(wl.EventType, h, fn, w.workloadHandlerOptions()); err != nil {
 			return err
@@ -109,6 +125,38 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 	}
 	w.Out.Emit(&protocol.Message{Type: protocol.TypeDone, Counters: counters()})
 	return nil
+}
+
+// batchHandler is the workload's handler as a batch handler: one wait
+// for the whole call (the round trip of a read-modify-write of the key's
+// row elsewhere, which applies the batch at once), then each delivery in
+// order. The first delivery's record spans the wait; each later one
+// starts where the one before it ended, so the records of one key never
+// overlap. A keyed batch stops at its first failure: the deliveries after
+// it did not run (the dispatcher releases them, and they run again after
+// the failed one).
+func batchHandler(apply func(*relaybus.Delivery, time.Time) (bool, error), wait time.Duration) relaybus.BatchHandlerFunc {
+	return func(_ context.Context, key string, ds []*relaybus.Delivery) []error {
+		start := time.Now()
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+		var errs []error
+		for i, d := range ds {
+			failed, err := apply(d, start)
+			if err != nil {
+				if errs == nil {
+					errs = make([]error, len(ds))
+				}
+				errs[i] = err
+				if key != "" || !failed {
+					return errs
+				}
+			}
+			start = time.Now()
+		}
+		return errs
+	}
 }
 
 // spin busy-waits for d: a handler cost that uses CPU like real work

@@ -98,3 +98,9 @@ func (r *recorder) counters(c *protocol.Counters) {
 func (w *worker) workloadHandlerOptions() *relaybus.HandlerOptions {
 	return &relaybus.HandlerOptions{MaxAttempts: w.Cfg.Workload.MaxAttempts}
 }
+
+// batchOptions are the options of the workload's handlers registered as
+// batch handlers of up to maxSize deliveries a call.
+func (w *worker) batchOptions(maxSize int) *relaybus.BatchOptions {
+	return &relaybus.BatchOptions{HandlerOptions: *w.workloadHandlerOptions(), MaxSize: maxSize}
+}

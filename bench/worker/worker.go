@@ -39,7 +39,7 @@ func capabilities() []string {
 		"role:setup", "role:preload", "role:publisher", "role:dispatcher", "role:inspect",
 		"record:v1", "workload:poison", "workload:fail_first", "dispatcher:extra_cost",
 		"profile:cpu", "dispatcher:completion_window_disabled",
-		protocol.CapabilityCompletionRecords,
+		protocol.CapabilityCompletionRecords, protocol.CapabilityBatchHandlers,
 	}
 }
 
@@ -77,6 +77,12 @@ func validateDispatcher(c *protocol.Config) error {
 	d := &c.Dispatcher
 	if err := checks.InRange("dispatcher extra_cost_per_delivery_us", d.ExtraCostPerDeliveryUs, checks.Limits.CostUs); err != nil {
 		return err
+	}
+	if err := checks.InRange("dispatcher handler_call_wait_us", d.HandlerCallWaitUs, checks.Limits.CostUs); err != nil {
+		return err
+	}
+	if d.HandlerBatchMax < 0 || d.HandlerBatchMax > relaybus.MaxBatchMaxSize {
+		return fmt.Errorf("worker: dispatcher handler_batch_max %d out of range [0, %d]", d.HandlerBatchMax, relaybus.MaxBatchMaxSize)
 	}
 	if d.CompletionWindowDisabled && d.CompletionWindowUs != 0 {
 		return fmt.Errorf("worker: dispatcher completion_window_disabled with completion_window_us %d: set one of them", d.CompletionWindowUs)

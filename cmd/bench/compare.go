@@ -70,7 +70,8 @@ func (f *compareFlags) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&v.bloat, "bloat", false, "the bloat cells alone (docs/bloat.md): 8 held snapshot (60 s windows, 30 to 45 minutes), 9 soak (10 minute windows, about 45 minutes); --full runs them too")
 	fs.StringVar(&v.scenarioList, "scenarios", "", "scenario numbers to run, e.g. 1,2,6 (empty: all of the mode): 1 publish, 2 dispatch, 3 keyed, "+
 		"4 faults (a dispatcher SIGKILLed, poison, a database restart in --full, database crashes; cells that restart or crash the database are skipped with --db-provider dsn), "+
-		"5 mixed, 6 the upgrade (one run), 7 handler work, 8 held snapshot and 9 soak (--bloat, --full)")
+		"5 mixed, 6 the upgrade (one run), 7 handler work, 8 held snapshot and 9 soak (--bloat, --full), "+
+		"10 batch handlers (only when named: a handler of one delivery on the base side against a batch handler on the candidate side; give both the same ref)")
 	fs.StringVar(&v.skipCells, "skip-cells", "", "leave out the cells whose name matches this regular expression, e.g. '^8 inst' (the report says which were left out)")
 	fs.StringVar(&v.stores, "stores", "postgres", "stores: postgres, mongo or all")
 	fs.IntVar(&v.rounds, "rounds", 0, "ABBA rounds per cell, even (0: the mode's); a cell with fewer rounds of its own keeps them (--quick's crash cell: 2)")

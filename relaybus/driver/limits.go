@@ -72,6 +72,9 @@ const (
 	// MaxClaimLimit bounds DeliveryClaimParams.Limit: deliveries (with
 	// their payloads) returned by one claim.
 	MaxClaimLimit = 10_000
+	// MaxKeyRun bounds KeyRun.Max: the deliveries of one key a claim
+	// returns as one run (one batch of a batch handler).
+	MaxKeyRun = 1_000
 	// MaxLeasesPerCall bounds the leases of one LeaseExtend or
 	// DeliveryCompleteMany call: they are one array parameter of one
 	// statement.

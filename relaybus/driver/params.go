@@ -99,7 +99,42 @@ func (p *DeliveryClaimParams) Validate() error {
 	if p.LeaseDuration <= 0 || p.LeaseDuration > MaxLeaseDuration {
 		return invalidf("claim: lease duration %v out of range (0, %v]", p.LeaseDuration, MaxLeaseDuration)
 	}
+	if err := p.validateKeyRuns(); err != nil {
+		return err
+	}
 	return checkNow(p.Now)
+}
+
+// validateKeyRuns checks p.KeyRuns: handlers of the claim, each once, and
+// a Max in [1, MaxKeyRun].
+func (p *DeliveryClaimParams) validateKeyRuns() error {
+	if len(p.KeyRuns) == 0 {
+		return nil
+	}
+	if len(p.KeyRuns) > len(p.Handlers) {
+		return invalidf("claim: %d key runs for %d handlers", len(p.KeyRuns), len(p.Handlers))
+	}
+	for i, r := range p.KeyRuns {
+		if r.Max < 1 || r.Max > MaxKeyRun {
+			return invalidf("claim: key run of handler %q: max %d out of range [1, %d]", r.Handler, r.Max, MaxKeyRun)
+		}
+		found := false
+		for _, h := range p.Handlers {
+			if h == r.Handler {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return invalidf("claim: key run of handler %q, which the claim does not ask for", r.Handler)
+		}
+		for _, o := range p.KeyRuns[:i] {
+			if o.Handler == r.Handler {
+				return invalidf("claim: two key runs of handler %q", r.Handler)
+			}
+		}
+	}
+	return nil
 }
 
 // validateNames checks the owner and the handler names of p.

@@ -192,9 +192,48 @@ type DeliveryClaimParams struct {
 	// suspect only alone, when it is the oldest candidate.
 	Busy bool
 
+	// KeyRuns asks, for the handlers it lists, for runs of a key instead
+	// of its head alone: a store that offers them (KeyRunClaimer) returns
+	// with a keyed delivery of such a handler the deliveries of its
+	// (handler, key) that follow it, up to KeyRun.Max in all, as one run:
+	// consecutive pending deliveries in sequence order (dead ones do not
+	// count and do not stop it), all due, none a suspect, starting at the
+	// key's head and only while nothing of the key is in flight (the
+	// per-key rule holds for the run's first delivery as it does for a
+	// head). The run stops at the first delivery that is not due or is a
+	// suspect. A claim that cannot return a whole run (its limit, or its
+	// lane's quota) returns a prefix of it, never a later delivery without
+	// the ones before it. A head that is a suspect is claimed alone, as
+	// always. A store without the capability ignores KeyRuns and returns
+	// heads only: a run of one, which is still correct.
+	KeyRuns []KeyRun
+
 	// namesValidated is set by a Bus that checked Owner and Handlers (see
 	// mark.go).
 	namesValidated namesMark
+}
+
+// KeyRun is one entry of DeliveryClaimParams.KeyRuns: the handler, one
+// of the claim's Handlers, and the most deliveries of one of its keys a
+// claim returns as a run, in [1, MaxKeyRun].
+type KeyRun struct {
+	Handler string
+	Max     int
+}
+
+// KeyRunClaimer is implemented by a store whose DeliveryClaim honours
+// DeliveryClaimParams.KeyRuns. ClaimsKeyRuns reports whether it does (a
+// wrapper reports what the store it wraps does). The conformance suite
+// holds a store that says so to the run rules, and any other store to
+// heads only.
+type KeyRunClaimer interface {
+	ClaimsKeyRuns() bool
+}
+
+// ClaimsKeyRuns reports whether s honours DeliveryClaimParams.KeyRuns.
+func ClaimsKeyRuns(s any) bool {
+	c, ok := s.(KeyRunClaimer)
+	return ok && c.ClaimsKeyRuns()
 }
 
 // LeaseExtendParams are the arguments of LeaseExtend.

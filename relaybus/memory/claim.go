@@ -34,6 +34,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 	now := params.Now.Round(0)
 	expiresAt := now.Add(params.LeaseDuration)
 	handlers := slices.Compact(slices.Sorted(slices.Values(params.Handlers)))
+	runs := keyRuns(params.KeyRuns)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -44,7 +45,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 			own = append(own, i)
 		}
 	}
-	picked, blocked := s.pickFrom(own, handlers, params.Limit, !params.Busy, params.Busy, now, expiresAt)
+	picked, blocked := s.pickFrom(own, handlers, runs, params.Limit, !params.Busy, params.Busy, now, expiresAt)
 	tried := map[int]bool{}
 	for step := claimTakeFirst; !blocked && len(picked) < params.Limit && !(len(picked) == 1 && picked[0].suspect); step *= 2 {
 		taken := s.take(min(step, params.Limit-len(picked), driver.LaneCount), handlers, tried, params.Owner, now, expiresAt)
@@ -55,7 +56,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 			tried[l] = true
 		}
 		var more []*delivery
-		more, blocked = s.pickFrom(taken, handlers, params.Limit-len(picked), !params.Busy && len(picked) == 0, params.Busy, now, expiresAt)
+		more, blocked = s.pickFrom(taken, handlers, runs, params.Limit-len(picked), !params.Busy && len(picked) == 0, params.Busy, now, expiresAt)
 		picked = append(picked, more...)
 	}
 	slices.SortFunc(picked, cmpDue)
@@ -73,7 +74,11 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 // candidate is a suspect, nothing is picked and blocked is true, so that
 // the claim takes no lanes either and the caller drains (a busy caller
 // holding a suspect lets another delivery's crash charge it).
-func (s *Store) pickFrom(lanes []int, handlers []string, limit int, allowSuspect, busy bool, now, expiresAt time.Time) (picks []*delivery, blocked bool) {
+//
+// runs are the claim's key runs (driver.DeliveryClaimParams.KeyRuns), by
+// handler: a keyed pick of such a handler brings the deliveries of its
+// key that follow it (see extendRuns), within limit.
+func (s *Store) pickFrom(lanes []int, handlers []string, runs map[string]int, limit int, allowSuspect, busy bool, now, expiresAt time.Time) (picks []*delivery, blocked bool) {
 	if busy {
 		if first := s.topCandidates(lanes, handlers, 1, true, now); len(first) > 0 && first[0].suspect {
 			blocked = true
@@ -90,6 +95,9 @@ func (s *Store) pickFrom(lanes []int, handlers []string, limit int, allowSuspect
 				picks = append(picks, d)
 			}
 		}
+	}
+	if len(runs) > 0 && !(len(picks) == 1 && picks[0].suspect) {
+		picks = s.extendRuns(picks, runs, limit, now)
 	}
 	for _, d := range picks {
 		l := &s.lanes[d.lane]
@@ -228,3 +236,50 @@ func (s *Store) charge(d *delivery, now time.Time) {
 	}
 	s.place(d)
 }
+
+// keyRuns returns the claim's key runs by handler (nil when there are
+// none).
+func keyRuns(rs []driver.KeyRun) map[string]int {
+	if len(rs) == 0 {
+		return nil
+	}
+	m := make(map[string]int, len(rs))
+	for _, r := range rs {
+		m[r.Handler] = r.Max
+	}
+	return m
+}
+
+// extendRuns appends to picks, while they number fewer than limit, the
+// run of each keyed pick of a handler in runs: the pending deliveries of
+// its (handler, key) after it, in sequence order, up to the handler's
+// max in all, stopping at the first that is not due or is a suspect. A
+// keyed pick is its key's head with nothing of its key in flight (a
+// candidate), so nothing after it is in flight either. Runs are extended
+// in the order of picks and each from its head on, so a run cut by the
+// limit is a prefix.
+func (s *Store) extendRuns(picks []*delivery, runs map[string]int, limit int, now time.Time) []*delivery {
+	heads := len(picks)
+	for _, d := range picks[:heads] {
+		if len(picks) >= limit {
+			break
+		}
+		max := runs[d.handler]
+		if max <= 1 || d.ev.ev.Key == "" || d.suspect {
+			continue
+		}
+		q := s.keys[handlerKey{d.handler, d.ev.ev.Key}]
+		for i := 1; i < len(q.items) && i < max && len(picks) < limit; i++ {
+			n := q.items[i]
+			if n.inFlight || n.suspect || n.availableAt.After(now) {
+				break
+			}
+			picks = append(picks, n)
+		}
+	}
+	return picks
+}
+
+// ClaimsKeyRuns reports that DeliveryClaim honours
+// driver.DeliveryClaimParams.KeyRuns (driver.KeyRunClaimer).
+func (s *Store) ClaimsKeyRuns() bool { return true }

@@ -192,6 +192,12 @@
 //   - The claim-index membership field is named queue (ready or parked).
 //     The seed calls it lane; 0.1.0 of this store had no such field, and
 //     lane next to laneId would read as the lease partition.
+//   - Key runs (driver.DeliveryClaimParams.KeyRuns) are not claimed: the
+//     store is no driver.KeyRunClaimer and returns a key's head only, so
+//     a batch handler (relaybus.Bus.HandleBatch) gets one delivery of a
+//     key per batch. That keeps every rule (one batch of a key at a time,
+//     in order); it does not make a hot key faster. Unkeyed deliveries
+//     are batched as claimed.
 //
 // # Costs
 //

@@ -99,6 +99,11 @@ type store[TTx any] struct {
 // wrapped is what Unwrap returns (promoted to every combination).
 func (s *store[TTx]) wrapped() driver.Store[TTx] { return s.inner }
 
+// ClaimsKeyRuns reports whether the wrapped store honours
+// driver.DeliveryClaimParams.KeyRuns (driver.KeyRunClaimer); the claim
+// passes them through unchanged.
+func (s *store[TTx]) ClaimsKeyRuns() bool { return driver.ClaimsKeyRuns(s.inner) }
+
 // publisher is the driver.EventPublisher of a wrapped store that has it.
 type publisher struct {
 	p  driver.EventPublisher

@@ -76,6 +76,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 	}
 	expiresAt := params.Now.Add(params.LeaseDuration)
 	hints := s.ledger.hints()
+	runHandlers, runMax := keyRunArrays(params.KeyRuns)
 	var claimed []*relaytype.Delivery
 	tried := []int16{} // not nil: a NULL array would match no lane
 	for step := claimTakeFirst; ; step *= 2 {
@@ -86,7 +87,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 			batch.Queue(s.q.claimLock, params.Owner, s.holder, params.Now)
 			batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
 				params.Limit, false, expiresAt, params.Busy,
-				hints.lanes, hints.epochs, hints.picks, hints.outstanding).Query(collectInto(&own))
+				hints.lanes, hints.epochs, hints.picks, hints.outstanding, runHandlers, runMax).Query(collectInto(&own))
 		}
 		var taken []int16
 		cursor := s.takeCursor.Load()
@@ -100,7 +101,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 			})
 		var more []*relaytype.Delivery
 		batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
-			params.Limit, true, expiresAt, params.Busy, noLanes, noEpochs, noCounts, noCounts).Query(collectInto(&more))
+			params.Limit, true, expiresAt, params.Busy, noLanes, noEpochs, noCounts, noCounts, runHandlers, runMax).Query(collectInto(&more))
 		// A busy caller whose oldest candidate was a suspect gets nothing
 		// more in this claim (claimOwn set relaybus.claimed to the limit):
 		// read the count back, so that no further round takes lanes.
@@ -141,6 +142,22 @@ var (
 	noEpochs = []int64{}
 	noCounts = []int32{}
 )
+
+// keyRunArrays returns the key runs of a claim as claimOwn's $13 and $14:
+// the handlers and their max (empty arrays, not NULL, when none).
+func keyRunArrays(rs []driver.KeyRun) ([]string, []int32) {
+	hs, ms := make([]string, len(rs)), make([]int32, len(rs))
+	for i, r := range rs {
+		hs[i], ms[i] = r.Handler, int32(r.Max)
+	}
+	return hs, ms
+}
+
+// ClaimsKeyRuns reports that DeliveryClaim honours
+// driver.DeliveryClaimParams.KeyRuns (driver.KeyRunClaimer): a keyed
+// delivery of such a handler comes with the deliveries of its key that
+// follow it, as one run (claimOwn in claim.sql).
+func (s *Store) ClaimsKeyRuns() bool { return true }
 
 // moveTakeCursor moves the position the next take starts its walk of
 // the ring of lanes at to just past the last lane (in ring order from

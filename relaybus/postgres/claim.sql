@@ -72,7 +72,9 @@ FROM (
 -- lease expiry, $8 whether the caller is busy (has deliveries in
 -- flight), $9 to $12 the store instance's ledger (ledger.go): per lane
 -- ($9), the epoch ($10) and picks ($11) of the hold it saw and how many
--- of those picks are not finished yet ($12).
+-- of those picks are not finished yet ($12); $13 and $14 the claim's
+-- key runs (driver.DeliveryClaimParams.KeyRuns): handlers, and the most
+-- deliveries of one key each takes as a run.
 --
 --   own:     the lanes (claimLock's, or claimTake's), through the
 --            primary key, locked in lane order, with the room left
@@ -103,6 +105,18 @@ FROM (
 --            (it must drain first: a suspect held beside other work
 --            is charged for their crash, variant SUSPECT_BUSY);
 --            otherwise the non-suspects.
+--   runs:    for each keyed pick of a handler in $13 (the claim's key
+--            runs, with their max in $14), the deliveries of its
+--            (handler, key) after it in sequence order, up to max - 1
+--            of them (a probe of the key index that reads no more),
+--            cut at the first that is not due or is a suspect. A pick
+--            is a head with nothing of its key in flight, so nothing
+--            after it is in flight either. None when the pick is a
+--            suspect (claimed alone).
+--   extra:   the runs within the claim's limit and each lane's room,
+--            ordered by their head's (available_at, id), then sequence:
+--            a run cut by either bound is a prefix.
+--   picks:   pick and extra, what the claim returns and records.
 --   rec:     write each lane that gave something: the picks appended
 --            to in_flight (to what flying found still in flight where
 --            it probed; elsewhere the ids of completed deliveries are
@@ -186,6 +200,40 @@ WITH RECURSIVE own AS MATERIALIZED (
 	SELECT c.r, c.id, c.lane FROM cand c
 	WHERE CASE WHEN (SELECT suspect FROM first) THEN NOT $8::boolean AND c.id = (SELECT id FROM first)
 		ELSE NOT c.suspect END
+), runs AS MATERIALIZED (
+	SELECT k.lane, (k.r).available_at AS head_at, k.id AS head_id, z.r, (z.r).id AS id, z.rank
+	FROM pick k
+	JOIN unnest($13::text[], $14::int[]) AS m(handler, max) ON m.handler = (k.r).handler
+	CROSS JOIN LATERAL (
+		SELECT y.r, y.rank FROM (
+			SELECT s.r, row_number() OVER w AS rank,
+				bool_and((s.r).available_at <= $3 AND NOT (s.r).suspect) OVER w AS ok
+			FROM (
+				SELECT d AS r FROM {{.Deliveries}} d
+				WHERE d.lane = k.lane AND d.handler = (k.r).handler AND d.key = (k.r).key
+					AND d.status = 'pending' AND d.sequence > (k.r).sequence
+				ORDER BY d.handler, d.key, d.sequence
+				LIMIT greatest(m.max - 1, 0)
+			) s
+			WINDOW w AS (ORDER BY (s.r).sequence ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+		) y
+		WHERE y.ok
+	) z
+	WHERE (k.r).key IS NOT NULL AND NOT (k.r).suspect
+), extra AS MATERIALIZED (
+	SELECT e.r, e.id, e.lane FROM (
+		SELECT u.r, u.id, u.lane,
+			row_number() OVER (PARTITION BY u.lane ORDER BY u.head_at, u.head_id, u.rank) AS lrn,
+			row_number() OVER (ORDER BY u.head_at, u.head_id, u.rank) AS grn
+		FROM runs u
+	) e
+	JOIN own o ON o.lane = e.lane
+	WHERE e.lrn <= o.room - (SELECT count(*) FROM pick k WHERE k.lane = e.lane)
+		AND e.grn <= $5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int - (SELECT count(*) FROM pick)
+), picks AS MATERIALIZED (
+	SELECT k.r, k.id, k.lane FROM pick k
+	UNION ALL
+	SELECT x.r, x.id, x.lane FROM extra x
 ), next AS MATERIALIZED (
 	SELECT o.lane, p.ids, coalesce(p.n, 0) AS picked,
 		p.n IS NULL AND CASE WHEN o.known IS NOT NULL THEN o.known = 0 ELSE NOT EXISTS (
@@ -195,7 +243,7 @@ WITH RECURSIVE own AS MATERIALIZED (
 			THEN ARRAY(SELECT f.id FROM flying f WHERE f.lane = o.lane) END AS live
 	FROM own o
 	LEFT JOIN (
-		SELECT k.lane, array_agg(k.id ORDER BY k.id) AS ids, count(*)::int AS n FROM pick k GROUP BY k.lane
+		SELECT k.lane, array_agg(k.id ORDER BY k.id) AS ids, count(*)::int AS n FROM picks k GROUP BY k.lane
 	) p ON p.lane = o.lane
 ), rec AS (
 	UPDATE {{.Lanes}} l SET
@@ -207,14 +255,14 @@ WITH RECURSIVE own AS MATERIALIZED (
 	FROM next n
 	WHERE l.lane = n.lane AND (n.release OR n.picked > 0)
 )
-SELECT {{template "deliveryColumns"}} FROM pick
-JOIN own o ON o.lane = pick.lane
+SELECT {{template "deliveryColumns"}} FROM picks
+JOIN own o ON o.lane = picks.lane
 CROSS JOIN LATERAL (SELECT $1::text AS lease_owner, o.epoch, $7::timestamptz AS lease_expires_at) f
-CROSS JOIN LATERAL (SELECT (pick.r).*) d
+CROSS JOIN LATERAL (SELECT (picks.r).*) d
 JOIN {{.Events}} e ON e.id = d.event_id
 WHERE (SELECT set_config('relaybus.claimed', (CASE
 	WHEN (SELECT suspect FROM first) AND ($8 OR EXISTS (SELECT 1 FROM pick)) THEN $5
-	ELSE coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int + (SELECT count(*) FROM pick)::int END)::text, true)) IS NOT NULL
+	ELSE coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int + (SELECT count(*) FROM picks)::int END)::text, true)) IS NOT NULL
 {{- end}}
 
 -- laneDue is the condition of a take that lane r.lane has due work of

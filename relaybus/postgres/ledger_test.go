@@ -94,7 +94,7 @@ func TestLedgerHintGuard(t *testing.T) {
 		_, err = tx.Exec(ctx, s.q.claimLock, "w", s.holder, now)
 		require.NoError(t, err)
 		rows, err := tx.Query(ctx, s.q.claimOwn, "w", s.holder, now, []string{"h"}, 10, false, now.Add(time.Hour), true,
-			[]int16{int16(tok.Lane)}, []int64{tok.Epoch}, []int32{picks}, []int32{0})
+			[]int16{int16(tok.Lane)}, []int64{tok.Epoch}, []int32{picks}, []int32{0}, []string{}, []int32{})
 		require.NoError(t, err)
 		rows.Close()
 		require.NoError(t, rows.Err())

@@ -186,14 +186,16 @@ func planStore(t *testing.T) (*Store, *pgxpool.Pool) {
 
 // claimArgs are claimOwn's arguments for owner "w" at now, from all the
 // lanes it holds, as a busy caller (a dispatcher under load) claims, with
-// the store's ledger as its hints.
+// the store's ledger as its hints, for a batch handler: key runs of up to
+// 20 (driver.KeyRun), so that the plan includes the runs' probes of the
+// key index.
 func (s *Store) claimArgs(now time.Time) []any {
 	h := s.ledger.hints()
 	return []any{"w", s.holder, now, []string{"h"}, planLimit, false, now.Add(time.Minute), true,
-		h.lanes, h.epochs, h.picks, h.outstanding}
+		h.lanes, h.epochs, h.picks, h.outstanding, []string{"h"}, []int32{20}}
 }
 
-const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz, bool, smallint[], bigint[], int[], int[]"
+const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz, bool, smallint[], bigint[], int[], int[], text[], int[]"
 
 // TestPlans checks the plan of every hot statement on a table that has
 // never been analyzed, with a deep keyed backlog, both as a custom plan

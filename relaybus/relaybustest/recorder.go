@@ -59,6 +59,10 @@ func NewRecorder[TTx any](store driver.Store[TTx]) *Recorder[TTx] {
 // Unwrap returns the store the Recorder wraps.
 func (r *Recorder[TTx]) Unwrap() driver.Store[TTx] { return r.inner }
 
+// ClaimsKeyRuns reports whether the wrapped store honours
+// driver.DeliveryClaimParams.KeyRuns (driver.KeyRunClaimer).
+func (r *Recorder[TTx]) ClaimsKeyRuns() bool { return driver.ClaimsKeyRuns(r.inner) }
+
 // PublishedTx returns copies of the events published in tx, in the
 // order they were published: nil when there were none.
 func (r *Recorder[TTx]) PublishedTx(tx TTx) []*Published {

@@ -142,12 +142,13 @@ func (e *env[TTx]) publishTx(params *driver.EventPublishParams) *driver.EventPub
 
 // claimOpts are the options of claim. Unset fields take defaults.
 type claimOpts struct {
-	Owner    *string        // default: "owner-a"
-	Handlers []string       // default: {"h1"}
-	Limit    *int           // default: 100
-	Lease    *time.Duration // default: 30s
-	Now      *time.Time     // default: T0
-	Busy     bool           // default: false
+	Owner    *string         // default: "owner-a"
+	Handlers []string        // default: {"h1"}
+	Limit    *int            // default: 100
+	Lease    *time.Duration  // default: 30s
+	Now      *time.Time      // default: T0
+	Busy     bool            // default: false
+	KeyRuns  []driver.KeyRun // default: none
 }
 
 const defaultLease = 30 * time.Second
@@ -156,7 +157,7 @@ func (o *claimOpts) params() *driver.DeliveryClaimParams {
 	if o == nil {
 		o = &claimOpts{}
 	}
-	p := &driver.DeliveryClaimParams{Owner: "owner-a", Handlers: o.Handlers, Limit: 100, LeaseDuration: defaultLease, Now: T0, Busy: o.Busy}
+	p := &driver.DeliveryClaimParams{Owner: "owner-a", Handlers: o.Handlers, Limit: 100, LeaseDuration: defaultLease, Now: T0, Busy: o.Busy, KeyRuns: o.KeyRuns}
 	if o.Owner != nil {
 		p.Owner = *o.Owner
 	}

@@ -36,7 +36,10 @@
 // relinquish, per-key ordering, list and statistics, requeue and purge,
 // concurrency, wake-ups (for a store that offers them, driver.Waker;
 // the only tests on the real clock), the fencing token of downstream
-// writes (Delivery.FencingToken), paused handlers, and delayed events
+// writes (Delivery.FencingToken), key runs
+// (DeliveryClaimParams.KeyRuns: a store that offers them,
+// driver.KeyRunClaimer, is held to the run rules, any other to heads
+// only, a run of one), paused handlers, and delayed events
 // (Event.DeliverAt).
 package storetest
 
@@ -113,6 +116,7 @@ func Run[TTx any](t *testing.T, newStore func(t *testing.T) driver.Store[TTx], o
 		{"Fencing", testFencing[TTx]},
 		{"Pause", testPause[TTx]},
 		{"Delay", testDelay[TTx]},
+		{"KeyRuns", testKeyRuns[TTx]},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

@@ -27,6 +27,8 @@ var ignoredFields = map[string]string{
 	// Fields the protocol gained after this peer was written; they are
 	// ignored whether or not this build's bench/protocol knows them.
 	"dispatcher.completion_window_disabled": "River's completer batches by itself; it cannot be turned off",
+	"dispatcher.handler_batch_max":          "this peer runs one job a worker call and models no wait per call",
+	"dispatcher.handler_call_wait_us":       "this peer runs one job a worker call and models no wait per call",
 	"cpu_profile_path":                      "this peer writes no CPU profile",
 }
 

@@ -1,0 +1,118 @@
+package relaybus
+
+import "context"
+
+// Batch handlers: a handler that takes several deliveries in one call, so
+// that what costs a round trip per call (a read-modify-write of an entity
+// with a conditional write, a request to another service) is paid once for
+// many deliveries (docs/adr/0002-batch-handlers.md).
+
+// BatchHandlerFunc handles a batch of deliveries of one handler in one
+// call. For a keyed batch, key is the ordering key and ds are
+// consecutive deliveries of that key, in sequence order; for an unkeyed
+// batch, key is "" and ds are unkeyed deliveries in any order.
+//
+// It returns one error per delivery (nil: that delivery succeeded), or
+// nil when all succeeded. A slice of another length fails every delivery
+// of the batch, as a panic or the end of HandlerOptions.Timeout does.
+//
+// Each delivery keeps its own attempts, retries and dead letter. In a
+// keyed batch the order is never given up: the deliveries before the
+// first failed one are completed, the failed one is retried (or buried)
+// like a failed single delivery, and those after it are released without
+// spending an attempt, whatever their entries say: they run again after
+// the failed one, in order. A handler should therefore stop at a key's
+// first failure; what it does for the deliveries after it may be done
+// again. For an unkeyed batch every entry counts on its own.
+//
+// ctx is cancelled on shutdown, after HandlerOptions.Timeout, and when the
+// lease of any delivery of the batch is lost (a keyed batch's deliveries
+// share one lane, so a takeover takes all of them): then nothing more is
+// written for the lost ones, and a keyed batch completes none after the
+// first lost one. Use each Delivery's FencingToken for writes elsewhere.
+type BatchHandlerFunc func(ctx context.Context, key string, ds []*Delivery) []error
+
+// BatchOptions tune a batch handler. A nil *BatchOptions takes every
+// default.
+type BatchOptions struct {
+	// HandlerOptions apply as to a handler of one delivery, except that
+	// Timeout bounds one call (one batch), and Middleware must be empty:
+	// a middleware wraps the call of one delivery. Config.Middleware does
+	// not wrap batch handlers either.
+	HandlerOptions
+	// MaxSize is the most deliveries of one call. 0 means
+	// DefaultBatchMaxSize; else [1, MaxBatchMaxSize]. A keyed batch holds
+	// what is due of its key when it is claimed, up to MaxSize: there is
+	// no wait to fill a batch. Config.BatchSize bounds the deliveries of
+	// one claim, so batches are at most that large too: set it to at
+	// least MaxSize times the keys that are busy at once. The successes
+	// of a keyed batch are completed in one DeliveryCompleteMany call,
+	// even when they are more than Config.CompletionBatchMax.
+	MaxSize int
+}
+
+// HandleBatch registers a batch handler fn for eventType under name (see
+// BatchHandlerFunc). At most one batch of a (handler, key) is in flight at
+// a time, across every process: its deliveries live in one lane, leased to
+// one dispatcher, and a claim hands out a key's deliveries only while
+// nothing of the key is in flight. A delivery that is a suspect (it was in
+// flight when its lane was taken over) runs alone, in a batch of one.
+// With a store that cannot claim a key's run (driver.KeyRunClaimer; the
+// MongoDB store), a keyed batch holds one delivery: still correct, not
+// faster. Errors: as Handle, a nil fn, a MaxSize out of range, or
+// Middleware given.
+func (b *Bus[TTx]) HandleBatch(eventType, name string, fn BatchHandlerFunc, opts *BatchOptions) error {
+	if fn == nil {
+		return invalidf("handler %q: nil BatchHandlerFunc", name)
+	}
+	o, err := batchOptionsOf(name, opts)
+	if err != nil {
+		return err
+	}
+	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchFn: fn, batchMax: o.MaxSize})
+}
+
+// BatchTxHandlerFunc handles a batch of deliveries inside one store
+// transaction (HandleBatchTx); key and ds are as for BatchHandlerFunc,
+// and so are its results.
+type BatchTxHandlerFunc[TTx any] func(ctx context.Context, tx TTx, key string, ds []*Delivery) []error
+
+// HandleBatchTx registers a transactional batch handler: fn runs inside a
+// store transaction (TxBegin), the batch's deliveries are completed in it
+// (one DeliveryCompleteTx each) and it commits, so the handler's writes
+// and the completions commit together or not at all. The call is all or
+// nothing: when any delivery fails (or the handler panics, times out, or
+// a completion reports its lease lost) the transaction rolls back, the
+// failed deliveries are retried or buried with their own attempts, and
+// the others are released, spending no attempt, to run again. In a keyed
+// batch only the first failure counts, as with HandleBatch: the
+// deliveries before it run again first (the failed one is not due until
+// its retry), so a key still moves past a delivery that keeps failing.
+// Everything else is as HandleBatch.
+func (b *Bus[TTx]) HandleBatchTx(eventType, name string, fn BatchTxHandlerFunc[TTx], opts *BatchOptions) error {
+	if fn == nil {
+		return invalidf("handler %q: nil BatchTxHandlerFunc", name)
+	}
+	o, err := batchOptionsOf(name, opts)
+	if err != nil {
+		return err
+	}
+	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchTxFn: fn, batchMax: o.MaxSize})
+}
+
+// batchOptionsOf checks opts and applies their defaults.
+func batchOptionsOf(name string, opts *BatchOptions) (BatchOptions, error) {
+	var o BatchOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxSize == 0 {
+		o.MaxSize = DefaultBatchMaxSize
+	} else if o.MaxSize < 1 || o.MaxSize > MaxBatchMaxSize {
+		return o, invalidf("handler %q: MaxSize %d out of range [1, %d]", name, o.MaxSize, MaxBatchMaxSize)
+	}
+	if len(o.Middleware) > 0 {
+		return o, invalidf("handler %q: a batch handler takes no Middleware", name)
+	}
+	return o, nil
+}

@@ -1,0 +1,254 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/postgres"
+)
+
+// keyedBatches checks a keyed batch handler's calls as they happen: the
+// deliveries are the key's next ones in sequence order, and no two calls
+// of one key overlap, across buses.
+type keyedBatches struct {
+	mu         sync.Mutex
+	applied    map[string]int64
+	running    map[string]bool
+	violations []string
+	calls      [][]*relaybus.Delivery
+}
+
+func (l *keyedBatches) handler(fail func(d *relaybus.Delivery) bool) relaybus.BatchHandlerFunc {
+	return func(_ context.Context, key string, ds []*relaybus.Delivery) []error {
+		l.mu.Lock()
+		l.calls = append(l.calls, ds)
+		if l.running[key] {
+			l.violations = append(l.violations, fmt.Sprintf("two batches of key %q at once", key))
+		}
+		l.running[key] = true
+		l.mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.running[key] = false
+		errs := make([]error, len(ds))
+		for i, d := range ds {
+			if d.Key != key || d.Sequence != l.applied[key]+1 {
+				l.violations = append(l.violations, fmt.Sprintf("key %q: %s#%d after %d", key, d.Key, d.Sequence, l.applied[key]))
+			}
+			if fail != nil && fail(d) {
+				errs[i] = fmt.Errorf("failure of %s#%d", key, d.Sequence)
+				return errs
+			}
+			l.applied[key] = d.Sequence
+		}
+		return nil
+	}
+}
+
+func batchConfig(owner string) relaybus.Config {
+	return relaybus.Config{
+		Owner: owner, Concurrency: 8, BatchSize: 100, PollInterval: 5 * time.Millisecond,
+		RetryBaseDelay: time.Millisecond, RetryMaxDelay: 4 * time.Millisecond, RetryJitter: relaybus.Disabled,
+	}
+}
+
+func settledPG(t *testing.T, s *postgres.Store) func() bool {
+	return func() bool {
+		st, err := s.Statistics(t.Context(), &driver.StatisticsParams{Now: time.Now()})
+		require.NoError(t, err)
+		return st.Pending+st.Processing == 0
+	}
+}
+
+func waitPG(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func startBus(t *testing.T, b *relaybus.Bus[pgx.Tx]) {
+	t.Helper()
+	require.NoError(t, b.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, b.Stop(ctx))
+	})
+}
+
+// Two dispatchers (two store instances, as two processes), four hot
+// keys, failures in the middle of batches: each key's deliveries are
+// applied in order, one batch of a key at a time, in batches larger than
+// one.
+func TestBatchKeyedOrderAcrossDispatchers(t *testing.T) {
+	t.Parallel()
+	s, pool := setup(t, nil)
+	l := &keyedBatches{applied: map[string]int64{}, running: map[string]bool{}}
+	var buses []*relaybus.Bus[pgx.Tx]
+	for i := range 2 {
+		store := s
+		if i > 0 {
+			var err error
+			store, err = postgres.New(pool, nil)
+			require.NoError(t, err)
+		}
+		b, err := relaybus.New[pgx.Tx](store, batchConfig(fmt.Sprintf("w%d", i)))
+		require.NoError(t, err)
+		require.NoError(t, b.HandleBatch("t", "h", l.handler(func(d *relaybus.Delivery) bool {
+			return d.Sequence%9 == 0 && d.Attempts == 1
+		}), &relaybus.BatchOptions{MaxSize: 20}))
+		buses = append(buses, b)
+	}
+	events := make([]*relaybus.Event, 0, 240)
+	for i := range cap(events) {
+		events = append(events, &relaybus.Event{Type: "t", Key: fmt.Sprintf("k%d", i%4)})
+	}
+	require.NoError(t, buses[0].Publish(t.Context(), events...))
+	for _, b := range buses {
+		startBus(t, b)
+	}
+	waitPG(t, "all handled", settledPG(t, s))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Empty(t, l.violations)
+	largest := 0
+	for _, c := range l.calls {
+		largest = max(largest, len(c))
+	}
+	for k := range 4 {
+		require.Equal(t, int64(60), l.applied[fmt.Sprintf("k%d", k)])
+	}
+	require.Greater(t, largest, 1, "no batch held more than one delivery")
+	require.LessOrEqual(t, largest, 20)
+	require.Less(t, len(l.calls), 240/2, "batches of about one delivery")
+}
+
+// A takeover while a batch runs: the old holder's batch is cancelled and
+// completes nothing; the new holder runs each delivery alone (suspects),
+// in order.
+func TestBatchTakeoverMidBatch(t *testing.T) {
+	t.Parallel()
+	s, pool := setup(t, nil)
+	cfgA := batchConfig("a")
+	cfgA.LeaseDuration, cfgA.LeaseRenewInterval = time.Second, 10*time.Millisecond
+	a, err := relaybus.New[pgx.Tx](s, cfgA)
+	require.NoError(t, err)
+	started := make(chan int, 1)
+	cancelled := make(chan error, 1)
+	require.NoError(t, a.HandleBatch("t", "h", func(ctx context.Context, _ string, ds []*relaybus.Delivery) []error {
+		started <- len(ds)
+		<-ctx.Done()
+		cancelled <- context.Cause(ctx)
+		return nil
+	}, nil))
+	events := make([]*relaybus.Event, 4)
+	for i := range events {
+		events[i] = &relaybus.Event{Type: "t", Key: "k"}
+	}
+	require.NoError(t, a.Publish(t.Context(), events...))
+	startBus(t, a)
+	require.Equal(t, 4, <-started)
+
+	other, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	cfgB := batchConfig("b")
+	cfgB.Now = func() time.Time { return time.Now().Add(time.Hour) } // a's lease has expired for b
+	b, err := relaybus.New[pgx.Tx](other, cfgB)
+	require.NoError(t, err)
+	l := &keyedBatches{applied: map[string]int64{}, running: map[string]bool{}}
+	require.NoError(t, b.HandleBatch("t", "h", l.handler(nil), nil))
+	startBus(t, b)
+	require.Error(t, <-cancelled)
+	waitPG(t, "all handled", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.applied["k"] == 4
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Empty(t, l.violations)
+	require.True(t, l.calls[0][0].Suspect)
+	for _, c := range l.calls {
+		if c[0].Suspect {
+			require.Len(t, c, 1, "a suspect ran beside others")
+		}
+	}
+	require.Zero(t, a.DispatcherStats().Completed, "the old holder completed a delivery of its lost batch")
+}
+
+// A transactional batch handler on PostgreSQL: each call inserts one row
+// per delivery in its transaction and fails one delivery once. The failed
+// call rolls back with its rows, so every delivery has exactly one row,
+// and the key's rows are in sequence order.
+func TestBatchTxAllOrNothing(t *testing.T) {
+	t.Parallel()
+	s, pool := setup(t, nil)
+	_, err := pool.Exec(t.Context(), "CREATE TABLE applied (seq bigint NOT NULL, call int NOT NULL, n bigserial PRIMARY KEY)")
+	require.NoError(t, err)
+	cfg := batchConfig("w")
+	cfg.RetryBaseDelay, cfg.RetryMaxDelay = 50*time.Millisecond, 50*time.Millisecond
+	b, err := relaybus.New[pgx.Tx](s, cfg)
+	require.NoError(t, err)
+	var calls atomic32
+	require.NoError(t, b.HandleBatchTx("t", "h", func(ctx context.Context, tx pgx.Tx, _ string, ds []*relaybus.Delivery) []error {
+		call := calls.add()
+		errs := make([]error, len(ds))
+		for i, d := range ds {
+			if _, err := tx.Exec(ctx, "INSERT INTO applied (seq, call) VALUES ($1, $2)", d.Sequence, call); err != nil {
+				errs[i] = err
+				return errs
+			}
+			if d.Sequence == 5 && d.Attempts == 1 {
+				errs[i] = fmt.Errorf("once")
+				return errs
+			}
+		}
+		return nil
+	}, &relaybus.BatchOptions{MaxSize: 20}))
+	events := make([]*relaybus.Event, 8)
+	for i := range events {
+		events[i] = &relaybus.Event{Type: "t", Key: "k"}
+	}
+	require.NoError(t, b.Publish(t.Context(), events...))
+	startBus(t, b)
+	waitPG(t, "all handled", settledPG(t, s))
+	rows, err := pool.Query(t.Context(), "SELECT seq FROM applied ORDER BY n")
+	require.NoError(t, err)
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8}, seqs, "one row per delivery, in order: the failed call's rows were rolled back")
+	require.GreaterOrEqual(t, calls.load(), int32(2))
+}
+
+// atomic32 counts calls.
+type atomic32 struct {
+	mu sync.Mutex
+	n  int32
+}
+
+func (a *atomic32) add() int32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n++
+	return a.n
+}
+
+func (a *atomic32) load() int32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
+}
