@@ -32,14 +32,18 @@ func BenchmarkPublishOwn(b *testing.B) {
 	m.report(b, int64(b.N), "event")
 }
 
-// BenchmarkBusPublishParallel measures the harness's P=32 batch=1 cell in
-// a test: 32 goroutines publishing one unkeyed event per call through
-// one Bus on a pool of 5, with group commit (the default) and without.
+// BenchmarkBusPublishParallel measures the harness's publish cells in a
+// test: goroutines publishing through one Bus on a pool of 5, with group
+// commit (the default) and without: P=32 batch=1, and P=8 batch=10.
 func BenchmarkBusPublishParallel(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		wait time.Duration
-	}{{"grouped", 0}, {"alone", relaybus.Disabled}} {
+		name         string
+		procs, batch int
+		wait         time.Duration
+	}{
+		{"P=32-batch=1-grouped", 32, 1, 0}, {"P=32-batch=1-alone", 32, 1, relaybus.Disabled},
+		{"P=8-batch=10-grouped", 8, 10, 0}, {"P=8-batch=10-alone", 8, 10, relaybus.Disabled},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			s, pool := benchStore(b)
 			bus, err := relaybus.New(relaybus.Store[pgx.Tx](s), relaybus.Config{PublishGroupWait: c.wait})
@@ -47,20 +51,23 @@ func BenchmarkBusPublishParallel(b *testing.B) {
 			require.NoError(b, bus.Declare("t", "a", nil))
 			m := startMeasure(b, pool)
 			var next atomic.Int64
-			b.SetParallelism(32 / max(1, runtime.GOMAXPROCS(0)))
+			b.SetParallelism(max(1, c.procs/runtime.GOMAXPROCS(0)))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					id := fmt.Sprint("e", next.Add(1))
-					if err := bus.Publish(b.Context(), &relaybus.Event{ID: id, Type: "t", Payload: make([]byte, 128)}); err != nil {
+					evs := make([]*relaybus.Event, c.batch)
+					for i := range evs {
+						evs[i] = &relaybus.Event{ID: fmt.Sprint("e", next.Add(1)), Type: "t", Payload: make([]byte, 128)}
+					}
+					if err := bus.Publish(b.Context(), evs...); err != nil {
 						b.Error(err)
 						return
 					}
 				}
 			})
 			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-			m.report(b, int64(b.N), "event")
+			b.ReportMetric(float64(b.N*c.batch)/b.Elapsed().Seconds(), "events/s")
+			m.report(b, int64(b.N*c.batch), "event")
 		})
 	}
 }
