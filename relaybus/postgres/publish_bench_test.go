@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -79,6 +81,54 @@ func BenchmarkPublishTx(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N*c.events)/b.Elapsed().Seconds(), "events/s")
 			m.report(b, int64(b.N*c.events), "event")
+		})
+	}
+}
+
+// BenchmarkPublishTxParallel is the harness's publish cells as 0.2.x's
+// worker ran them, in a test: goroutines each publishing a call of
+// unkeyed events in a transaction of its own (TxBegin, EventPublishTx,
+// TxCommit) on a pool of 5. Like BenchmarkPublishTx it runs unchanged on
+// an older commit; BenchmarkBusPublishParallel is the same load through
+// Bus.Publish.
+func BenchmarkPublishTxParallel(b *testing.B) {
+	for _, c := range []struct {
+		name         string
+		procs, batch int
+	}{{"P=32-batch=1", 32, 1}, {"P=8-batch=10", 8, 10}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, pool := benchStore(b)
+			m := startMeasure(b, pool)
+			var next atomic.Int64
+			b.SetParallelism(max(1, c.procs/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					eps := make([]*driver.EventPublish, c.batch)
+					for i := range eps {
+						eps[i] = &driver.EventPublish{
+							Event:      &relaytype.Event{ID: fmt.Sprint("e", next.Add(1)), Type: "t", Payload: make([]byte, 128)},
+							Deliveries: []driver.DeliverySpec{{Handler: "a", MaxAttempts: 3}},
+						}
+					}
+					tx, err := s.TxBegin(b.Context())
+					if err == nil {
+						_, err = s.EventPublishTx(b.Context(), tx, &driver.EventPublishParams{Events: eps, Now: t0})
+						if err == nil {
+							err = s.TxCommit(b.Context(), tx)
+						} else {
+							_ = s.TxRollback(b.Context(), tx)
+						}
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*c.batch)/b.Elapsed().Seconds(), "events/s")
+			m.report(b, int64(b.N*c.batch), "event")
 		})
 	}
 }
