@@ -73,7 +73,13 @@ SELECT ARRAY(SELECT id FROM ins), (SELECT count(*) FROM dl)
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::smallint[], $4::jsonb[]) WITH ORDINALITY AS u(id, key, lane, handlers, ord)
 ), cur AS (
-	SELECT u.ord, e.id, e.type, e.key, e.sequence, u.lane FROM u JOIN {{.Events}} e ON e.id = u.id
+	-- = ANY of the array, not a join alone, here and in stale and upd:
+	-- an index scan of the primary key whatever a generic plan, made
+	-- while the table was small, estimates (a hash join on the table
+	-- reads all of it, every call).
+	SELECT u.ord, e.id, e.type, e.key, e.sequence, u.lane
+	FROM {{.Events}} e JOIN u ON u.id = e.id
+	WHERE e.id = ANY ($1::text[])
 ), stale AS (
 	SELECT e.id, e.type, e.key, e.sequence, e.handlers,
 		CASE WHEN e.key IS NOT DISTINCT FROM u.key THEN u.lane ELSE (
@@ -86,8 +92,8 @@ WITH u AS (
 			)
 			SELECT (h % 256)::smallint FROM f ORDER BY i DESC LIMIT 1)
 		END AS lane
-	FROM u JOIN {{.Events}} e ON e.id = u.id
-	WHERE e.sequence <> -1
+	FROM {{.Events}} e JOIN u ON u.id = e.id
+	WHERE e.id = ANY ($1::text[]) AND e.sequence <> -1
 		AND EXISTS (SELECT FROM jsonb_array_elements_text(u.handlers) AS h(name) WHERE h.name <> ALL (e.handlers))
 	ORDER BY e.id
 	FOR NO KEY UPDATE OF e
@@ -122,7 +128,7 @@ WITH u AS (
 ), upd AS (
 	UPDATE {{.Events}} AS e SET sequence = w.sequence, handlers = w.handlers || coalesce(n.added, '{}')
 	FROM work w LEFT JOIN names n ON n.id = w.id
-	WHERE e.id = w.id
+	WHERE e.id = w.id AND e.id = ANY ($1::text[])
 	RETURNING e.id
 ), dl_fresh AS (
 	INSERT INTO {{.Deliveries}} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
