@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
@@ -18,6 +16,9 @@ import (
 type Bus[TTx any] struct {
 	store driver.Store[TTx]
 	cfg   Config
+	// groups gathers concurrent Publish calls into group commits
+	// (publish_group.go); nil when Config.PublishGroupWait is Disabled.
+	groups *publishGroups
 
 	mu       sync.RWMutex
 	state    busState
@@ -50,12 +51,16 @@ func New[TTx any](store driver.Store[TTx], cfg Config) (*Bus[TTx], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Bus[TTx]{
+	b := &Bus[TTx]{
 		store:    store,
 		cfg:      c,
 		handlers: make(map[string]*handler[TTx]),
 		byType:   make(map[string][]driver.DeliverySpec),
-	}, nil
+	}
+	if c.PublishGroupWait != Disabled {
+		b.groups = newPublishGroups(c.PublishGroupWait, c.Now, c.MaxPayloadBytes, b.publishAlone)
+	}
+	return b, nil
 }
 
 // Owner is the lease owner name this bus claims under.
@@ -63,109 +68,6 @@ func (b *Bus[TTx]) Owner() string { return b.cfg.Owner }
 
 // Setup creates or upgrades the store's schema (idempotent).
 func (b *Bus[TTx]) Setup(ctx context.Context) error { return b.store.Setup(ctx) }
-
-// PublishTx publishes events in tx: each event with one delivery per handler
-// registered or declared for its type. Missing IDs are generated (UUIDv7) and
-// written back into the events, as is CreatedAt when zero, but only once every
-// event is valid: an invalid event (or a type with no handler, which would
-// otherwise be silently dropped) is an ErrInvalid error and nothing is
-// written. Publishing no events does nothing. Once the bus's dispatcher
-// has shut down (Run returned, or Stop), PublishTx and Publish return
-// ErrClosed: stop the dispatcher after the code that publishes. A bus
-// that never runs its dispatcher (a publisher-only process) publishes
-// for as long as it lives.
-func (b *Bus[TTx]) PublishTx(ctx context.Context, tx TTx, events ...*Event) error {
-	params, err := b.publishParams(events)
-	if err != nil || params == nil {
-		return err
-	}
-	if _, err := b.store.EventPublishTx(ctx, tx, params); err != nil {
-		return fmt.Errorf("relaybus: publish: %w", err)
-	}
-	return nil
-}
-
-// Publish is PublishTx in a transaction of the bus's own: committed on
-// success, rolled back on error.
-func (b *Bus[TTx]) Publish(ctx context.Context, events ...*Event) error {
-	params, err := b.publishParams(events)
-	if err != nil || params == nil {
-		return err
-	}
-	if p, ok := b.store.(driver.EventPublisher); ok {
-		if _, err := p.EventPublish(ctx, params); err != nil {
-			return fmt.Errorf("relaybus: publish: %w", err)
-		}
-		return nil
-	}
-	tx, err := b.store.TxBegin(ctx)
-	if err != nil {
-		return fmt.Errorf("relaybus: publish: begin: %w", err)
-	}
-	if _, err := b.store.EventPublishTx(ctx, tx, params); err != nil {
-		if rbErr := b.store.TxRollback(context.WithoutCancel(ctx), tx); rbErr != nil {
-			b.cfg.Logger.Warn("relaybus: publish: rollback failed", "error", rbErr)
-		}
-		return fmt.Errorf("relaybus: publish: %w", err)
-	}
-	if err := b.store.TxCommit(ctx, tx); err != nil {
-		return fmt.Errorf("relaybus: publish: commit: %w", err)
-	}
-	return nil
-}
-
-// publishParams validates events and builds the store call. The store
-// gets copies of the events with their IDs and CreatedAt filled in,
-// validated once, here, and marked so (see validatePublish).
-// The caller's events get their ID and CreatedAt only when all of them are
-// valid, so a caller that retries after a store error republishes the same
-// IDs (idempotently).
-func (b *Bus[TTx]) publishParams(events []*Event) (*driver.EventPublishParams, error) {
-	if len(events) == 0 {
-		return nil, nil
-	}
-	if len(events) > MaxEventsPerPublish {
-		// Before a copy is made of each: the bound is on that work too.
-		return nil, invalidf("publish: %d events, over the limit of %d", len(events), MaxEventsPerPublish)
-	}
-	now := b.cfg.Now()
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.state == stateStopped {
-		return nil, fmt.Errorf("relaybus: publish: the bus has shut down: %w", ErrClosed)
-	}
-	params := &driver.EventPublishParams{Events: make([]*driver.EventPublish, len(events)), Now: now}
-	for i, e := range events {
-		if e == nil {
-			return nil, invalidf("publish: event %d is nil", i)
-		}
-		c := *e
-		if c.ID == "" {
-			id, err := uuid.NewV7()
-			if err != nil {
-				return nil, fmt.Errorf("relaybus: publish: generate event id: %w", err)
-			}
-			c.ID = id.String()
-		}
-		if c.CreatedAt.IsZero() {
-			c.CreatedAt = now
-		}
-		params.Events[i] = &driver.EventPublish{Event: &c, Deliveries: b.byType[c.Type]}
-	}
-	if err := validatePublish(params, b.cfg.MaxPayloadBytes); err != nil {
-		return nil, err
-	}
-	for _, ep := range params.Events {
-		if len(ep.Deliveries) == 0 {
-			// It would be silently dropped.
-			return nil, invalidf("publish: event %q: type %q has no handler (register one with Handle, HandleTx or Declare)", ep.Event.ID, ep.Event.Type)
-		}
-	}
-	for i, e := range events {
-		e.ID, e.CreatedAt = params.Events[i].Event.ID, params.Events[i].Event.CreatedAt
-	}
-	return params, nil
-}
 
 // Requeue makes a dead delivery pending again with a fresh attempt budget.
 // ErrNotFound if it does not exist, ErrNotDead if it is not dead.

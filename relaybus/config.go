@@ -22,6 +22,7 @@ const (
 	DefaultLeaseDuration         = 30 * time.Second
 	DefaultCompletionBatchWindow = 2 * time.Millisecond
 	DefaultCompletionBatchMax    = 100
+	DefaultPublishGroupWait      = 2 * time.Millisecond
 	DefaultMaxAttempts           = 10
 	DefaultRetryBaseDelay        = time.Second
 	DefaultRetryMaxDelay         = time.Hour
@@ -35,8 +36,8 @@ const (
 	DefaultListLimit = driver.DefaultListLimit
 )
 
-// Disabled, set as Config.CompletionBatchWindow or Config.RetryJitter, turns
-// that feature off. A zero value cannot mean "off" because zero fields take
+// Disabled, set as Config.CompletionBatchWindow, Config.PublishGroupWait or
+// Config.RetryJitter, turns that feature off. A zero value cannot mean "off" because zero fields take
 // their defaults (the same convention as River's -1 for "no timeout").
 const Disabled = -1
 
@@ -80,6 +81,19 @@ type Config struct {
 	// CompletionBatchMax sends a completion batch at once when it has this
 	// many deliveries. Default 100, [1, MaxLeasesPerCall].
 	CompletionBatchMax int
+	// PublishGroupWait bounds the wait of Publish's group commit (see
+	// Publish and docs/publishing.md): concurrent Publish calls of the
+	// bus are written in one transaction of the store's. A call that
+	// finds no group being written is sent at once, alone, so a single
+	// caller never waits; a call that finds one being written joins the
+	// next group, which is sent when the groups being written have
+	// finished, when it is full (MaxEventsPerPublish events), or at the
+	// latest PublishGroupWait after its first call joined it, whichever
+	// comes first. Default 2ms, [0, MaxPublishGroupWait] (0 means the
+	// default); Disabled (-1) turns group commit off: each Publish is a
+	// transaction of its own. PublishTx is never grouped (it runs in the
+	// caller's transaction).
+	PublishGroupWait time.Duration
 	// MaxAttempts is the attempt budget of a handler whose options do not
 	// set one. Default 10, [1, MaxAttemptsLimit].
 	MaxAttempts int
@@ -187,6 +201,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if err := intField("CompletionBatchMax", &c.CompletionBatchMax, DefaultCompletionBatchMax, 1, MaxLeasesPerCall); err != nil {
 		return c, err
+	}
+	if c.PublishGroupWait != Disabled {
+		if err := durField("PublishGroupWait", &c.PublishGroupWait, DefaultPublishGroupWait, 0, MaxPublishGroupWait); err != nil {
+			return c, invalidf("Config.PublishGroupWait %v out of range [0, %v] (or Disabled)", c.PublishGroupWait, MaxPublishGroupWait)
+		}
 	}
 	if err := intField("MaxAttempts", &c.MaxAttempts, DefaultMaxAttempts, 1, MaxAttemptsLimit); err != nil {
 		return c, err

@@ -20,7 +20,12 @@
 // PublishTx inserts events, and one delivery per handler of their type,
 // in the caller's transaction: they exist if and only if the transaction
 // commits, and nothing is visible to dispatchers before. Publish does the
-// same in a transaction of its own.
+// same in a transaction of its own, and gathers concurrent calls into
+// group commits (Config.PublishGroupWait): one transaction for the calls
+// that arrive while another is being written, each call still returning
+// its own outcome once its events committed. With the PostgreSQL store a
+// PublishTx is one round trip, and so is a whole Publish (see
+// docs/publishing.md).
 //
 //	tx, _ := pool.Begin(ctx)
 //	_, _ = tx.Exec(ctx, "UPDATE orders SET state = 'paid' WHERE id = $1", id)

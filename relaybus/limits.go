@@ -91,6 +91,10 @@ const (
 	// success may wait that long for its completion, holding its lease
 	// and, for a keyed delivery, its key's next delivery.
 	MaxCompletionBatchWindow = time.Second
+	// MaxPublishGroupWait bounds Config.PublishGroupWait: a Publish call
+	// may wait that long for the group commit in flight before its own
+	// is sent, on the caller's request path.
+	MaxPublishGroupWait = time.Second
 	// MaxRetryDelay bounds Config.RetryBaseDelay and Config.RetryMaxDelay:
 	// past a month a retry is a dead letter in all but name.
 	MaxRetryDelay = 30 * 24 * time.Hour

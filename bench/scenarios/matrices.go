@@ -205,7 +205,8 @@ const smokeUpgradeEvents = 1000
 
 // Quick is a small matrix across scenarios 1, 2, 3, 5, two fault cells
 // (a SIGKILL, and database crashes in 2 rounds, not 4: quickCrashRounds)
-// and the two handler-work cells, about 11 minutes on a 2-core machine
+// and the two handler-work cells (and, last, publish P=32 batch=1), about
+// 11 minutes on a 2-core machine
 // against v0.2.0, 18 against v0.1.0, whose drain of 4 hot keys takes 70
 // to 95 s a window (BENCHMARKS.md has the measured wall times).
 func Quick() Matrix {
@@ -233,6 +234,10 @@ func Quick() Matrix {
 		crashCell(quickCrashRounds),
 		workCell(5),
 		workCell(20),
+		// 32 publishers on pgx's default pool of 4: what Publish's group
+		// commit is for. Last, so that the cells before it keep their
+		// numbers.
+		publishCell(1, 32, 1, 0),
 	}, OptIn: batchCells(), Upgrade: upgrade(quickUpgradeEvents, 20_000)}.fitted()
 }
 

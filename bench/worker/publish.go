@@ -13,7 +13,8 @@ import (
 )
 
 // publish plays preload and publisher with workerkit's loop; each call
-// publishes its events through the Bus in one transaction of the store's.
+// publishes its events through the Bus's Publish, in one transaction of
+// the store's (see publishOnce).
 func publish[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) error {
 	wl := &w.Cfg.Workload
 	bus, err := relaybus.New(st, relaybus.Config{Logger: w.Log, MaxPayloadBytes: relaybus.DefaultMaxPayloadBytes})
@@ -35,28 +36,28 @@ func publish[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) er
 			}
 			events[i] = &relaybus.Event{ID: e.ID, Type: e.Type, Key: e.Key, Payload: payload}
 		}
-		return publishOnce(ctx, bus, st, events)
+		return publishOnce(ctx, bus, events)
 	})
 }
 
-// publishOnce publishes events in one transaction of the store's. An
-// error before the commit means nothing was published; so does a commit
-// that the server answered with an error or reported rolled back. Only a
-// commit whose answer never came (the connection died, the call timed
-// out) has an unknown outcome, and the validator accepts either for it.
-func publishOnce[TTx any](ctx context.Context, bus *relaybus.Bus[TTx], st relaybus.Store[TTx], events []*relaybus.Event) (workerkit.Outcome, error) {
-	tx, err := st.TxBegin(ctx)
-	if err != nil {
+// publishOnce publishes events with the Bus's Publish: one transaction
+// of the store's (with the PostgreSQL store, one round trip), which the
+// bus gathers with the calls of the process's other publishers into
+// group commits. A call the bus refused before writing anything
+// (ErrInvalid, ErrClosed) published nothing; so did one whose
+// transaction the server answered with an error (it was rolled back
+// whole). Any other error (a connection lost, a call that stopped
+// waiting for its group) leaves the outcome unknown, and the validator
+// accepts either for it.
+func publishOnce[TTx any](ctx context.Context, bus *relaybus.Bus[TTx], events []*relaybus.Event) (workerkit.Outcome, error) {
+	err := bus.Publish(ctx, events...)
+	switch {
+	case err == nil:
+		return workerkit.Committed, nil
+	case errors.Is(err, relaybus.ErrInvalid), errors.Is(err, relaybus.ErrClosed):
 		return workerkit.Failed, err
 	}
-	if err := bus.PublishTx(ctx, tx, events...); err != nil {
-		rbErr := st.TxRollback(ctx, tx)
-		return workerkit.Failed, errors.Join(err, rbErr)
-	}
-	if err := st.TxCommit(ctx, tx); err != nil {
-		return commitOutcome(err), err
-	}
-	return workerkit.Committed, nil
+	return commitOutcome(err), err
 }
 
 // commitOutcome classifies a failed commit: definitely not committed

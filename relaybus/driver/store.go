@@ -132,11 +132,15 @@ type Store[TTx any] interface {
 }
 
 // EventPublisher is an optional capability of a Store: publishing in a
-// transaction of the store's own that the store retries itself when the
-// database refuses it for a transient conflict (relaybus/mongo: MongoDB
-// fails a second transaction on the same key at once instead of making it
-// wait). Bus.Publish uses it when the store has it, and otherwise runs
-// TxBegin, EventPublishTx and TxCommit, which cannot retry.
+// transaction of the store's own, which the store can make cheaper or
+// safer than TxBegin, EventPublishTx and TxCommit: relaybus/postgres
+// sends the whole transaction in one round trip (an implicit transaction
+// of one pipelined batch); relaybus/mongo retries it itself when the
+// database refuses it for a transient conflict (MongoDB fails a second
+// transaction on the same key at once instead of making it wait).
+// Bus.Publish uses it when the store has it (for each group commit), and
+// otherwise runs TxBegin, EventPublishTx and TxCommit, which cannot
+// retry.
 type EventPublisher interface {
 	EventPublish(ctx context.Context, params *EventPublishParams) (*EventPublishResult, error)
 }

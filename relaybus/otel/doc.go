@@ -124,8 +124,10 @@
 //     again as lease_lost in relaybus.delivery.finished.
 //   - relaybus.publish.duration of EventPublishTx covers the inserts in
 //     the caller's transaction, not its commit; of EventPublish (a store
-//     that publishes in a transaction of its own, relaybus/mongo) the
-//     whole transaction with its retries. Bus.Publish on a store without
+//     that publishes in a transaction of its own: relaybus/postgres,
+//     relaybus/mongo) the whole transaction, with its retries on
+//     MongoDB. With group commit one EventPublish writes the events of
+//     several Bus.Publish calls. Bus.Publish on a store without
 //     EventPublisher runs TxBegin, EventPublishTx and TxCommit: only the
 //     middle one is measured.
 //   - The relaybus.store gauges take the values of the last report given

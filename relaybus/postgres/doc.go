@@ -67,6 +67,17 @@
 // instead, one probe per key, and TestPlans bounds the buffers a claim
 // touches on such a backlog.
 //
+// # Publishing
+//
+// A publish is one round trip: publish.sql's publishInsert and
+// publishNumber, sent as one pipelined batch whose second statement needs
+// nothing the client learns from the first (EventPublishTx has the
+// details). EventPublish, the Bus's Publish, sends the same batch without
+// BEGIN and COMMIT: the server runs a pipeline in one implicit
+// transaction, committed when the batch ends and rolled back whole when
+// one of its statements fails. docs/publishing.md has what each keeps of
+// the guarantees, and the group commit above it.
+//
 // # SQL
 //
 // Every statement is in a .sql file of this package, one file per

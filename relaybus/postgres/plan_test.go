@@ -280,13 +280,17 @@ func TestPlans(t *testing.T) {
 			}
 			t.Logf("renew %d: %d buffers", planCompleteBatch, p.buffers())
 
-			// Publish: the delivery insert reads no table but events (the
-			// foreign key, by its primary key).
-			p = explain(t, pool, generic, s.q.publishDeliveries,
-				"text[], text[], text[], text[], bigint[], smallint[], int[], timestamptz, timestamptz[]",
-				[]any{[]string{"e1"}, []string{"new-handler"}, []string{"t"}, []*string{nil}, []int64{0}, []int16{3}, []int32{3}, now, []time.Time{now}})
-			for _, scan := range p.scans("relaybus_deliveries") {
-				require.NotContains(t, scan, "Seq Scan", "publish:\n%s", p.text)
+			// Publish: a republish that adds a handler reads events by
+			// their primary key and no deliveries (the foreign key checks
+			// read events, by its primary key).
+			handlers := `["new-handler"]`
+			p = explain(t, pool, generic, s.q.publishNumber,
+				"text[], text[], smallint[], jsonb[], text[], text[], int[], timestamptz, timestamptz[]",
+				[]any{[]string{"e1"}, []*string{nil}, []int16{3}, []*string{&handlers}, []string{"e1"}, []string{"new-handler"}, []int32{3}, now, []time.Time{now}})
+			for _, table := range []string{"relaybus_deliveries", "relaybus_events"} {
+				for _, scan := range p.scans(table) {
+					require.NotContains(t, scan, "Seq Scan", "publish:\n%s", p.text)
+				}
 			}
 		})
 	}

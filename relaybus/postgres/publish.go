@@ -4,25 +4,28 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
-// EventPublishTx inserts events and their deliveries in tx. A call of new
-// events is two statements (three when some are keyed), whatever their
-// number: insert the events with their handlers, take the sequences of the
-// new keyed ones, insert the deliveries. Events that exist already cost
-// one more round trip: they are read, locked, and get deliveries only for
-// handlers not in their handlers list, which is extended. A call that adds
-// deliveries announces them to wake-up listeners (listen.go): at most
-// once per wakeNotifyInterval it tries to, with the deliveries' insert in
-// the same round trip, and notifies when the store's last notifying
+var _ driver.EventPublisher = (*Store)(nil)
+
+// EventPublishTx inserts events and their deliveries in tx, in one round
+// trip whatever their number, keyed or not, new or republished: two
+// statements of publish.sql sent as one pipelined batch, the second
+// depending on nothing the client learns from the first. publishInsert
+// inserts the events that do not exist yet and the deliveries of the new
+// unkeyed ones; publishNumber numbers the new keyed events (locking their
+// keys' counters until tx ends, so sequences follow commit order), gives
+// them their deliveries, and gives events that existed deliveries only
+// for the handlers their handlers list lacks, which it extends. A call
+// that adds deliveries may announce them to wake-up listeners
+// (listen.go): at most once per wakeNotifyInterval a third statement in
+// the same batch tries to, and notifies when the store's last notifying
 // transaction has ended; the others are announced by the next, or by a
 // notification sent after them.
 func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
@@ -32,19 +35,88 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 	if tx == nil {
 		return nil, fmt.Errorf("relaybus/postgres: publish: tx is nil: %w", relaytype.ErrInvalid)
 	}
+	p, err := s.newPublish(params)
+	if err != nil {
+		return nil, err
+	}
+	return p.run(ctx, tx)
+}
+
+// EventPublish is EventPublishTx in a transaction of the store's own
+// that costs no round trip of its own: the batch is sent without BEGIN
+// or COMMIT on a connection of the pool, so the server runs its
+// statements in one implicit transaction, committed when the batch ends
+// (at its Sync message) and rolled back, whole, when one of them fails;
+// the connection goes back to the pool idle either way. The Bus's
+// Publish uses it. An error that is a server's (a *pgconn.PgError in its
+// chain) means nothing was committed; any other error after the batch
+// was sent (a connection lost, a context ended) leaves the outcome
+// unknown, as for a COMMIT whose answer never came.
+func (s *Store) EventPublish(ctx context.Context, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
+	if err := params.Validate(s.maxPayloadBytes); err != nil {
+		return nil, err
+	}
+	p, err := s.newPublish(params)
+	if err != nil {
+		return nil, err
+	}
+	return p.run(ctx, s.pool)
+}
+
+// batchSender is what a publish's batch is sent on: the caller's
+// transaction, or the pool (an implicit transaction).
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// publish is one call's statements' arguments, and what they return.
+type publish struct {
+	s      *Store
+	params *driver.EventPublishParams
+
+	// Per event, in call order.
+	ids, types []string
+	keys       []*string
+	payloads   [][]byte
+	headers    []*string // jsonb, nil for NULL
+	handlers   []*string // jsonb arrays of names
+	createdAts []time.Time
+	lanes      []int16     // LaneOf the event's own key and id
+	dues       []time.Time // when its deliveries are due: Now, or a later Event.DeliverAt
+
+	// Per delivery: every one of the call (publishNumber), and those of
+	// unkeyed events (publishInsert).
+	all, unkeyed deliveryCols
+	// deliveries counts the deliveries each event is given, to know
+	// whether the call can add any.
+	deliveries int
+}
+
+// deliveryCols are deliveries as three arrays.
+type deliveryCols struct {
+	eventIDs, handlers []string
+	maxAttempts        []int32
+}
+
+func (c *deliveryCols) add(eventID string, d driver.DeliverySpec) {
+	c.eventIDs = append(c.eventIDs, eventID)
+	c.handlers = append(c.handlers, d.Handler)
+	c.maxAttempts = append(c.maxAttempts, int32(d.MaxAttempts)) // bounded by driver.MaxAttemptsLimit
+}
+
+// newPublish encodes params (validated) as the statements' arguments.
+func (s *Store) newPublish(params *driver.EventPublishParams) (*publish, error) {
 	n := len(params.Events)
-	ids := make([]string, n)
-	types := make([]string, n)
-	keys := make([]*string, n)
-	payloads := make([][]byte, n)
-	headers := make([][]byte, n)
-	handlers := make([][]byte, n)
-	createdAts := make([]time.Time, n)
+	p := &publish{s: s, params: params,
+		ids: make([]string, n), types: make([]string, n), keys: make([]*string, n),
+		payloads: make([][]byte, n), headers: make([]*string, n), handlers: make([]*string, n),
+		createdAts: make([]time.Time, n), lanes: make([]int16, n), dues: make([]time.Time, n)}
+	var names []string
 	for i, ep := range params.Events {
 		e := ep.Event
-		ids[i], types[i], payloads[i] = e.ID, e.Type, e.Payload
+		p.ids[i], p.types[i], p.payloads[i] = e.ID, e.Type, e.Payload
 		if e.Key != "" {
-			keys[i] = &e.Key
+			p.keys[i] = &e.Key
 		}
 		// nil headers stay NULL and an empty map stays {}, so both read
 		// back as they were given.
@@ -53,247 +125,98 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 			if err != nil {
 				return nil, fmt.Errorf("relaybus/postgres: publish: event %q: encode headers: %w", e.ID, err)
 			}
-			headers[i] = b
+			h := string(b)
+			p.headers[i] = &h
 		}
-		names := make([]string, len(ep.Deliveries))
-		for j, d := range ep.Deliveries {
-			names[j] = d.Handler
+		names = names[:0]
+		for _, d := range ep.Deliveries {
+			names = append(names, d.Handler)
+			p.all.add(e.ID, d)
+			if e.Key == "" {
+				p.unkeyed.add(e.ID, d)
+			}
 		}
+		p.deliveries += len(ep.Deliveries)
 		b, err := json.Marshal(names)
 		if err != nil {
 			return nil, fmt.Errorf("relaybus/postgres: publish: event %q: encode handlers: %w", e.ID, err)
 		}
-		handlers[i] = b
-		createdAts[i] = e.CreatedAt
+		h := string(b)
+		p.handlers[i] = &h
+		p.createdAts[i] = e.CreatedAt
 		if e.CreatedAt.IsZero() {
-			createdAts[i] = params.Now
+			p.createdAts[i] = params.Now
 		}
+		p.lanes[i] = int16(driver.LaneOf(e.Key, e.ID)) // < LaneCount
+		p.dues[i] = driver.AvailableAt(e, params.Now)
 	}
+	return p, nil
+}
 
-	// Step 1: the events that are new.
-	rows, err := tx.Query(ctx, s.q.publishEvents, ids, types, keys, payloads, jsonbArray(headers), createdAts, jsonbArray(handlers))
-	if err != nil {
-		return nil, errorFrom("publish: insert events", err)
-	}
-	inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, errorFrom("publish: insert events", err)
-	}
-	isNew := make(map[string]bool, len(inserted))
-	for _, id := range inserted {
-		isNew[id] = true
-	}
-
-	res := &driver.EventPublishResult{Inserted: make([]bool, n), Sequences: make([]int64, n)}
-	sequences := make(map[string]int64, n)
-
-	// Step 2: sequences for the new keyed events, numbered per key in
-	// call order.
-	if err := s.takeSequences(ctx, tx, params.Events, isNew, sequences); err != nil {
-		return nil, err
-	}
-
-	// Step 3: the events that existed, as stored, and the handlers they
-	// lack.
-	stored := map[string]*storedEvent{}
-	if len(inserted) < n {
-		var existing []string
-		for _, id := range ids {
-			if !isNew[id] {
-				existing = append(existing, id)
-			}
-		}
-		if stored, err = s.readExisting(ctx, tx, existing); err != nil {
-			return nil, err
-		}
-	}
-
-	// Step 4: the handlers added to existing events, and the deliveries.
-	var dv deliveryRows
-	var addedIDs []string
-	var added [][]byte
-	for i, ep := range params.Events {
-		e := ep.Event
-		res.Inserted[i] = isNew[e.ID]
-		if isNew[e.ID] {
-			res.Sequences[i] = sequences[e.ID]
-			for _, d := range ep.Deliveries {
-				dv.add(e.ID, d, e.Type, e.Key, sequences[e.ID], driver.AvailableAt(e, params.Now))
-			}
-			continue
-		}
-		st := stored[e.ID]
-		if st == nil {
-			// Step 1 found it, so only a concurrent delete (a Purge) can
-			// make it vanish.
-			return nil, fmt.Errorf("relaybus/postgres: publish: event %q vanished during the publish (purged concurrently?)", e.ID)
-		}
-		res.Sequences[i] = st.sequence
-		var names []string
-		for _, d := range ep.Deliveries {
-			if slices.Contains(st.handlers, d.Handler) {
-				continue
-			}
-			names = append(names, d.Handler)
-			st.handlers = append(st.handlers, d.Handler)
-			dv.add(e.ID, d, st.eventType, st.key, st.sequence, driver.AvailableAt(e, params.Now))
-		}
-		if len(names) > 0 {
-			b, err := json.Marshal(names)
-			if err != nil {
-				return nil, fmt.Errorf("relaybus/postgres: publish: event %q: encode handlers: %w", e.ID, err)
-			}
-			addedIDs = append(addedIDs, e.ID)
-			added = append(added, b)
-		}
-	}
-	if len(dv.eventIDs) == 0 && len(addedIDs) == 0 {
-		return res, nil
-	}
+// run sends the call's batch on sender and reads its results.
+func (p *publish) run(ctx context.Context, sender batchSender) (*driver.EventPublishResult, error) {
+	s, n := p.s, len(p.ids)
+	var (
+		inserted           []string
+		insertedDeliveries int64
+		numbered           int64
+		found, updated     int64
+		ords               []int64
+		sequences          []int64
+	)
 	batch := &pgx.Batch{}
+	batch.Queue(s.q.publishInsert, p.ids, p.types, p.keys, p.payloads, p.headers, p.createdAts, p.handlers, p.lanes,
+		p.unkeyed.eventIDs, p.unkeyed.handlers, p.unkeyed.maxAttempts, p.params.Now, p.dues).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&inserted, &insertedDeliveries) })
+	batch.Queue(s.q.publishNumber, p.ids, p.keys, p.lanes, p.handlers,
+		p.all.eventIDs, p.all.handlers, p.all.maxAttempts, p.params.Now, p.dues).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&numbered, &found, &updated, &ords, &sequences) })
 	var wake *publishWakeTry
-	if len(addedIDs) > 0 {
-		batch.Queue(s.q.publishHandlers, addedIDs, jsonbArray(added))
-	}
-	if len(dv.eventIDs) > 0 {
-		batch.Queue(s.q.publishDeliveries, dv.eventIDs, dv.handlers, dv.types, dv.keys, dv.sequences, dv.lanes, dv.maxAttempts, params.Now, dv.availableAt).
-			Exec(func(tag pgconn.CommandTag) error {
-				res.Deliveries = int(tag.RowsAffected())
-				return nil
-			})
+	if p.deliveries > 0 {
 		wq, err := s.wakeQueries()
 		if err != nil {
 			return nil, err
 		}
 		if wake = s.wakeAtPublish(); wake != nil {
-			// A notification is delivered at commit, and only then.
+			// A notification is delivered at commit, and only then. When
+			// the call adds no delivery after all (every event existed
+			// with its handlers) it is a hint that costs a claim.
 			batch.Queue(wq.publish, wake.prev).QueryRow(func(row pgx.Row) error {
 				return row.Scan(&wake.xid, &wake.notified)
 			})
 		}
 	}
-	err = tx.SendBatch(ctx, batch).Close()
+	err := sender.SendBatch(ctx, batch).Close()
 	if wake != nil {
 		s.wakeTried(wake, err)
 	}
 	if err != nil {
-		return nil, errorFrom("publish: insert deliveries", err)
+		return nil, errorFrom("publish", err)
+	}
+	if found != int64(n) {
+		// Statement 1 found or inserted every event, so only a
+		// concurrent delete (a Purge) can make one vanish.
+		return nil, fmt.Errorf("relaybus/postgres: publish: %d of %d events vanished during the publish (purged concurrently?)", int64(n)-found, n)
+	}
+	if len(ords) != len(sequences) {
+		return nil, fmt.Errorf("relaybus/postgres: publish: %d sequences for %d keyed events", len(sequences), len(ords))
+	}
+	res := &driver.EventPublishResult{Inserted: make([]bool, n), Sequences: make([]int64, n),
+		Deliveries: int(insertedDeliveries + numbered)}
+	if len(inserted) > 0 {
+		isNew := make(map[string]bool, len(inserted))
+		for _, id := range inserted {
+			isNew[id] = true
+		}
+		for i, id := range p.ids {
+			res.Inserted[i] = isNew[id]
+		}
+	}
+	for j, ord := range ords {
+		if ord < 1 || ord > int64(n) {
+			return nil, fmt.Errorf("relaybus/postgres: publish: sequence for event %d of %d", ord, n)
+		}
+		res.Sequences[ord-1] = sequences[j]
 	}
 	return res, nil
-}
-
-// takeSequences runs step 2 of a publish for the new keyed events and
-// records their sequences.
-func (s *Store) takeSequences(ctx context.Context, tx pgx.Tx, events []*driver.EventPublish, isNew map[string]bool, sequences map[string]int64) error {
-	var seqIDs, seqKeys []string
-	var seqRanks []int64
-	perKey := map[string]int64{}
-	var keyOrder []string
-	for _, ep := range events {
-		e := ep.Event
-		if e.Key == "" || !isNew[e.ID] {
-			continue
-		}
-		if _, seen := perKey[e.Key]; !seen {
-			keyOrder = append(keyOrder, e.Key)
-		}
-		perKey[e.Key]++
-		seqIDs = append(seqIDs, e.ID)
-		seqKeys = append(seqKeys, e.Key)
-		seqRanks = append(seqRanks, perKey[e.Key])
-	}
-	if len(seqIDs) == 0 {
-		return nil
-	}
-	counts := make([]int64, len(keyOrder))
-	for i, k := range keyOrder {
-		counts[i] = perKey[k]
-	}
-	seqTotals := make([]int64, len(seqIDs))
-	for i, k := range seqKeys {
-		seqTotals[i] = perKey[k]
-	}
-	rows, err := tx.Query(ctx, s.q.publishSequences, keyOrder, counts, seqIDs, seqKeys, seqRanks, seqTotals)
-	if err != nil {
-		return errorFrom("publish: take sequences", err)
-	}
-	var id string
-	var seq int64
-	if _, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
-		sequences[id] = seq
-		return nil
-	}); err != nil {
-		return errorFrom("publish: take sequences", err)
-	}
-	return nil
-}
-
-// storedEvent is an event that existed before a publish, as stored.
-type storedEvent struct {
-	eventType string
-	key       string
-	sequence  int64
-	handlers  []string
-}
-
-// readExisting reads (and locks) the events of ids.
-func (s *Store) readExisting(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*storedEvent, error) {
-	rows, err := tx.Query(ctx, s.q.publishExisting, ids)
-	if err != nil {
-		return nil, errorFrom("publish: read existing events", err)
-	}
-	out := make(map[string]*storedEvent, len(ids))
-	var (
-		id  string
-		key *string
-		st  storedEvent
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &st.eventType, &key, &st.sequence, &st.handlers}, func() error {
-		e := st
-		e.key = deref(key)
-		e.handlers = slices.Clone(st.handlers)
-		out[id] = &e
-		return nil
-	}); err != nil {
-		return nil, errorFrom("publish: read existing events", err)
-	}
-	return out, nil
-}
-
-// deliveryRows are the columns of the deliveries a publish inserts.
-type deliveryRows struct {
-	eventIDs, handlers, types []string
-	keys                      []*string
-	sequences                 []int64
-	lanes                     []int16
-	maxAttempts               []int32
-	availableAt               []time.Time
-}
-
-func (r *deliveryRows) add(eventID string, spec driver.DeliverySpec, eventType, key string, sequence int64, availableAt time.Time) {
-	r.availableAt = append(r.availableAt, availableAt)
-	r.eventIDs = append(r.eventIDs, eventID)
-	r.handlers = append(r.handlers, spec.Handler)
-	r.types = append(r.types, eventType)
-	if key != "" {
-		r.keys = append(r.keys, &key)
-	} else {
-		r.keys = append(r.keys, nil)
-	}
-	r.sequences = append(r.sequences, sequence)
-	r.lanes = append(r.lanes, int16(driver.LaneOf(key, eventID)))  // < LaneCount
-	r.maxAttempts = append(r.maxAttempts, int32(spec.MaxAttempts)) // bounded by driver.MaxAttemptsLimit
-}
-
-// jsonbArray turns encoded JSON documents into a value pgx sends as
-// jsonb[]: a nil entry is NULL.
-func jsonbArray(docs [][]byte) []*string {
-	out := make([]*string, len(docs))
-	for i, d := range docs {
-		if d != nil {
-			s := string(d)
-			out[i] = &s
-		}
-	}
-	return out
 }

@@ -1,74 +1,163 @@
--- Publish: the statements of EventPublishTx (publish.go), in the caller's
--- transaction, in the order it runs them. Part of the store's one
+-- Publish: the statements of EventPublishTx and EventPublish
+-- (publish.go), in the order they are sent. Part of the store's one
 -- template set: see sql.go.
 
--- Publish, step 1: insert the events that do not exist yet, with the
--- handlers this call gives them. Their sequence is set by step 2 once
--- the new ones are known, so that a republished event never consumes
--- a sequence number.
-{{define "publishEvents" -}}
-INSERT INTO {{.Events}} (id, type, key, sequence, payload, headers, created_at, handlers)
-SELECT u.id, u.type, u.key, 0, u.payload, u.headers, u.created_at,
-	ARRAY(SELECT jsonb_array_elements_text(u.handlers))
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::timestamptz[], $7::jsonb[])
-	WITH ORDINALITY AS u(id, type, key, payload, headers, created_at, handlers, ord)
-ORDER BY u.ord
-ON CONFLICT (id) DO NOTHING
-RETURNING id
+-- A publish is two statements, sent together in one round trip (one
+-- pipelined batch: in the caller's transaction, or in the implicit
+-- transaction of the batch for EventPublish), the second using nothing
+-- the client learns from the first. publishInsert inserts the events that
+-- do not exist yet and the deliveries of the new unkeyed ones;
+-- publishNumber, whose snapshot sees what publishInsert wrote and every
+-- event another transaction committed meanwhile, numbers the new keyed
+-- events and adds what republished events lack. A keyed event is
+-- inserted with sequence -1 and no handlers, the mark that it is new:
+-- only its own transaction can see it before publishNumber gives it its
+-- sequence, in the same round trip, so a republished event never
+-- consumes a sequence number.
+
+-- Publish, statement 1: the events that do not exist yet, in id order
+-- (two publishers of overlapping ids wait for each other in one order,
+-- never in a cycle), and the deliveries of the unkeyed ones. $7 is each
+-- event's handlers (a JSON array of names), $8 its lane for its own key,
+-- $13 when its deliveries are due (the publish's time, or its later
+-- Event.DeliverAt); $9 to $11 are the deliveries of the unkeyed events. A new event has no
+-- delivery yet, so the delivery insert needs no ON CONFLICT (whose
+-- speculative insertion costs a WAL record per row). Returns the ids
+-- inserted and the deliveries.
+{{define "publishInsert" -}}
+WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::timestamptz[], $7::jsonb[], $8::smallint[],
+			$13::timestamptz[])
+		AS u(id, type, key, payload, headers, created_at, handlers, lane, due)
+), ins AS (
+	INSERT INTO {{.Events}} (id, type, key, sequence, payload, headers, created_at, handlers)
+	SELECT u.id, u.type, u.key, CASE WHEN u.key IS NULL THEN 0 ELSE -1 END, u.payload, u.headers, u.created_at,
+		CASE WHEN u.key IS NULL THEN ARRAY(SELECT jsonb_array_elements_text(u.handlers)) ELSE '{}' END
+	FROM u
+	ORDER BY u.id
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id, type, key
+), dl AS (
+	INSERT INTO {{.Deliveries}} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
+		available_at, created_at, updated_at)
+	SELECT d.event_id, d.handler, ins.type, NULL, 0, u.lane, 'pending', 0, d.max_attempts, u.due, $12, $12
+	FROM unnest($9::text[], $10::text[], $11::int[]) WITH ORDINALITY AS d(event_id, handler, max_attempts, ord)
+	JOIN ins ON ins.id = d.event_id AND ins.key IS NULL
+	JOIN u ON u.id = d.event_id
+	ORDER BY d.ord
+	RETURNING 1
+)
+SELECT ARRAY(SELECT id FROM ins), (SELECT count(*) FROM dl)
 {{- end}}
 
--- Publish, step 2: take n sequence numbers for each key (keys in a
--- fixed order, so two publishers of several keys cannot deadlock) and
--- number the new events of that key in call order. The upsert keeps
--- the key's counter row locked until the transaction ends: a second
--- publisher of the key waits, so sequences follow commit order.
-{{define "publishSequences" -}}
-WITH counters AS (
+-- Publish, statement 2: for the events of the call ($1, with the key and
+-- lane given and each one's handlers, as in statement 1, and $9 when
+-- its deliveries are due; $5 to $7 are every delivery of the call):
+--   - fresh: the keyed events statement 1 inserted (sequence -1). Their
+--     keys' counters are upserted in key order (two publishers of several
+--     keys cannot deadlock), which keeps each counter row locked until
+--     the transaction ends: a second publisher of the key waits, so
+--     sequences follow commit order. They are numbered per key in call
+--     order and get all their deliveries.
+--   - stale: the events that existed and lack a handler of this call,
+--     locked in id order (FOR NO KEY UPDATE, which does not conflict
+--     with the foreign key checks of delivery inserts) and re-read at
+--     their latest version, so that two transactions adding the same
+--     handler to one event cannot both add it. They get deliveries only
+--     for those handlers, with the type, key and sequence stored; the
+--     lane is the one given unless the stored key differs, then it is
+--     computed here (LaneOf: FNV-1a of the key, or of the id when
+--     unkeyed, modulo 256).
+-- Events that have every handler already are only read. Returns the
+-- deliveries inserted, how many of the call's events were found, and the
+-- ordinals (1-based) and sequences of the keyed ones.
+{{define "publishNumber" -}}
+WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::smallint[], $4::jsonb[], $9::timestamptz[]) WITH ORDINALITY AS u(id, key, lane, handlers, due, ord)
+), cur AS (
+	-- = ANY of the array, not a join alone, here and in stale and upd:
+	-- an index scan of the primary key whatever a generic plan, made
+	-- while the table was small, estimates (a hash join on the table
+	-- reads all of it, every call).
+	SELECT u.ord, e.id, e.type, e.key, e.sequence, u.lane, u.due
+	FROM {{.Events}} e JOIN u ON u.id = e.id
+	WHERE e.id = ANY ($1::text[])
+), stale AS (
+	SELECT e.id, e.type, e.key, e.sequence, e.handlers, u.due,
+		CASE WHEN e.key IS NOT DISTINCT FROM u.key THEN u.lane ELSE (
+			WITH RECURSIVE f(i, h) AS (
+				SELECT 0, 2166136261::bigint
+				UNION ALL
+				SELECT f.i + 1, ((f.h # get_byte(b.b, f.i)) * 16777619) % 4294967296
+				FROM f, (SELECT convert_to(coalesce(e.key, e.id), 'UTF8') AS b) b
+				WHERE f.i < length(b.b)
+			)
+			SELECT (h % 256)::smallint FROM f ORDER BY i DESC LIMIT 1)
+		END AS lane
+	FROM {{.Events}} e JOIN u ON u.id = e.id
+	WHERE e.id = ANY ($1::text[]) AND e.sequence <> -1
+		AND EXISTS (SELECT FROM jsonb_array_elements_text(u.handlers) AS h(name) WHERE h.name <> ALL (e.handlers))
+	ORDER BY e.id
+	FOR NO KEY UPDATE OF e
+), counters AS (
 	INSERT INTO {{.Keys}} AS k (key, last_sequence)
-	SELECT t.key, t.n FROM unnest($1::text[], $2::bigint[]) AS t(key, n)
-	ORDER BY t.key
+	SELECT c.key, count(*) FROM cur c WHERE c.sequence = -1 GROUP BY c.key
+	ORDER BY c.key
 	ON CONFLICT (key) DO UPDATE SET last_sequence = k.last_sequence + EXCLUDED.last_sequence
 	RETURNING k.key, k.last_sequence
+), fresh AS (
+	SELECT c.id, c.type, c.key, c.lane, c.due,
+		k.last_sequence - count(*) OVER (PARTITION BY c.key) + row_number() OVER (PARTITION BY c.key ORDER BY c.ord) AS sequence
+	FROM cur c JOIN counters k ON k.key = c.key
+	WHERE c.sequence = -1
+), d AS (
+	SELECT * FROM unnest($5::text[], $6::text[], $7::int[]) WITH ORDINALITY AS d(event_id, handler, max_attempts, ord)
+), fresh_added AS (
+	SELECT f.id, f.type, f.key, f.sequence, f.lane, f.due, d.handler, d.max_attempts, d.ord
+	FROM fresh f JOIN d ON d.event_id = f.id
+), stale_added AS (
+	SELECT s.id, s.type, s.key, s.sequence, s.lane, s.due, d.handler, d.max_attempts, d.ord
+	FROM stale s JOIN d ON d.event_id = s.id
+	WHERE d.handler <> ALL (s.handlers)
+), names AS (
+	SELECT a.id, array_agg(a.handler ORDER BY a.ord) AS added
+	FROM (SELECT id, handler, ord FROM fresh_added UNION ALL SELECT id, handler, ord FROM stale_added) AS a
+	GROUP BY a.id
+), work AS (
+	SELECT f.id, f.sequence, '{}'::text[] AS handlers FROM fresh f
+	UNION ALL
+	SELECT s.id, s.sequence, s.handlers FROM stale s
+), upd AS (
+	UPDATE {{.Events}} AS e SET sequence = w.sequence, handlers = w.handlers || coalesce(n.added, '{}')
+	FROM work w LEFT JOIN names n ON n.id = w.id
+	WHERE e.id = w.id AND e.id = ANY ($1::text[])
+	RETURNING e.id
+), dl_fresh AS (
+	INSERT INTO {{.Deliveries}} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
+		available_at, created_at, updated_at)
+	SELECT a.id, a.handler, a.type, a.key, a.sequence, a.lane, 'pending', 0, a.max_attempts, a.due, $8, $8
+	FROM fresh_added a
+	ORDER BY a.ord
+	RETURNING 1
+), dl_stale AS (
+	-- ON CONFLICT only guards a delivery no events.handlers lists (none
+	-- is written so); events.handlers is what keeps a completed (deleted)
+	-- one from coming back.
+	INSERT INTO {{.Deliveries}} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
+		available_at, created_at, updated_at)
+	SELECT a.id, a.handler, a.type, a.key, a.sequence, a.lane, 'pending', 0, a.max_attempts, a.due, $8, $8
+	FROM stale_added a
+	ORDER BY a.ord
+	ON CONFLICT (event_id, handler) DO NOTHING
+	RETURNING 1
+), seqs AS (
+	SELECT c.ord, coalesce(f.sequence, c.sequence) AS sequence
+	FROM cur c LEFT JOIN fresh f ON f.id = c.id
+	WHERE c.key IS NOT NULL
 )
-UPDATE {{.Events}} AS e SET sequence = c.last_sequence - u.n + u.rank
-FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[]) AS u(id, key, rank, n)
-JOIN counters c ON c.key = u.key
-WHERE e.id = u.id
-RETURNING e.id, e.sequence
-{{- end}}
-
--- Publish, step 3 (only for events that existed): read them, locked in
--- id order until the transaction ends, so that two transactions adding
--- the same handler to one event cannot both add it. FOR NO KEY UPDATE
--- does not conflict with the foreign key checks of delivery inserts.
-{{define "publishExisting" -}}
-SELECT id, type, key, sequence, handlers FROM {{.Events}}
-WHERE id = ANY ($1::text[])
-ORDER BY id
-FOR NO KEY UPDATE
-{{- end}}
-
--- Publish, step 4a: add the new handlers to events that existed.
-{{define "publishHandlers" -}}
-UPDATE {{.Events}} AS e SET handlers = e.handlers || ARRAY(SELECT jsonb_array_elements_text(u.added))
-FROM unnest($1::text[], $2::jsonb[]) AS u(id, added)
-WHERE e.id = u.id
-{{- end}}
-
--- Publish, step 4b: the deliveries. Type, key, sequence and lane come
--- from the caller, who took them from the event as stored; available_at
--- is the publish's time, or its event's later DeliverAt. ON CONFLICT
--- only guards a delivery inserted earlier in the same transaction;
--- events.handlers is what keeps a completed (deleted) one from coming
--- back.
-{{define "publishDeliveries" -}}
-INSERT INTO {{.Deliveries}} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
-	available_at, created_at, updated_at)
-SELECT u.event_id, u.handler, u.event_type, u.key, u.sequence, u.lane, 'pending', 0, u.max_attempts, u.available_at, $8, $8
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::smallint[], $7::int[], $9::timestamptz[])
-	WITH ORDINALITY AS u(event_id, handler, event_type, key, sequence, lane, max_attempts, available_at, ord)
-ORDER BY u.ord
-ON CONFLICT (event_id, handler) DO NOTHING
+SELECT (SELECT count(*) FROM dl_fresh) + (SELECT count(*) FROM dl_stale), (SELECT count(*) FROM cur),
+	(SELECT count(*) FROM upd),
+	ARRAY(SELECT ord FROM seqs ORDER BY ord), ARRAY(SELECT sequence FROM seqs ORDER BY ord)
 {{- end}}
 
 -- Publish, the wake-up (listen.go): a publish that tries to announce

@@ -76,11 +76,8 @@ func renderSchema(schema, prefix string) (string, error) {
 type queries struct {
 	names sqlNames // for the statements rendered per call (DeliveryList)
 
-	publishEvents     string
-	publishSequences  string
-	publishExisting   string
-	publishHandlers   string
-	publishDeliveries string
+	publishInsert string
+	publishNumber string
 
 	claimPrelude string
 	claimAsync   string
@@ -131,11 +128,8 @@ func buildQueries(schema, prefix string) (queries, error) {
 		name string
 		dst  *string
 	}{
-		{"publishEvents", &q.publishEvents},
-		{"publishSequences", &q.publishSequences},
-		{"publishExisting", &q.publishExisting},
-		{"publishHandlers", &q.publishHandlers},
-		{"publishDeliveries", &q.publishDeliveries},
+		{"publishInsert", &q.publishInsert},
+		{"publishNumber", &q.publishNumber},
 		{"claimPrelude", &q.claimPrelude},
 		{"claimAsync", &q.claimAsync},
 		{"claimCount", &q.claimCount},
