@@ -113,6 +113,20 @@ func newSession(pool *pgxpool.Pool, f *connFlags) (*session, error) {
 
 func (s *session) close() { s.pool.Close() }
 
+// withCall opens the store, runs fn with a context that bounds its one
+// database call by --timeout, and closes the store: the frame of every
+// command that makes one call.
+func (c *call) withCall(ctx context.Context, fn func(ctx context.Context, s *session) error) error {
+	s, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	return fn(cctx, s)
+}
+
 // callCtx bounds one database call by --timeout.
 func (s *session) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.timeout)

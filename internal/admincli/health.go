@@ -169,32 +169,27 @@ func runHealth(ctx context.Context, c *call, f *healthFlags) error {
 		// Out of the library's ranges: said before connecting.
 		return usagef("relaybus health: %v", err)
 	}
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	h, err := s.bus.StoreHealth(cctx)
-	if err != nil {
-		return c.storeError("store health", err)
-	}
-	r, err := relaybus.CheckStoreHealth(h, nil, th)
-	if err != nil {
-		return err // not reached: th was checked above
-	}
-	if c.conn.json {
-		if err := writeJSON(c.stdout(), healthJSONOf(r)); err != nil {
+	return c.withCall(ctx, func(cctx context.Context, s *session) error {
+		h, err := s.bus.StoreHealth(cctx)
+		if err != nil {
+			return c.storeError("store health", err)
+		}
+		r, err := relaybus.CheckStoreHealth(h, nil, th)
+		if err != nil {
+			return err // not reached: th was checked above
+		}
+		if c.conn.json {
+			if err := writeJSON(c.stdout(), healthJSONOf(r)); err != nil {
+				return err
+			}
+		} else if err := writeHealth(c, r); err != nil {
 			return err
 		}
-	} else if err := writeHealth(c, r); err != nil {
-		return err
-	}
-	if len(r.Warnings) > 0 {
-		return withCode(ExitUnhealthy, "relaybus health: %d %s", len(r.Warnings), plural(len(r.Warnings), "warning", "warnings"))
-	}
-	return nil
+		if len(r.Warnings) > 0 {
+			return withCode(ExitUnhealthy, "relaybus health: %d %s", len(r.Warnings), plural(len(r.Warnings), "warning", "warnings"))
+		}
+		return nil
+	})
 }
 
 func healthJSONOf(r *relaybus.HealthReport) *healthJSON {

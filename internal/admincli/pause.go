@@ -60,82 +60,67 @@ type pausedJSON struct {
 }
 
 func runPause(ctx context.Context, c *call, reason string) error {
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	handler := c.args[0]
-	if err := s.bus.PauseHandler(cctx, handler, reason); err != nil {
-		if isInvalid(err) {
-			return usagef("relaybus pause: %v", err)
+	return c.withCall(ctx, func(cctx context.Context, s *session) error {
+		handler := c.args[0]
+		if err := s.bus.PauseHandler(cctx, handler, reason); err != nil {
+			if isInvalid(err) {
+				return usagef("relaybus pause: %v", err)
+			}
+			return c.storeError("pause", err)
 		}
-		return c.storeError("pause", err)
-	}
-	if c.conn.json {
-		return writeJSON(c.stdout(), map[string]any{"paused": handler})
-	}
-	fmt.Fprintf(c.stdout(), "paused %s: no dispatcher claims its deliveries from its next reading (within about a poll interval)\n", cell(handler))
-	return nil
+		if c.conn.json {
+			return writeJSON(c.stdout(), map[string]any{"paused": handler})
+		}
+		fmt.Fprintf(c.stdout(), "paused %s: no dispatcher claims its deliveries from its next reading (within about a poll interval)\n", cell(handler))
+		return nil
+	})
 }
 
 func runResume(ctx context.Context, c *call) error {
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	handler := c.args[0]
-	ok, err := s.bus.ResumeHandler(cctx, handler)
-	if err != nil {
-		if isInvalid(err) {
-			return usagef("relaybus resume: %v", err)
+	return c.withCall(ctx, func(cctx context.Context, s *session) error {
+		handler := c.args[0]
+		ok, err := s.bus.ResumeHandler(cctx, handler)
+		if err != nil {
+			if isInvalid(err) {
+				return usagef("relaybus resume: %v", err)
+			}
+			return c.storeError("resume", err)
 		}
-		return c.storeError("resume", err)
-	}
-	if !ok {
-		return withCode(ExitNotFound, "relaybus resume: handler %q is not paused", handler)
-	}
-	if c.conn.json {
-		return writeJSON(c.stdout(), map[string]any{"resumed": handler})
-	}
-	fmt.Fprintf(c.stdout(), "resumed %s: the dispatchers claim its deliveries again from their next reading\n", cell(handler))
-	return nil
+		if !ok {
+			return withCode(ExitNotFound, "relaybus resume: handler %q is not paused", handler)
+		}
+		if c.conn.json {
+			return writeJSON(c.stdout(), map[string]any{"resumed": handler})
+		}
+		fmt.Fprintf(c.stdout(), "resumed %s: the dispatchers claim its deliveries again from their next reading\n", cell(handler))
+		return nil
+	})
 }
 
 func runPaused(ctx context.Context, c *call) error {
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	ps, err := s.bus.PausedHandlers(cctx)
-	if err != nil {
-		return c.storeError("paused handlers", err)
-	}
-	if c.conn.json {
-		out := make([]pausedJSON, len(ps))
-		for i, p := range ps {
-			out[i] = pausedJSON{Handler: p.Handler, Reason: p.Reason, PausedAt: p.PausedAt.UTC().Format(time.RFC3339Nano)}
+	return c.withCall(ctx, func(cctx context.Context, s *session) error {
+		ps, err := s.bus.PausedHandlers(cctx)
+		if err != nil {
+			return c.storeError("paused handlers", err)
 		}
-		return writeJSON(c.stdout(), out)
-	}
-	if len(ps) == 0 {
-		fmt.Fprintln(c.stdout(), "no handler is paused")
-		return nil
-	}
-	tw := tabwriter.NewWriter(c.stdout(), 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "handler\tpaused at\treason")
-	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(p.Handler), timeText(p.PausedAt), cellOrDash(p.Reason))
-	}
-	return tw.Flush()
+		if c.conn.json {
+			out := make([]pausedJSON, len(ps))
+			for i, p := range ps {
+				out[i] = pausedJSON{Handler: p.Handler, Reason: p.Reason, PausedAt: p.PausedAt.UTC().Format(time.RFC3339Nano)}
+			}
+			return writeJSON(c.stdout(), out)
+		}
+		if len(ps) == 0 {
+			fmt.Fprintln(c.stdout(), "no handler is paused")
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.stdout(), 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "handler\tpaused at\treason")
+		for _, p := range ps {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(p.Handler), timeText(p.PausedAt), cellOrDash(p.Reason))
+		}
+		return tw.Flush()
+	})
 }
 
 // cellOrDash is cell(s), or "-" for an empty s.

@@ -43,40 +43,35 @@ func countsOf(c relaybus.Counts) countsJSON {
 }
 
 func runStats(ctx context.Context, c *call) error {
-	s, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	cctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	st, err := s.bus.Statistics(cctx)
-	if err != nil {
-		return c.storeError("statistics", err)
-	}
-	if c.conn.json {
-		out := statsJSON{countsJSON: countsOf(st.Counts), Handlers: map[string]countsJSON{}, OldestDueAgeSeconds: st.OldestDueAge.Seconds()}
-		for h, n := range st.Handlers {
-			out.Handlers[h] = countsOf(n)
+	return c.withCall(ctx, func(cctx context.Context, s *session) error {
+		st, err := s.bus.Statistics(cctx)
+		if err != nil {
+			return c.storeError("statistics", err)
 		}
-		return writeJSON(c.stdout(), out)
-	}
-	tw := tabwriter.NewWriter(c.stdout(), 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "handler\tpending\tprocessing\tcompleted\tdead")
-	row := func(name string, n relaybus.Counts) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", cell(name), n.Pending, n.Processing, n.Completed, n.Dead)
-	}
-	for _, h := range slices.Sorted(maps.Keys(st.Handlers)) {
-		row(h, st.Handlers[h])
-	}
-	row("(all)", st.Counts)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if st.OldestDueAge > 0 {
-		fmt.Fprintf(c.stdout(), "the oldest due delivery has waited %s\n", durationText(st.OldestDueAge))
-	} else {
-		fmt.Fprintln(c.stdout(), "no delivery is waiting")
-	}
-	return nil
+		if c.conn.json {
+			out := statsJSON{countsJSON: countsOf(st.Counts), Handlers: map[string]countsJSON{}, OldestDueAgeSeconds: st.OldestDueAge.Seconds()}
+			for h, n := range st.Handlers {
+				out.Handlers[h] = countsOf(n)
+			}
+			return writeJSON(c.stdout(), out)
+		}
+		tw := tabwriter.NewWriter(c.stdout(), 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "handler\tpending\tprocessing\tcompleted\tdead")
+		row := func(name string, n relaybus.Counts) {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", cell(name), n.Pending, n.Processing, n.Completed, n.Dead)
+		}
+		for _, h := range slices.Sorted(maps.Keys(st.Handlers)) {
+			row(h, st.Handlers[h])
+		}
+		row("(all)", st.Counts)
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if st.OldestDueAge > 0 {
+			fmt.Fprintf(c.stdout(), "the oldest due delivery has waited %s\n", durationText(st.OldestDueAge))
+		} else {
+			fmt.Fprintln(c.stdout(), "no delivery is waiting")
+		}
+		return nil
+	})
 }
