@@ -103,12 +103,17 @@ func setup(t *testing.T) *fixture {
 	require.NoError(t, seed.Handle("invoice.sent", "billing", func(context.Context, *relaybus.Delivery) error {
 		return relaybus.Permanent(errors.New("no such account"))
 	}, nil))
-	require.NoError(t, seed.Publish(t.Context(),
-		&relaybus.Event{ID: "evt-1", Type: "order.placed", Key: "customer-1", Payload: []byte(`{"order": 1}`), Headers: map[string]string{"trace": "t-1"}},
-		&relaybus.Event{ID: "evt-2", Type: "order.placed", Key: "customer-2", Payload: []byte(`{"order": 2}`)},
-		&relaybus.Event{ID: "evt-3", Type: "order.placed", Payload: []byte{0xff, 0xfe}},
-		&relaybus.Event{ID: "evt-4", Type: "invoice.sent", Key: "customer-1"},
-	))
+	// One call each: the deliveries of one call need not get their IDs
+	// in the call's order (a PostgreSQL publish inserts an unkeyed
+	// event's before a keyed one's), and the tests name them in order.
+	for _, e := range []*relaybus.Event{
+		{ID: "evt-1", Type: "order.placed", Key: "customer-1", Payload: []byte(`{"order": 1}`), Headers: map[string]string{"trace": "t-1"}},
+		{ID: "evt-2", Type: "order.placed", Key: "customer-2", Payload: []byte(`{"order": 2}`)},
+		{ID: "evt-3", Type: "order.placed", Payload: []byte{0xff, 0xfe}},
+		{ID: "evt-4", Type: "invoice.sent", Key: "customer-1"},
+	} {
+		require.NoError(t, seed.Publish(t.Context(), e))
+	}
 	res, err := seed.Work(t.Context(), &relaybus.WorkParams{Handlers: []string{"mailer", "ledger", "billing"}})
 	require.NoError(t, err)
 	require.Len(t, res.Worked, 7)
