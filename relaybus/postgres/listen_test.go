@@ -290,10 +290,13 @@ func TestWakeupsDisabledInStore(t *testing.T) {
 	w.publish(t)
 	w.waitHandled(t, 3)
 
+	// The announcing bus stops, handing its lanes back: it polls once an
+	// hour and could hold the lane of the next event.
+	w.stop()
 	q := startWakeBus(t, quiet, 50*time.Millisecond)
 	q.waitLog(t, "the store announces no work", 1)
 	require.NoError(t, q.bus.Publish(t.Context(), &relaybus.Event{Type: "t"}))
-	eventually(t, "the quiet bus's poll or the other's to run it", func() bool { return q.handled.Load()+w.handled.Load() == 4 }, q.logs.String)
+	eventually(t, "the quiet bus's poll to run it", func() bool { return q.handled.Load() == 1 }, q.logs.String)
 	require.Equal(t, 1, q.logs.count("the store announces no work"), q.logs.String())
 	require.Zero(t, q.logs.count("wake-ups on"))
 }
