@@ -300,18 +300,8 @@ func bloatPlot(c *result.Cell, i int) ([]byte, bool, error) {
 		if len(xys) == 0 {
 			continue
 		}
-		l, err := plotter.NewLine(xys)
-		if err != nil {
-			return nil, false, fmt.Errorf("report: plot: %w", err)
-		}
-		l.Color = sideColors[s.Side]
-		if !s.IsValid() {
-			l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-		}
-		p.Add(l)
-		if !drawn[s.Side] {
-			drawn[s.Side] = true
-			p.Legend.Add(s.Side, l)
+		if err := addWindowLine(p, drawn, s, xys); err != nil {
+			return nil, false, err
 		}
 	}
 	if len(drawn) == 0 {

@@ -125,24 +125,34 @@ func throughputPlot(c *result.Cell) ([]byte, bool, error) {
 		for i, v := range s.Series {
 			xys[i] = plotter.XY{X: float64(i+1) * step, Y: v} // at the end of its bucket
 		}
-		l, err := plotter.NewLine(xys)
-		if err != nil {
-			return nil, false, fmt.Errorf("report: plot: %w", err)
-		}
-		l.Color = sideColors[s.Side]
-		if !s.IsValid() {
-			l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-		}
-		p.Add(l)
-		if !drawn[s.Side] {
-			drawn[s.Side] = true
-			p.Legend.Add(s.Side, l)
+		if err := addWindowLine(p, drawn, s, xys); err != nil {
+			return nil, false, err
 		}
 	}
 	if len(drawn) == 0 {
 		return nil, false, nil
 	}
 	return render(p)
+}
+
+// addWindowLine adds the line of one window (s) to p in its side's
+// colour, dashed when the window is not VALID, and names the side in the
+// legend the first time (drawn records which were named).
+func addWindowLine(p *plot.Plot, drawn map[string]bool, s *result.Sample, xys plotter.XYs) error {
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return fmt.Errorf("report: plot: %w", err)
+	}
+	l.Color = sideColors[s.Side]
+	if !s.IsValid() {
+		l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+	}
+	p.Add(l)
+	if !drawn[s.Side] {
+		drawn[s.Side] = true
+		p.Legend.Add(s.Side, l)
+	}
+	return nil
 }
 
 // latencyPlot draws the empirical CDF of the end-to-end latencies of
