@@ -123,6 +123,8 @@ func proxiedStore(t *testing.T) (*postgres.Store, *listenProxy) {
 	require.NoError(t, err)
 	p := startListenProxy(t, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(p.addr().Port)
+	// In clear, whatever the URL's sslmode: the proxy reads the LISTEN.
+	cfg.ConnConfig.TLSConfig, cfg.ConnConfig.Fallbacks = nil, nil
 	cfg.MaxConns = testPoolMaxConns
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)

@@ -74,31 +74,45 @@ SELECT ARRAY(SELECT id FROM ins), (SELECT count(*) FROM dl)
 {{define "publishNumber" -}}
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::smallint[], $4::jsonb[], $9::timestamptz[]) WITH ORDINALITY AS u(id, key, lane, handlers, due, ord)
-), cur AS (
-	-- = ANY of the array, not a join alone, here and in stale and upd:
-	-- an index scan of the primary key whatever a generic plan, made
-	-- while the table was small, estimates (a hash join on the table
-	-- reads all of it, every call).
-	SELECT u.ord, e.id, e.type, e.key, e.sequence, u.lane, u.due
-	FROM {{.Events}} e JOIN u ON u.id = e.id
-	WHERE e.id = ANY ($1::text[])
+), cur AS MATERIALIZED (
+	-- Per event of the call, its row as this statement's snapshot sees
+	-- it, and that row's address: a lateral subquery with LIMIT 1, which
+	-- the planner can only run as a parameterized probe of the primary
+	-- key, whatever the table's statistics (a join of the call's ids with
+	-- events, or an = ANY of them, is left to the estimates, and a generic
+	-- plan made while the table was small scans every event, every call).
+	SELECT u.ord, u.key AS given_key, u.lane, u.handlers AS given, u.due,
+		e.ctid, e.id, e.type, e.key, e.sequence, e.handlers
+	FROM u CROSS JOIN LATERAL (
+		SELECT e.ctid, e.id, e.type, e.key, e.sequence, e.handlers FROM {{.Events}} e WHERE e.id = u.id LIMIT 1
+	) e
 ), stale AS (
-	SELECT e.id, e.type, e.key, e.sequence, e.handlers, u.due,
-		CASE WHEN e.key IS NOT DISTINCT FROM u.key THEN u.lane ELSE (
+	-- The events that lacked a handler of the call, locked in id order
+	-- (the outer side of a nested loop, sorted) through the same probe,
+	-- which re-reads the newest version and re-checks what it lacks.
+	SELECT c.ctid, x.id, x.type, x.key, x.sequence, x.handlers, c.due,
+		CASE WHEN x.key IS NOT DISTINCT FROM c.given_key THEN c.lane ELSE (
 			WITH RECURSIVE f(i, h) AS (
 				SELECT 0, 2166136261::bigint
 				UNION ALL
 				SELECT f.i + 1, ((f.h # get_byte(b.b, f.i)) * 16777619) % 4294967296
-				FROM f, (SELECT convert_to(coalesce(e.key, e.id), 'UTF8') AS b) b
+				FROM f, (SELECT convert_to(coalesce(x.key, x.id), 'UTF8') AS b) b
 				WHERE f.i < length(b.b)
 			)
 			SELECT (h % 256)::smallint FROM f ORDER BY i DESC LIMIT 1)
 		END AS lane
-	FROM {{.Events}} e JOIN u ON u.id = e.id
-	WHERE e.id = ANY ($1::text[]) AND e.sequence <> -1
-		AND EXISTS (SELECT FROM jsonb_array_elements_text(u.handlers) AS h(name) WHERE h.name <> ALL (e.handlers))
-	ORDER BY e.id
-	FOR NO KEY UPDATE OF e
+	FROM (
+		SELECT * FROM cur c
+		WHERE c.sequence <> -1
+			AND EXISTS (SELECT FROM jsonb_array_elements_text(c.given) AS h(name) WHERE h.name <> ALL (c.handlers))
+		ORDER BY c.id
+	) c CROSS JOIN LATERAL (
+		SELECT e.id, e.type, e.key, e.sequence, e.handlers FROM {{.Events}} e
+		WHERE e.id = c.id
+			AND EXISTS (SELECT FROM jsonb_array_elements_text(c.given) AS h(name) WHERE h.name <> ALL (e.handlers))
+		LIMIT 1
+		FOR NO KEY UPDATE
+	) x
 ), counters AS (
 	INSERT INTO {{.Keys}} AS k (key, last_sequence)
 	SELECT c.key, count(*) FROM cur c WHERE c.sequence = -1 GROUP BY c.key
@@ -106,7 +120,7 @@ WITH u AS (
 	ON CONFLICT (key) DO UPDATE SET last_sequence = k.last_sequence + EXCLUDED.last_sequence
 	RETURNING k.key, k.last_sequence
 ), fresh AS (
-	SELECT c.id, c.type, c.key, c.lane, c.due,
+	SELECT c.ctid, c.id, c.type, c.key, c.lane, c.due,
 		k.last_sequence - count(*) OVER (PARTITION BY c.key) + row_number() OVER (PARTITION BY c.key ORDER BY c.ord) AS sequence
 	FROM cur c JOIN counters k ON k.key = c.key
 	WHERE c.sequence = -1
@@ -123,14 +137,20 @@ WITH u AS (
 	SELECT a.id, array_agg(a.handler ORDER BY a.ord) AS added
 	FROM (SELECT id, handler, ord FROM fresh_added UNION ALL SELECT id, handler, ord FROM stale_added) AS a
 	GROUP BY a.id
-), work AS (
-	SELECT f.id, f.sequence, '{}'::text[] AS handlers FROM fresh f
+), work AS MATERIALIZED (
+	SELECT f.ctid, f.id, f.sequence, '{}'::text[] AS handlers FROM fresh f
 	UNION ALL
-	SELECT s.id, s.sequence, s.handlers FROM stale s
+	SELECT s.ctid, s.id, s.sequence, s.handlers FROM stale s
 ), upd AS (
+	-- By address, the addresses cur read (an event of stale updated
+	-- since is reached from there, the UPDATE going on to its newest
+	-- version, the one stale locked; a TID scan does not re-check the
+	-- address, the id check keeps each row to its own work), and only
+	-- when there is work (a one-time filter): a call of new unkeyed
+	-- events reads no event here, whatever the plan.
 	UPDATE {{.Events}} AS e SET sequence = w.sequence, handlers = w.handlers || coalesce(n.added, '{}')
 	FROM work w LEFT JOIN names n ON n.id = w.id
-	WHERE e.id = w.id AND e.id = ANY ($1::text[])
+	WHERE EXISTS (SELECT FROM work) AND e.ctid = ANY (ARRAY(SELECT ctid FROM work)) AND e.id = w.id
 	RETURNING e.id
 ), dl_fresh AS (
 	INSERT INTO {{.Deliveries}} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
