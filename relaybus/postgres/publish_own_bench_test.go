@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -8,10 +9,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/berkcansavur/relaybus/relaybus"
 	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/postgres"
 	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
@@ -68,6 +71,67 @@ func BenchmarkBusPublishParallel(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N*c.batch)/b.Elapsed().Seconds(), "events/s")
 			m.report(b, int64(b.N*c.batch), "event")
+		})
+	}
+}
+
+// BenchmarkPublishFloor puts EventPublish beside the floor of a durable
+// publish on the same server: one row of a one-table queue (a job row with
+// two indexes besides its primary key, as a River insert writes) inserted
+// in its own transaction. Each is run with synchronous_commit on and off,
+// so that a commit's WAL flush and the rest (statements, protocol,
+// client) can be told apart; wal-syncs/op and wal-sync-us/op come from
+// pg_stat_wal (its sync time only with track_wal_io_timing on), read after
+// the benchmark's connections are closed so that their counts are in.
+func BenchmarkPublishFloor(b *testing.B) {
+	_, pool := benchStore(b)
+	ctx := b.Context()
+	_, err := pool.Exec(ctx, `CREATE TABLE floor_job (id bigserial PRIMARY KEY, kind text NOT NULL, args jsonb NOT NULL,
+		state text NOT NULL DEFAULT 'available', queue text NOT NULL DEFAULT 'default', priority int NOT NULL DEFAULT 1,
+		scheduled_at timestamptz NOT NULL DEFAULT now(), created_at timestamptz NOT NULL DEFAULT now());
+		CREATE INDEX ON floor_job (state, queue, priority, scheduled_at, id);
+		CREATE INDEX ON floor_job (kind)`)
+	require.NoError(b, err)
+	t0run := time.Now().UnixNano() // IDs new in every run of -count
+	insert := func(ctx context.Context, p *pgxpool.Pool, _ *postgres.Store, _ string) error {
+		_, err := p.Exec(ctx, `INSERT INTO floor_job (kind, args) VALUES ($1, $2)`, "t", `{"n":1}`)
+		return err
+	}
+	publish := func(ctx context.Context, _ *pgxpool.Pool, s *postgres.Store, id string) error {
+		_, err := s.EventPublish(ctx, &driver.EventPublishParams{Now: t0, Events: []*driver.EventPublish{{
+			Event:      &relaytype.Event{ID: id, Type: "t", Payload: make([]byte, 128)},
+			Deliveries: []driver.DeliverySpec{{Handler: "a", MaxAttempts: 3}},
+		}}})
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		sync string
+		op   func(context.Context, *pgxpool.Pool, *postgres.Store, string) error
+	}{
+		{"one-row-insert/sync", "on", insert}, {"publish/sync", "on", publish},
+		{"one-row-insert/async", "off", insert}, {"publish/async", "off", publish},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := pool.Config().Copy()
+			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = c.sync
+			p, err := pgxpool.NewWithConfig(ctx, cfg)
+			require.NoError(b, err)
+			s, err := postgres.New(p, nil)
+			require.NoError(b, err)
+			var syncs0, syncTime0 float64
+			const q = `SELECT wal_sync, wal_sync_time FROM pg_stat_wal`
+			require.NoError(b, pool.QueryRow(ctx, q).Scan(&syncs0, &syncTime0))
+			for i := 0; b.Loop(); i++ {
+				require.NoError(b, c.op(ctx, p, s, fmt.Sprintf("%s-%d-%d", c.name, t0run, i)))
+			}
+			b.StopTimer()
+			p.Close() // its backends exit, and report their WAL counts
+			time.Sleep(200 * time.Millisecond)
+			var syncs1, syncTime1 float64
+			require.NoError(b, pool.QueryRow(ctx, q).Scan(&syncs1, &syncTime1))
+			b.ReportMetric((syncs1-syncs0)/float64(b.N), "wal-syncs/op")
+			b.ReportMetric((syncTime1-syncTime0)*1000/float64(b.N), "wal-sync-us/op")
 		})
 	}
 }
