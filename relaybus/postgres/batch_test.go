@@ -13,6 +13,7 @@ import (
 	"github.com/berkcansavur/relaybus/relaybus"
 	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // keyedBatches checks a keyed batch handler's calls as they happen: the
@@ -251,4 +252,49 @@ func (a *atomic32) load() int32 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.n
+}
+
+// TestKeyRunsNotCutByTheQuota: a hot key's runs of 20 come whole from a
+// held lane until it is handed back, the last one past the lane's quota
+// of 64 (20, 20, 20, 20), not cut to fit it (20, 20, 20, 4); and a run
+// of 1,000 takes no more than twice the quota from one hold.
+func TestKeyRunsNotCutByTheQuota(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		max  int
+		want []int
+	}{
+		{20, []int{20, 20, 20, 20}},
+		{1_000, []int{128}},
+	} {
+		t.Run(fmt.Sprint("max=", c.max), func(t *testing.T) {
+			t.Parallel()
+			s, _ := setup(t, nil)
+			ctx := t.Context()
+			now := time.Now()
+			var eps []*driver.EventPublish
+			for i := range 200 {
+				eps = append(eps, &driver.EventPublish{
+					Event:      &relaybus.Event{ID: fmt.Sprint("e", i), Type: "t", Key: "hot"},
+					Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+				})
+			}
+			_, err := s.EventPublish(ctx, &driver.EventPublishParams{Events: eps, Now: now})
+			require.NoError(t, err)
+			var sizes []int
+			for range len(c.want) {
+				ds, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "w", Handlers: []string{"h"}, Limit: 1_000,
+					LeaseDuration: time.Minute, Now: now, KeyRuns: []driver.KeyRun{{Handler: "h", Max: c.max}}})
+				require.NoError(t, err)
+				sizes = append(sizes, len(ds))
+				leases := make([]relaytype.Lease, len(ds))
+				for i, d := range ds {
+					leases[i] = d.Lease()
+				}
+				_, err = s.DeliveryCompleteMany(ctx, &driver.DeliveryCompleteManyParams{Leases: leases, Now: now})
+				require.NoError(t, err)
+			}
+			require.Equal(t, c.want, sizes)
+		})
+	}
 }

@@ -113,15 +113,21 @@ FROM (
 --            is a head with nothing of its key in flight, so nothing
 --            after it is in flight either. None when the pick is a
 --            suspect (claimed alone).
---   extra:   the runs within the claim's limit and each lane's room,
---            ordered by their head's (available_at, id), then sequence:
---            a run cut by either bound is a prefix.
+--   extra:   the runs that start within their lane's room, whole (a
+--            lane's quota is not a multiple of a run's length: cut
+--            there, a hot key's every fourth batch of 20 would be one
+--            of 4, so a run may take a lane past its quota: by at most
+--            max - 2, and never by more than a quota, which keeps a
+--            lane's in_flight within twice the quota), and within the
+--            claim's limit, ordered by their
+--            head's (available_at, id), then sequence: a run cut by the
+--            limit is a prefix.
 --   picks:   pick and extra, what the claim returns and records.
 --   rec:     write each lane that gave something: the picks appended
 --            to in_flight (to what flying found still in flight where
 --            it probed; elsewhere the ids of completed deliveries are
 --            left there until the lane is handed back: a hold gives at
---            most claimQuota ids), its picks counted, a new
+--            most twice claimQuota ids), its picks counted, a new
 --            expiry; hand back a lane that gave nothing and has
 --            nothing left in flight (epoch kept), so drained and
 --            spent lanes are never probed again. What is left in flight
@@ -222,13 +228,14 @@ WITH RECURSIVE own AS MATERIALIZED (
 	WHERE (k.r).key IS NOT NULL AND NOT (k.r).suspect
 ), extra AS MATERIALIZED (
 	SELECT e.r, e.id, e.lane FROM (
-		SELECT u.r, u.id, u.lane,
+		SELECT u.r, u.id, u.lane, u.rank,
 			row_number() OVER (PARTITION BY u.lane ORDER BY u.head_at, u.head_id, u.rank) AS lrn,
 			row_number() OVER (ORDER BY u.head_at, u.head_id, u.rank) AS grn
 		FROM runs u
 	) e
 	JOIN own o ON o.lane = e.lane
-	WHERE e.lrn <= o.room - (SELECT count(*) FROM pick k WHERE k.lane = e.lane)
+	CROSS JOIN LATERAL (SELECT o.room - (SELECT count(*) FROM pick k WHERE k.lane = e.lane) AS left) x
+	WHERE e.lrn - e.rank + 1 <= x.left AND e.lrn <= x.left + {{.ClaimQuota}}
 		AND e.grn <= $5 - coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int - (SELECT count(*) FROM pick)
 ), picks AS MATERIALIZED (
 	SELECT k.r, k.id, k.lane FROM pick k
