@@ -23,15 +23,18 @@ func (in *Instruments) Middleware() relaybus.Middleware { return in.middleware }
 
 func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, next func(context.Context) error) (err error) {
 	start := time.Now()
-	base := attrKey{handler: d.Handler, eventType: d.EventType}
-	opt := in.opt(base)
+	h := in.handler(d.Handler, d.EventType)
 	if !d.EventCreatedAt.IsZero() {
-		in.handlerLag.Record(ctx, max(in.now().Sub(d.EventCreatedAt), 0).Seconds(), opt)
+		now := start
+		if !in.clockIsDefault {
+			now = in.now()
+		}
+		in.handlerLag.Record(ctx, max(now.Sub(d.EventCreatedAt), 0).Seconds(), h.opts.rec...)
 	}
-	in.handlerCalls.Add(ctx, 1, opt)
-	in.handlerActive.Add(ctx, 1, opt)
+	in.handlerCalls.Add(ctx, 1, h.opts.add...)
+	in.handlerActive.Add(ctx, 1, h.opts.add...)
 
-	ctx, span := in.startProcess(ctx, d)
+	ctx, span := in.startProcess(ctx, d, h)
 	returned := false
 	defer func() {
 		typ := errorType(err)
@@ -48,13 +51,13 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 		dur := time.Since(start).Seconds()
 		if typ != "" {
 			span.SetAttributes(AttrErrorType.String(typ))
-			fopt := in.opt(attrKey{handler: d.Handler, eventType: d.EventType, errorType: typ})
-			in.handlerFailures.Add(ctx, 1, fopt)
-			in.handlerDuration.Record(ctx, dur, fopt)
+			fo := in.opts(attrKey{handler: d.Handler, eventType: d.EventType, errorType: typ})
+			in.handlerFailures.Add(ctx, 1, fo.add...)
+			in.handlerDuration.Record(ctx, dur, fo.rec...)
 		} else {
-			in.handlerDuration.Record(ctx, dur, opt)
+			in.handlerDuration.Record(ctx, dur, h.opts.rec...)
 		}
-		in.handlerActive.Add(ctx, -1, opt)
+		in.handlerActive.Add(ctx, -1, h.opts.add...)
 		span.End()
 	}()
 	err = next(ctx)
@@ -62,23 +65,31 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 	return err
 }
 
+// The span start options that never change.
+var (
+	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+	newRoot      = trace.WithNewRoot()
+)
+
 // startProcess starts the consumer span of one attempt, linked to (or,
 // with Options.ChildOfPublish, a child of) the span context in the
-// delivery's headers, and carries the headers' baggage into ctx.
-func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery) (context.Context, trace.Span) {
-	ps := in.processSpan(d.Handler, d.EventType)
-	opts := make([]trace.SpanStartOption, 0, 5)
-	opts = append(opts, trace.WithSpanKind(trace.SpanKindConsumer), ps.static)
-	dynamic := []attribute.KeyValue{
+// delivery's headers, and carries the headers' baggage into ctx. Every
+// attribute and the link are given at the start, where a sampler sees
+// them, in one attribute option: the SDK copies each option's
+// attributes, so one option is one copy.
+func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h *handlerTel) (context.Context, trace.Span) {
+	attrs := make([]attribute.KeyValue, len(h.spanAttrs), len(h.spanAttrs)+4)
+	copy(attrs, h.spanAttrs)
+	attrs = append(attrs,
 		attrMessageID.String(d.EventID),
 		AttrDeliveryID.String(d.ID),
 		AttrAttempt.Int(d.Attempts),
-		AttrEventKey.String(d.Key),
+	)
+	if d.Key != "" {
+		attrs = append(attrs, AttrEventKey.String(d.Key))
 	}
-	if d.Key == "" {
-		dynamic = dynamic[:3]
-	}
-	opts = append(opts, trace.WithAttributes(dynamic...))
+	opts := make([]trace.SpanStartOption, 2, 4)
+	opts[0], opts[1] = consumerKind, trace.WithAttributes(attrs...)
 	parent := ctx
 	if len(d.Headers) > 0 {
 		// Extracted onto an empty context, so that only the headers'
@@ -98,27 +109,42 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery) (
 	if !in.childOfPublish {
 		// A trace per attempt: the dispatcher's context may carry a span
 		// of whatever started Run, which is no parent of this work.
-		opts = append(opts, trace.WithNewRoot())
+		opts = append(opts, newRoot)
 	}
-	return in.tracer.Start(parent, ps.name, opts...)
+	return in.tracer.Start(parent, h.spanName, opts...)
 }
 
-// processSpanStatic is what every handler span of one handler and event
-// type shares: its name and its fixed attributes, built once.
-type processSpanStatic struct {
-	name   string
-	static trace.SpanStartOption
+// handlerKey names the calls of one handler on one event type.
+type handlerKey struct{ handler, eventType string }
+
+// handlerTel is what every call of one handler on one event type
+// shares, built once: the options of its metrics (handler and event
+// type; and of relaybus.delivery.finished, per outcome), and its span's
+// name and fixed attributes.
+type handlerTel struct {
+	opts      *measOpts
+	finished  [len(outcomes)]*measOpts
+	spanName  string
+	spanAttrs []attribute.KeyValue
 }
 
-// processSpan returns the cached processSpanStatic of a handler.
-func (in *Instruments) processSpan(handler, eventType string) *processSpanStatic {
-	k := attrKey{handler: handler, eventType: eventType}
-	if ps, ok := in.spans.Load(k); ok {
-		return ps.(*processSpanStatic)
+// outcomes are the FinishOutcomes whose options handlerTel holds; any
+// other takes the general cache.
+var outcomes = [...]relaybus.FinishOutcome{
+	relaybus.FinishCompleted, relaybus.FinishRescheduled, relaybus.FinishBuried,
+	relaybus.FinishReleased, relaybus.FinishLeaseLost, relaybus.FinishWriteFailed,
+}
+
+// handler returns the cached handlerTel of a handler and event type.
+func (in *Instruments) handler(handler, eventType string) *handlerTel {
+	k := handlerKey{handler, eventType}
+	if h, ok := in.handlers.Load(k); ok {
+		return h.(*handlerTel)
 	}
-	ps, _ := in.spans.LoadOrStore(k, &processSpanStatic{
-		name: "process " + eventType,
-		static: trace.WithAttributes(
+	h := &handlerTel{
+		opts:     in.opts(attrKey{handler: handler, eventType: eventType}),
+		spanName: "process " + eventType,
+		spanAttrs: []attribute.KeyValue{
 			attrSystem.String(system),
 			attrOperationType.String("process"),
 			attrOperationName.String("process"),
@@ -126,9 +152,13 @@ func (in *Instruments) processSpan(handler, eventType string) *processSpanStatic
 			attrConsumerGroup.String(handler),
 			AttrHandler.String(handler),
 			AttrEventType.String(eventType),
-		),
-	})
-	return ps.(*processSpanStatic)
+		},
+	}
+	for i, o := range outcomes {
+		h.finished[i] = in.opts(attrKey{handler: handler, eventType: eventType, outcome: string(o)})
+	}
+	v, _ := in.handlers.LoadOrStore(k, h)
+	return v.(*handlerTel)
 }
 
 // AfterFinish counts the attempt in relaybus.delivery.finished, with
@@ -137,7 +167,14 @@ func (in *Instruments) AfterFinish(ctx context.Context, f relaybus.Finish) {
 	if f.Delivery == nil {
 		return
 	}
-	in.finished.Add(ctx, 1, in.opt(attrKey{handler: f.Delivery.Handler, eventType: f.Delivery.EventType, outcome: string(f.Outcome)}))
+	h := in.handler(f.Delivery.Handler, f.Delivery.EventType)
+	for i, o := range outcomes {
+		if o == f.Outcome {
+			in.finished.Add(ctx, 1, h.finished[i].add...)
+			return
+		}
+	}
+	in.finished.Add(ctx, 1, in.opts(attrKey{handler: f.Delivery.Handler, eventType: f.Delivery.EventType, outcome: string(f.Outcome)}).add...)
 }
 
 // system is the messaging.system of every span.

@@ -77,13 +77,35 @@ type Instruments struct {
 	storeHealthWarnings metric.Int64Counter
 
 	// sets caches the measurement options of each attribute combination
-	// (attrKey -> metric.MeasurementOption): handler names, event types,
-	// outcomes and error types are few, and a set built per call would
-	// allocate on the dispatch path.
+	// (attrKey -> *measOpts): handler names, event types, outcomes and
+	// error types are few, and a set built per call would allocate on
+	// the dispatch path.
 	sets sync.Map
-	// spans caches each handler's processSpanStatic (attrKey with
-	// handler and eventType -> *processSpanStatic).
-	spans sync.Map
+	// handlers caches what every call of one handler on one event type
+	// shares (handlerKey -> *handlerTel): one lookup per handler call
+	// finds its metric options and its span's name and fixed attributes.
+	handlers sync.Map
+	// none is the options of no attribute at all, and publishOK and
+	// publishTxOK those of a publish call that succeeded: the store
+	// decorator's usual recordings, resolved once.
+	none, publishOK, publishTxOK *measOpts
+	// clockIsDefault is set when Options.Now was not given: the lag is
+	// then measured from the same clock read as the call's start.
+	clockIsDefault bool
+}
+
+// measOpts is one attribute set as the option slices that Record and
+// Add take, built once: a slice passed on with ... is not copied, so a
+// recording with a cached measOpts allocates nothing on the caller's
+// side.
+type measOpts struct {
+	rec []metric.RecordOption
+	add []metric.AddOption
+}
+
+func newMeasOpts(kvs ...attribute.KeyValue) *measOpts {
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return &measOpts{rec: []metric.RecordOption{o}, add: []metric.AddOption{o}}
 }
 
 // Instrument names: the table in the package doc lists each with its
@@ -157,7 +179,8 @@ func New(opts *Options) (*Instruments, error) {
 	if o.Propagator == nil {
 		o.Propagator = otelglobal.GetTextMapPropagator()
 	}
-	if o.Now == nil {
+	clockIsDefault := o.Now == nil
+	if clockIsDefault {
 		o.Now = time.Now
 	}
 	in := &Instruments{
@@ -165,7 +188,11 @@ func New(opts *Options) (*Instruments, error) {
 		prop:           o.Propagator,
 		childOfPublish: o.ChildOfPublish,
 		now:            o.Now,
+		clockIsDefault: clockIsDefault,
 	}
+	in.none = in.opts(attrKey{})
+	in.publishOK = in.opts(attrKey{method: "EventPublish"})
+	in.publishTxOK = in.opts(attrKey{method: "EventPublishTx"})
 	m := o.MeterProvider.Meter(ScopeName, metric.WithInstrumentationVersion(relaybus.Version))
 	var errs []error
 	check := func(err error) {
@@ -261,10 +288,10 @@ type attrKey struct {
 	handler, eventType, outcome, errorType, method string
 }
 
-// opt returns the cached measurement option of k.
-func (in *Instruments) opt(k attrKey) metric.MeasurementOption {
+// opts returns the cached measurement options of k.
+func (in *Instruments) opts(k attrKey) *measOpts {
 	if o, ok := in.sets.Load(k); ok {
-		return o.(metric.MeasurementOption)
+		return o.(*measOpts)
 	}
 	kvs := make([]attribute.KeyValue, 0, 4)
 	if k.handler != "" {
@@ -282,8 +309,8 @@ func (in *Instruments) opt(k attrKey) metric.MeasurementOption {
 	if k.method != "" {
 		kvs = append(kvs, AttrStoreMethod.String(k.method))
 	}
-	o, _ := in.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kvs...)))
-	return o.(metric.MeasurementOption)
+	o, _ := in.sets.LoadOrStore(k, newMeasOpts(kvs...))
+	return o.(*measOpts)
 }
 
 // The error.type values: a handful, so that a metric's series stay few.
