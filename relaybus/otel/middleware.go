@@ -2,11 +2,13 @@ package otel
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -32,7 +34,10 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 		in.handlerLag.Record(ctx, max(now.Sub(d.EventCreatedAt), 0).Seconds(), h.opts.rec...)
 	}
 	in.handlerCalls.Add(ctx, 1, h.opts.add...)
-	in.handlerActive.Add(ctx, 1, h.opts.add...)
+	if !h.called.Load() {
+		h.called.Store(true)
+	}
+	h.active.Add(1)
 
 	ctx, span := in.startProcess(ctx, d, h)
 	returned := false
@@ -57,7 +62,7 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 		} else {
 			in.handlerDuration.Record(ctx, dur, h.opts.rec...)
 		}
-		in.handlerActive.Add(ctx, -1, h.opts.add...)
+		h.active.Add(-1)
 		span.End()
 	}()
 	err = next(ctx)
@@ -119,13 +124,30 @@ type handlerKey struct{ handler, eventType string }
 
 // handlerTel is what every call of one handler on one event type
 // shares, built once: the options of its metrics (handler and event
-// type; and of relaybus.delivery.finished, per outcome), and its span's
-// name and fixed attributes.
+// type; and of relaybus.delivery.finished, per outcome), its span's
+// name and fixed attributes, and its relaybus.handler.active.
 type handlerTel struct {
 	opts      *measOpts
 	finished  [len(outcomes)]*measOpts
 	spanName  string
 	spanAttrs []attribute.KeyValue
+	// active is the handler's calls in the middleware now; called is
+	// set at its first call, from which on active is reported (a
+	// handler that only ever had an AfterFinish has no active series).
+	active atomic.Int64
+	called atomic.Bool
+}
+
+// observeActive reports relaybus.handler.active of every handler called
+// so far.
+func (in *Instruments) observeActive(_ context.Context, o metric.Observer) error {
+	in.handlers.Range(func(_, v any) bool {
+		if h := v.(*handlerTel); h.called.Load() {
+			o.ObserveInt64(in.handlerActive, h.active.Load(), h.opts.obs...)
+		}
+		return true
+	})
+	return nil
 }
 
 // outcomes are the FinishOutcomes whose options handlerTel holds; any
