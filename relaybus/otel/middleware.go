@@ -133,9 +133,12 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h
 			}
 		}
 	}
-	if !in.childOfPublish {
+	if !in.childOfPublish && trace.SpanContextFromContext(parent).IsValid() {
 		// A trace per attempt: the dispatcher's context may carry a span
-		// of whatever started Run, which is no parent of this work.
+		// of whatever started Run, which is no parent of this work. A
+		// context without one starts a root already; WithNewRoot would
+		// make the SDK put an empty span context into a context of its
+		// own for the sampler, two allocations for the same root.
 		opts = append(opts, newRoot)
 	}
 	ctx, span := in.tracer.Start(parent, h.spanName, opts...)
