@@ -34,10 +34,7 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 		}
 		in.handlerLag.Record(ctx, max(now.Sub(d.EventCreatedAt), 0).Seconds(), h.opts.rec...)
 	}
-	in.handlerCalls.Add(ctx, 1, h.opts.add...)
-	if !h.called.Load() {
-		h.called.Store(true)
-	}
+	h.calls.Add(1)
 	h.active.Add(1)
 
 	ctx, span := in.startProcess(ctx, d, h)
@@ -155,26 +152,44 @@ type handlerKey struct{ handler, eventType string }
 // handlerTel is what every call of one handler on one event type
 // shares, built once: the options of its metrics (handler and event
 // type; and of relaybus.delivery.finished, per outcome), its span's
-// name and fixed attributes, and its relaybus.handler.active.
+// name and fixed attributes, and the counts behind its observable
+// instruments.
 type handlerTel struct {
 	opts      *measOpts
 	finished  [len(outcomes)]*measOpts
 	spanName  string
 	spanAttrs [spanStaticAttrs]attribute.KeyValue
-	// active is the handler's calls in the middleware now; called is
-	// set at its first call, from which on active is reported (a
-	// handler that only ever had an AfterFinish has no active series).
-	active atomic.Int64
-	called atomic.Bool
+
+	// calls is relaybus.handler.calls, active relaybus.handler.active
+	// (reported once calls is not 0, so that a handler that only ever
+	// had an AfterFinish has no series of them), finishedN
+	// relaybus.delivery.finished per outcome (reported once not 0) and
+	// otherFinished that of any other outcome (string -> *atomic.Int64).
+	calls, active atomic.Int64
+	finishedN     [len(outcomes)]atomic.Int64
+	otherFinished sync.Map
 }
 
-// observeActive reports relaybus.handler.active of every handler called
-// so far.
-func (in *Instruments) observeActive(_ context.Context, o metric.Observer) error {
-	in.handlers.Range(func(_, v any) bool {
-		if h := v.(*handlerTel); h.called.Load() {
+// observeHandlers reports the observable instruments of every handler
+// seen so far.
+func (in *Instruments) observeHandlers(_ context.Context, o metric.Observer) error {
+	in.handlers.Range(func(k, v any) bool {
+		h := v.(*handlerTel)
+		if n := h.calls.Load(); n > 0 {
+			o.ObserveInt64(in.handlerCalls, n, h.opts.obs...)
 			o.ObserveInt64(in.handlerActive, h.active.Load(), h.opts.obs...)
 		}
+		for i := range h.finishedN {
+			if n := h.finishedN[i].Load(); n > 0 {
+				o.ObserveInt64(in.finished, n, h.finished[i].obs...)
+			}
+		}
+		h.otherFinished.Range(func(outcome, n any) bool {
+			hk := k.(handlerKey)
+			opts := in.opts(attrKey{handler: hk.handler, eventType: hk.eventType, outcome: outcome.(string)})
+			o.ObserveInt64(in.finished, n.(*atomic.Int64).Load(), opts.obs...)
+			return true
+		})
 		return true
 	})
 	return nil
@@ -222,11 +237,12 @@ func (in *Instruments) AfterFinish(ctx context.Context, f relaybus.Finish) {
 	h := in.handler(f.Delivery.Handler, f.Delivery.EventType)
 	for i, o := range outcomes {
 		if o == f.Outcome {
-			in.finished.Add(ctx, 1, h.finished[i].add...)
+			h.finishedN[i].Add(1)
 			return
 		}
 	}
-	in.finished.Add(ctx, 1, in.opts(attrKey{handler: f.Delivery.Handler, eventType: f.Delivery.EventType, outcome: string(f.Outcome)}).add...)
+	n, _ := h.otherFinished.LoadOrStore(string(f.Outcome), new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
 }
 
 // system is the messaging.system of every span.

@@ -53,12 +53,12 @@ type Instruments struct {
 	childOfPublish bool
 	now            func() time.Time
 
-	handlerCalls    metric.Int64Counter
+	handlerCalls    metric.Int64ObservableCounter
 	handlerFailures metric.Int64Counter
 	handlerDuration metric.Float64Histogram
 	handlerLag      metric.Float64Histogram
 	handlerActive   metric.Int64ObservableUpDownCounter
-	finished        metric.Int64Counter
+	finished        metric.Int64ObservableCounter
 
 	claimDuration   metric.Float64Histogram
 	claimSize       metric.Int64Histogram
@@ -202,7 +202,12 @@ func New(opts *Options) (*Instruments, error) {
 		}
 	}
 	var err error
-	in.handlerCalls, err = m.Int64Counter(NameHandlerCalls, metric.WithUnit("{call}"),
+	// relaybus.handler.calls, relaybus.handler.active and
+	// relaybus.delivery.finished are counts each handlerTel keeps with
+	// atomic adds, observed at every collection (observeHandlers): the
+	// same sums their synchronous counterparts would report, for an
+	// atomic add per change instead of a recording by the SDK.
+	in.handlerCalls, err = m.Int64ObservableCounter(NameHandlerCalls, metric.WithUnit("{call}"),
 		metric.WithDescription("Handler calls started (plain and transactional), per handler."))
 	check(err)
 	in.handlerFailures, err = m.Int64Counter(NameHandlerFailures, metric.WithUnit("{call}"),
@@ -216,20 +221,16 @@ func New(opts *Options) (*Instruments, error) {
 		metric.WithDescription("Time from an event's CreatedAt (set at publish, before the commit) to the start of a handler call on it."),
 		metric.WithExplicitBucketBoundaries(lagBuckets...))
 	check(err)
-	// relaybus.handler.active is each handler's count of calls in the
-	// middleware (an atomic add at each end of a call), observed at
-	// every collection: the same sum an UpDownCounter would report, at
-	// the cost of two atomic adds per call instead of two recordings.
 	in.handlerActive, err = m.Int64ObservableUpDownCounter(NameHandlerActive, metric.WithUnit("{call}"),
 		metric.WithDescription("Handler calls running now, per handler."))
 	check(err)
-	if err == nil {
-		_, err = m.RegisterCallback(in.observeActive, in.handlerActive)
-		check(err)
-	}
-	in.finished, err = m.Int64Counter(NameDeliveryFinish, metric.WithUnit("{attempt}"),
+	in.finished, err = m.Int64ObservableCounter(NameDeliveryFinish, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts the store recorded, per handler and outcome (completed, rescheduled, buried, released, lease_lost, write_failed)."))
 	check(err)
+	if len(errs) == 0 {
+		_, err = m.RegisterCallback(in.observeHandlers, in.handlerCalls, in.handlerActive, in.finished)
+		check(err)
+	}
 	in.claimDuration, err = m.Float64Histogram(NameClaimDuration, metric.WithUnit("s"),
 		metric.WithDescription("Round trip of DeliveryClaim calls; failed calls carry error.type."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
