@@ -30,12 +30,14 @@ func (dropSpans) ForceFlush(context.Context) error                { return nil }
 // provider with a manual reader (never collected during the benchmark),
 // a tracer provider that samples every span and drops it when it ends,
 // and the W3C propagator.
-func sdkOptions() *relaybusotel.Options {
+func sdkOptions() *relaybusotel.Options { return sdkOptionsSampler(sdktrace.AlwaysSample()) }
+
+// sdkOptionsSampler is sdkOptions with another sampler.
+func sdkOptionsSampler(s sdktrace.Sampler) *relaybusotel.Options {
 	return &relaybusotel.Options{
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
-		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
-			sdktrace.WithSpanProcessor(dropSpans{})),
-		Propagator: propagation.TraceContext{},
+		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSampler(s), sdktrace.WithSpanProcessor(dropSpans{})),
+		Propagator:     propagation.TraceContext{},
 	}
 }
 
@@ -56,7 +58,10 @@ func sdkOptions() *relaybusotel.Options {
 //     (copies of the headers map), apart from the instrumentation;
 //   - on: the Bus with WrapStore, Configure (middleware and
 //     AfterFinish) and ObserveDispatcher on the SDK (sdkOptions), the
-//     events published by Publish, so that each carries a traceparent.
+//     events published by Publish, so that each carries a traceparent;
+//   - on-ratio: on with the sampler the package doc suggests for
+//     production, ParentBased(TraceIDRatioBased(0.01)): one handler span
+//     in a hundred sampled (each is the root of its own trace).
 //
 // The figures in the package doc come from
 //
@@ -65,6 +70,7 @@ func BenchmarkBus(b *testing.B) {
 	b.Run("off", func(b *testing.B) { benchmarkBus(b, busOff) })
 	b.Run("headers", func(b *testing.B) { benchmarkBus(b, busHeaders) })
 	b.Run("on", func(b *testing.B) { benchmarkBus(b, busOn) })
+	b.Run("on-ratio", func(b *testing.B) { benchmarkBus(b, busOnRatio) })
 }
 
 // The cases of BenchmarkBus.
@@ -72,6 +78,7 @@ const (
 	busOff = iota
 	busHeaders
 	busOn
+	busOnRatio
 )
 
 func benchmarkBus(b *testing.B, mode int) {
@@ -79,9 +86,13 @@ func benchmarkBus(b *testing.B, mode int) {
 	var st relaybus.Store[*memory.Tx] = memory.New(nil)
 	cfg := relaybus.Config{Concurrency: 64, BatchSize: 64, PollInterval: time.Millisecond}
 	var in *relaybusotel.Instruments
-	if mode == busOn {
+	if mode == busOn || mode == busOnRatio {
+		opts := sdkOptions()
+		if mode == busOnRatio {
+			opts = sdkOptionsSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01)))
+		}
 		var err error
-		if in, err = relaybusotel.New(sdkOptions()); err != nil {
+		if in, err = relaybusotel.New(opts); err != nil {
 			b.Fatal(err)
 		}
 		st, cfg = relaybusotel.WrapStore(st, in), in.Configure(cfg)
