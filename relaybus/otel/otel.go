@@ -165,7 +165,10 @@ var (
 )
 
 // New makes the instruments on opts' providers. Its errors are the meter
-// provider's (an instrument it refused).
+// provider's (an instrument it refused). The meter provider keeps the
+// Instruments, whose per-handler counts it reads at every collection,
+// for as long as it lives: make them once per provider, and share them
+// between buses.
 func New(opts *Options) (*Instruments, error) {
 	var o Options
 	if opts != nil {
