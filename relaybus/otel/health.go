@@ -43,23 +43,23 @@ func (in *Instruments) RecordStoreHealth(ctx context.Context, r *relaybus.Health
 		return
 	}
 	h := r.Health
-	none := in.opt(attrKey{})
-	in.storeDeadRows.Record(ctx, h.DeliveriesDeadRows, none)
+	none := in.none.rec
+	in.storeDeadRows.Record(ctx, h.DeliveriesDeadRows, none...)
 	last := h.DeliveriesLastAutovacuum
 	if h.DeliveriesLastVacuum.After(last) {
 		last = h.DeliveriesLastVacuum
 	}
 	if !last.IsZero() {
-		in.storeVacuumAge.Record(ctx, max(h.At.Sub(last).Seconds(), 0), none)
+		in.storeVacuumAge.Record(ctx, max(h.At.Sub(last).Seconds(), 0), none...)
 	}
 	if r.LaneUpdates > 0 {
-		in.storeLaneHOTShare.Record(ctx, r.LaneHOTShare, none)
+		in.storeLaneHOTShare.Record(ctx, r.LaneHOTShare, none...)
 	}
 	var xmin float64
 	if h.XminHolder != nil {
 		xmin = h.XminHolder.Age.Seconds()
 	}
-	in.storeXminAge.Record(ctx, xmin, none)
+	in.storeXminAge.Record(ctx, xmin, none...)
 	for _, w := range r.Warnings {
 		in.storeHealthWarnings.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(AttrHealthCheck.String(w.Check))))
 	}

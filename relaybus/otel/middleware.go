@@ -2,11 +2,14 @@ package otel
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -23,15 +26,18 @@ func (in *Instruments) Middleware() relaybus.Middleware { return in.middleware }
 
 func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, next func(context.Context) error) (err error) {
 	start := time.Now()
-	base := attrKey{handler: d.Handler, eventType: d.EventType}
-	opt := in.opt(base)
+	h := in.handler(d.Handler, d.EventType)
 	if !d.EventCreatedAt.IsZero() {
-		in.handlerLag.Record(ctx, max(in.now().Sub(d.EventCreatedAt), 0).Seconds(), opt)
+		now := start
+		if !in.clockIsDefault {
+			now = in.now()
+		}
+		in.handlerLag.Record(ctx, max(now.Sub(d.EventCreatedAt), 0).Seconds(), h.opts.rec...)
 	}
-	in.handlerCalls.Add(ctx, 1, opt)
-	in.handlerActive.Add(ctx, 1, opt)
+	h.calls.Add(1)
+	h.active.Add(1)
 
-	ctx, span := in.startProcess(ctx, d)
+	ctx, span := in.startProcess(ctx, d, h)
 	returned := false
 	defer func() {
 		typ := errorType(err)
@@ -48,13 +54,13 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 		dur := time.Since(start).Seconds()
 		if typ != "" {
 			span.SetAttributes(AttrErrorType.String(typ))
-			fopt := in.opt(attrKey{handler: d.Handler, eventType: d.EventType, errorType: typ})
-			in.handlerFailures.Add(ctx, 1, fopt)
-			in.handlerDuration.Record(ctx, dur, fopt)
+			fo := in.opts(attrKey{handler: d.Handler, eventType: d.EventType, errorType: typ})
+			in.handlerFailures.Add(ctx, 1, fo.add...)
+			in.handlerDuration.Record(ctx, dur, fo.rec...)
 		} else {
-			in.handlerDuration.Record(ctx, dur, opt)
+			in.handlerDuration.Record(ctx, dur, h.opts.rec...)
 		}
-		in.handlerActive.Add(ctx, -1, opt)
+		h.active.Add(-1)
 		span.End()
 	}()
 	err = next(ctx)
@@ -62,23 +68,51 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 	return err
 }
 
+// The span start options that never change.
+var (
+	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+	newRoot      = trace.WithNewRoot()
+)
+
+// spanStaticAttrs is how many fixed attributes a handler span has
+// (handlerTel.spanAttrs), and spanDynamicAttrs how many of its own at
+// most (message ID, delivery ID, attempt, key).
+const (
+	spanStaticAttrs  = 7
+	spanDynamicAttrs = 4
+)
+
+// startArgs is what startProcess hands the tracer: the span's
+// attributes, its start options and its link. The tracer reads them
+// only while Start runs (trace.NewSpanStartConfig copies the attributes
+// and the links into the span's config), so one startArgs serves span
+// after span, from a pool, instead of three allocations per span.
+type startArgs struct {
+	attrs [spanStaticAttrs + spanDynamicAttrs]attribute.KeyValue
+	opts  [4]trace.SpanStartOption
+	links [1]trace.Link
+}
+
+var startArgsPool = sync.Pool{New: func() any { return new(startArgs) }}
+
 // startProcess starts the consumer span of one attempt, linked to (or,
 // with Options.ChildOfPublish, a child of) the span context in the
-// delivery's headers, and carries the headers' baggage into ctx.
-func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery) (context.Context, trace.Span) {
-	ps := in.processSpan(d.Handler, d.EventType)
-	opts := make([]trace.SpanStartOption, 0, 5)
-	opts = append(opts, trace.WithSpanKind(trace.SpanKindConsumer), ps.static)
-	dynamic := []attribute.KeyValue{
+// delivery's headers, and carries the headers' baggage into ctx. Every
+// attribute and the link are given at the start, where a sampler sees
+// them, in one attribute option: the SDK copies each option's
+// attributes, so one option is one copy.
+func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h *handlerTel) (context.Context, trace.Span) {
+	a := startArgsPool.Get().(*startArgs)
+	attrs := append(a.attrs[:0], h.spanAttrs[:]...)
+	attrs = append(attrs,
 		attrMessageID.String(d.EventID),
 		AttrDeliveryID.String(d.ID),
 		AttrAttempt.Int(d.Attempts),
-		AttrEventKey.String(d.Key),
+	)
+	if d.Key != "" {
+		attrs = append(attrs, AttrEventKey.String(d.Key))
 	}
-	if d.Key == "" {
-		dynamic = dynamic[:3]
-	}
-	opts = append(opts, trace.WithAttributes(dynamic...))
+	opts := append(a.opts[:0], consumerKind, trace.WithAttributes(attrs...))
 	parent := ctx
 	if len(d.Headers) > 0 {
 		// Extracted onto an empty context, so that only the headers'
@@ -91,34 +125,93 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery) (
 			if in.childOfPublish {
 				parent = trace.ContextWithRemoteSpanContext(parent, sc)
 			} else {
-				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+				a.links[0] = trace.Link{SpanContext: sc}
+				opts = append(opts, trace.WithLinks(a.links[:]...))
 			}
 		}
 	}
-	if !in.childOfPublish {
+	if !in.childOfPublish && trace.SpanContextFromContext(parent).IsValid() {
 		// A trace per attempt: the dispatcher's context may carry a span
-		// of whatever started Run, which is no parent of this work.
-		opts = append(opts, trace.WithNewRoot())
+		// of whatever started Run, which is no parent of this work. A
+		// context without one starts a root already; WithNewRoot would
+		// make the SDK put an empty span context into a context of its
+		// own for the sampler, two allocations for the same root.
+		opts = append(opts, newRoot)
 	}
-	return in.tracer.Start(parent, ps.name, opts...)
+	ctx, span := in.tracer.Start(parent, h.spanName, opts...)
+	// Cleared before it goes back, so that the pool holds no strings
+	// or contexts of this delivery.
+	*a = startArgs{}
+	startArgsPool.Put(a)
+	return ctx, span
 }
 
-// processSpanStatic is what every handler span of one handler and event
-// type shares: its name and its fixed attributes, built once.
-type processSpanStatic struct {
-	name   string
-	static trace.SpanStartOption
+// handlerKey names the calls of one handler on one event type.
+type handlerKey struct{ handler, eventType string }
+
+// handlerTel is what every call of one handler on one event type
+// shares, built once: the options of its metrics (handler and event
+// type; and of relaybus.delivery.finished, per outcome), its span's
+// name and fixed attributes, and the counts behind its observable
+// instruments.
+type handlerTel struct {
+	opts      *measOpts
+	finished  [len(outcomes)]*measOpts
+	spanName  string
+	spanAttrs [spanStaticAttrs]attribute.KeyValue
+
+	// calls is relaybus.handler.calls, active relaybus.handler.active
+	// (reported once calls is not 0, so that a handler that only ever
+	// had an AfterFinish has no series of them), finishedN
+	// relaybus.delivery.finished per outcome (reported once not 0) and
+	// otherFinished that of any other outcome (string -> *atomic.Int64).
+	calls, active atomic.Int64
+	finishedN     [len(outcomes)]atomic.Int64
+	otherFinished sync.Map
 }
 
-// processSpan returns the cached processSpanStatic of a handler.
-func (in *Instruments) processSpan(handler, eventType string) *processSpanStatic {
-	k := attrKey{handler: handler, eventType: eventType}
-	if ps, ok := in.spans.Load(k); ok {
-		return ps.(*processSpanStatic)
+// observeHandlers reports the observable instruments of every handler
+// seen so far.
+func (in *Instruments) observeHandlers(_ context.Context, o metric.Observer) error {
+	in.handlers.Range(func(k, v any) bool {
+		h := v.(*handlerTel)
+		if n := h.calls.Load(); n > 0 {
+			o.ObserveInt64(in.handlerCalls, n, h.opts.obs...)
+			o.ObserveInt64(in.handlerActive, h.active.Load(), h.opts.obs...)
+		}
+		for i := range h.finishedN {
+			if n := h.finishedN[i].Load(); n > 0 {
+				o.ObserveInt64(in.finished, n, h.finished[i].obs...)
+			}
+		}
+		h.otherFinished.Range(func(outcome, n any) bool {
+			hk := k.(handlerKey)
+			opts := in.opts(attrKey{handler: hk.handler, eventType: hk.eventType, outcome: outcome.(string)})
+			o.ObserveInt64(in.finished, n.(*atomic.Int64).Load(), opts.obs...)
+			return true
+		})
+		return true
+	})
+	return nil
+}
+
+// outcomes are the FinishOutcomes whose options handlerTel holds; any
+// other takes the general cache.
+var outcomes = [...]relaybus.FinishOutcome{
+	relaybus.FinishCompleted, relaybus.FinishRescheduled, relaybus.FinishBuried,
+	relaybus.FinishReleased, relaybus.FinishLeaseLost, relaybus.FinishWriteFailed,
+}
+
+// handler returns the cached handlerTel of a handler and event type.
+func (in *Instruments) handler(handler, eventType string) *handlerTel {
+	k := handlerKey{handler, eventType}
+	if h, ok := in.handlers.Load(k); ok {
+		return h.(*handlerTel)
 	}
-	ps, _ := in.spans.LoadOrStore(k, &processSpanStatic{
-		name: "process " + eventType,
-		static: trace.WithAttributes(
+	h := &handlerTel{
+		opts:     in.opts(attrKey{handler: handler, eventType: eventType}),
+		spanName: "process " + eventType,
+		spanAttrs: [...]attribute.KeyValue{
 			attrSystem.String(system),
 			attrOperationType.String("process"),
 			attrOperationName.String("process"),
@@ -126,9 +219,13 @@ func (in *Instruments) processSpan(handler, eventType string) *processSpanStatic
 			attrConsumerGroup.String(handler),
 			AttrHandler.String(handler),
 			AttrEventType.String(eventType),
-		),
-	})
-	return ps.(*processSpanStatic)
+		},
+	}
+	for i, o := range outcomes {
+		h.finished[i] = in.opts(attrKey{handler: handler, eventType: eventType, outcome: string(o)})
+	}
+	v, _ := in.handlers.LoadOrStore(k, h)
+	return v.(*handlerTel)
 }
 
 // AfterFinish counts the attempt in relaybus.delivery.finished, with
@@ -137,7 +234,15 @@ func (in *Instruments) AfterFinish(ctx context.Context, f relaybus.Finish) {
 	if f.Delivery == nil {
 		return
 	}
-	in.finished.Add(ctx, 1, in.opt(attrKey{handler: f.Delivery.Handler, eventType: f.Delivery.EventType, outcome: string(f.Outcome)}))
+	h := in.handler(f.Delivery.Handler, f.Delivery.EventType)
+	for i, o := range outcomes {
+		if o == f.Outcome {
+			h.finishedN[i].Add(1)
+			return
+		}
+	}
+	n, _ := h.otherFinished.LoadOrStore(string(f.Outcome), new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
 }
 
 // system is the messaging.system of every span.

@@ -53,12 +53,12 @@ type Instruments struct {
 	childOfPublish bool
 	now            func() time.Time
 
-	handlerCalls    metric.Int64Counter
+	handlerCalls    metric.Int64ObservableCounter
 	handlerFailures metric.Int64Counter
 	handlerDuration metric.Float64Histogram
 	handlerLag      metric.Float64Histogram
-	handlerActive   metric.Int64UpDownCounter
-	finished        metric.Int64Counter
+	handlerActive   metric.Int64ObservableUpDownCounter
+	finished        metric.Int64ObservableCounter
 
 	claimDuration   metric.Float64Histogram
 	claimSize       metric.Int64Histogram
@@ -77,13 +77,36 @@ type Instruments struct {
 	storeHealthWarnings metric.Int64Counter
 
 	// sets caches the measurement options of each attribute combination
-	// (attrKey -> metric.MeasurementOption): handler names, event types,
-	// outcomes and error types are few, and a set built per call would
-	// allocate on the dispatch path.
+	// (attrKey -> *measOpts): handler names, event types, outcomes and
+	// error types are few, and a set built per call would allocate on
+	// the dispatch path.
 	sets sync.Map
-	// spans caches each handler's processSpanStatic (attrKey with
-	// handler and eventType -> *processSpanStatic).
-	spans sync.Map
+	// handlers caches what every call of one handler on one event type
+	// shares (handlerKey -> *handlerTel): one lookup per handler call
+	// finds its metric options and its span's name and fixed attributes.
+	handlers sync.Map
+	// none is the options of no attribute at all, and publishOK and
+	// publishTxOK those of a publish call that succeeded: the store
+	// decorator's usual recordings, resolved once.
+	none, publishOK, publishTxOK *measOpts
+	// clockIsDefault is set when Options.Now was not given: the lag is
+	// then measured from the same clock read as the call's start.
+	clockIsDefault bool
+}
+
+// measOpts is one attribute set as the option slices that Record and
+// Add take, built once: a slice passed on with ... is not copied, so a
+// recording with a cached measOpts allocates nothing on the caller's
+// side.
+type measOpts struct {
+	rec []metric.RecordOption
+	add []metric.AddOption
+	obs []metric.ObserveOption
+}
+
+func newMeasOpts(kvs ...attribute.KeyValue) *measOpts {
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return &measOpts{rec: []metric.RecordOption{o}, add: []metric.AddOption{o}, obs: []metric.ObserveOption{o}}
 }
 
 // Instrument names: the table in the package doc lists each with its
@@ -142,7 +165,10 @@ var (
 )
 
 // New makes the instruments on opts' providers. Its errors are the meter
-// provider's (an instrument it refused).
+// provider's (an instrument it refused). The meter provider keeps the
+// Instruments, whose per-handler counts it reads at every collection,
+// for as long as it lives: make them once per provider, and share them
+// between buses.
 func New(opts *Options) (*Instruments, error) {
 	var o Options
 	if opts != nil {
@@ -157,7 +183,8 @@ func New(opts *Options) (*Instruments, error) {
 	if o.Propagator == nil {
 		o.Propagator = otelglobal.GetTextMapPropagator()
 	}
-	if o.Now == nil {
+	clockIsDefault := o.Now == nil
+	if clockIsDefault {
 		o.Now = time.Now
 	}
 	in := &Instruments{
@@ -165,7 +192,11 @@ func New(opts *Options) (*Instruments, error) {
 		prop:           o.Propagator,
 		childOfPublish: o.ChildOfPublish,
 		now:            o.Now,
+		clockIsDefault: clockIsDefault,
 	}
+	in.none = in.opts(attrKey{})
+	in.publishOK = in.opts(attrKey{method: "EventPublish"})
+	in.publishTxOK = in.opts(attrKey{method: "EventPublishTx"})
 	m := o.MeterProvider.Meter(ScopeName, metric.WithInstrumentationVersion(relaybus.Version))
 	var errs []error
 	check := func(err error) {
@@ -174,7 +205,12 @@ func New(opts *Options) (*Instruments, error) {
 		}
 	}
 	var err error
-	in.handlerCalls, err = m.Int64Counter(NameHandlerCalls, metric.WithUnit("{call}"),
+	// relaybus.handler.calls, relaybus.handler.active and
+	// relaybus.delivery.finished are counts each handlerTel keeps with
+	// atomic adds, observed at every collection (observeHandlers): the
+	// same sums their synchronous counterparts would report, for an
+	// atomic add per change instead of a recording by the SDK.
+	in.handlerCalls, err = m.Int64ObservableCounter(NameHandlerCalls, metric.WithUnit("{call}"),
 		metric.WithDescription("Handler calls started (plain and transactional), per handler."))
 	check(err)
 	in.handlerFailures, err = m.Int64Counter(NameHandlerFailures, metric.WithUnit("{call}"),
@@ -188,12 +224,16 @@ func New(opts *Options) (*Instruments, error) {
 		metric.WithDescription("Time from an event's CreatedAt (set at publish, before the commit) to the start of a handler call on it."),
 		metric.WithExplicitBucketBoundaries(lagBuckets...))
 	check(err)
-	in.handlerActive, err = m.Int64UpDownCounter(NameHandlerActive, metric.WithUnit("{call}"),
+	in.handlerActive, err = m.Int64ObservableUpDownCounter(NameHandlerActive, metric.WithUnit("{call}"),
 		metric.WithDescription("Handler calls running now, per handler."))
 	check(err)
-	in.finished, err = m.Int64Counter(NameDeliveryFinish, metric.WithUnit("{attempt}"),
+	in.finished, err = m.Int64ObservableCounter(NameDeliveryFinish, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts the store recorded, per handler and outcome (completed, rescheduled, buried, released, lease_lost, write_failed)."))
 	check(err)
+	if len(errs) == 0 {
+		_, err = m.RegisterCallback(in.observeHandlers, in.handlerCalls, in.handlerActive, in.finished)
+		check(err)
+	}
 	in.claimDuration, err = m.Float64Histogram(NameClaimDuration, metric.WithUnit("s"),
 		metric.WithDescription("Round trip of DeliveryClaim calls; failed calls carry error.type."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
@@ -261,10 +301,10 @@ type attrKey struct {
 	handler, eventType, outcome, errorType, method string
 }
 
-// opt returns the cached measurement option of k.
-func (in *Instruments) opt(k attrKey) metric.MeasurementOption {
+// opts returns the cached measurement options of k.
+func (in *Instruments) opts(k attrKey) *measOpts {
 	if o, ok := in.sets.Load(k); ok {
-		return o.(metric.MeasurementOption)
+		return o.(*measOpts)
 	}
 	kvs := make([]attribute.KeyValue, 0, 4)
 	if k.handler != "" {
@@ -282,8 +322,8 @@ func (in *Instruments) opt(k attrKey) metric.MeasurementOption {
 	if k.method != "" {
 		kvs = append(kvs, AttrStoreMethod.String(k.method))
 	}
-	o, _ := in.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kvs...)))
-	return o.(metric.MeasurementOption)
+	o, _ := in.sets.LoadOrStore(k, newMeasOpts(kvs...))
+	return o.(*measOpts)
 }
 
 // The error.type values: a handful, so that a metric's series stay few.

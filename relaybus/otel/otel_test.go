@@ -594,3 +594,30 @@ func TestDocTable(t *testing.T) {
 	require.Equal(t, doc, got)
 	require.Len(t, got, 17)
 }
+
+// TestFinishedCounts: relaybus.delivery.finished counts each outcome of
+// each handler, one the package does not know of too, and cumulatively
+// over collections; a handler that only ever had an AfterFinish has no
+// relaybus.handler.calls or relaybus.handler.active series.
+func TestFinishedCounts(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx := context.Background()
+	d := &relaybus.Delivery{Handler: "h", EventType: "t"}
+	tb.in.AfterFinish(ctx, relaybus.Finish{Delivery: d, Outcome: relaybus.FinishCompleted})
+	tb.in.AfterFinish(ctx, relaybus.Finish{Delivery: d, Outcome: "custom"})
+	tb.in.AfterFinish(ctx, relaybus.Finish{Outcome: relaybus.FinishCompleted}) // no delivery: not counted
+	ho := func(outcome string) attribute.Distinct {
+		return attrs("relaybus.handler", "h", "relaybus.event.type", "t", "relaybus.outcome", outcome)
+	}
+	ms := tb.metrics(t)
+	require.Equal(t, map[attribute.Distinct]int64{ho("completed"): 1, ho("custom"): 1}, sums(t, ms["relaybus.delivery.finished"]))
+	require.NotContains(t, ms, "relaybus.handler.calls")
+	require.NotContains(t, ms, "relaybus.handler.active")
+
+	tb.in.AfterFinish(ctx, relaybus.Finish{Delivery: d, Outcome: relaybus.FinishCompleted})
+	tb.in.AfterFinish(ctx, relaybus.Finish{Delivery: d, Outcome: "custom"})
+	ms = tb.metrics(t)
+	require.Equal(t, map[attribute.Distinct]int64{ho("completed"): 2, ho("custom"): 2}, sums(t, ms["relaybus.delivery.finished"]))
+	require.True(t, ms["relaybus.delivery.finished"].Data.(metricdata.Sum[int64]).IsMonotonic)
+}

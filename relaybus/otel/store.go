@@ -134,7 +134,11 @@ func (h *healthReporter) StoreHealth(ctx context.Context, params *driver.StoreHe
 func (s *publisher) EventPublish(ctx context.Context, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	start := time.Now()
 	res, err := s.p.EventPublish(ctx, params)
-	s.in.publishDuration.Record(ctx, time.Since(start).Seconds(), s.in.opt(attrKey{method: "EventPublish", errorType: errorType(err)}))
+	o := s.in.publishOK
+	if err != nil {
+		o = s.in.opts(attrKey{method: "EventPublish", errorType: errorType(err)})
+	}
+	s.in.publishDuration.Record(ctx, time.Since(start).Seconds(), o.rec...)
 	return res, err
 }
 
@@ -151,16 +155,24 @@ func (s *store[TTx]) TxRollback(ctx context.Context, tx TTx) error {
 func (s *store[TTx]) EventPublishTx(ctx context.Context, tx TTx, params *driver.EventPublishParams) (*driver.EventPublishResult, error) {
 	start := time.Now()
 	res, err := s.inner.EventPublishTx(ctx, tx, params)
-	s.in.publishDuration.Record(ctx, time.Since(start).Seconds(), s.in.opt(attrKey{method: "EventPublishTx", errorType: errorType(err)}))
+	o := s.in.publishTxOK
+	if err != nil {
+		o = s.in.opts(attrKey{method: "EventPublishTx", errorType: errorType(err)})
+	}
+	s.in.publishDuration.Record(ctx, time.Since(start).Seconds(), o.rec...)
 	return res, err
 }
 
 func (s *store[TTx]) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimParams) ([]*relaytype.Delivery, error) {
 	start := time.Now()
 	ds, err := s.inner.DeliveryClaim(ctx, params)
-	s.in.claimDuration.Record(ctx, time.Since(start).Seconds(), s.in.opt(attrKey{errorType: errorType(err)}))
+	o := s.in.none
+	if err != nil {
+		o = s.in.opts(attrKey{errorType: errorType(err)})
+	}
+	s.in.claimDuration.Record(ctx, time.Since(start).Seconds(), o.rec...)
 	// A claim that failed part way returns what it did claim: counted too.
-	s.in.claimSize.Record(ctx, int64(len(ds)), s.in.opt(attrKey{}))
+	s.in.claimSize.Record(ctx, int64(len(ds)), s.in.none.rec...)
 	return ds, err
 }
 
@@ -175,12 +187,11 @@ func (s *store[TTx]) LeaseExtend(ctx context.Context, params *driver.LeaseExtend
 				lost++
 			}
 		}
-		opt := s.in.opt(attrKey{})
 		if held > 0 {
-			s.in.leaseRenewals.Add(ctx, held, opt)
+			s.in.leaseRenewals.Add(ctx, held, s.in.none.add...)
 		}
 		if lost > 0 {
-			s.in.leasesLost.Add(ctx, lost, opt)
+			s.in.leasesLost.Add(ctx, lost, s.in.none.add...)
 		}
 	}
 	return oks, err
