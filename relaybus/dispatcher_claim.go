@@ -150,7 +150,9 @@ func (d *dispatcher[TTx]) claimLimit(ctx context.Context) (int, bool) {
 // wake-up claims no sooner than the last claim took after it ended
 // (wakeups.gap): wake-ups can come every few milliseconds, and on a
 // loaded server a claim for each would return a few deliveries at the
-// cost of a whole claim each.
+// cost of a whole claim each. A keyed delivery that finishes during that
+// gap claims at once, as it does without wake-ups: the gap holds back
+// the claims wake-ups ask for, never the others.
 func (d *dispatcher[TTx]) idle(ctx context.Context, wake *wakeups) {
 	t := time.NewTimer(d.cfg.PollInterval)
 	defer t.Stop()
@@ -159,7 +161,13 @@ func (d *dispatcher[TTx]) idle(ctx context.Context, wake *wakeups) {
 	case <-d.keyFreed:
 	case <-wake.c:
 		if gap := wake.gap(time.Now()); gap > 0 {
-			sleep(ctx, gap)
+			g := time.NewTimer(gap)
+			defer g.Stop()
+			select {
+			case <-g.C:
+			case <-d.keyFreed:
+			case <-ctx.Done():
+			}
 		}
 	case <-ctx.Done():
 	}

@@ -291,3 +291,31 @@ func TestWakeupDisabledInStore(t *testing.T) {
 	calls, _, _ := w.counts()
 	require.Equal(t, 1, calls, "a store that announces nothing is not listened to again")
 }
+
+// TestWakeGapYieldsToAFreedKey: a keyed delivery that finishes while a
+// wake-up waits out its claim gap ends the wait (the claim it would have
+// made without wake-ups is not held back). The gap is the most a slow
+// claim gives (wakeClaimGapMax); the freed key comes once the loop waits
+// in it. Before, the wait ran to its end and left the freed key's signal
+// for the next idle.
+func TestWakeGapYieldsToAFreedKey(t *testing.T) {
+	t.Parallel()
+	d := &dispatcher[struct{}]{cfg: Config{PollInterval: time.Hour}, keyFreed: make(chan struct{}, 1)}
+	w := &wakeups{c: make(chan struct{}, 1)}
+	now := time.Now()
+	w.claimed(now.Add(-time.Second), now)
+	signal(w.c)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.idle(t.Context(), w)
+	}()
+	time.Sleep(wakeClaimGapMax / 4) // the loop has taken the wake-up and waits in the gap
+	signal(d.keyFreed)
+	<-done
+	select {
+	case <-d.keyFreed:
+		t.Fatal("the freed key's signal was left for the next idle: the gap held the claim back")
+	default:
+	}
+}

@@ -52,6 +52,8 @@
 //     OwnerRelinquish (its transaction);
 //   - DeliveryRequeue, DeliveryList, Statistics, Purge (including the
 //     orphan sweep's transactions);
+//   - WakeListen's change stream (wake.go: Watch, Next, the replica-set
+//     refusal on a standalone server);
 //   - runTx with a real transaction: retries after a real write conflict,
 //     a commit with an unknown result;
 //   - the conformance suite (TestConformance) and the store's own
