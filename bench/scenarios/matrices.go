@@ -238,6 +238,12 @@ func Quick() Matrix {
 		// commit is for. Last, so that the cells before it keep their
 		// numbers.
 		publishCell(1, 32, 1, 0),
+		// Mixed load with the default dispatcher settings (poll 1 s):
+		// what a service that tunes nothing sees, the cells issues 26
+		// and 27 judge wake-ups and the claim path by. After P=32 for
+		// the same reason.
+		mixedCell(500, 1, defaults, "defaults"),
+		mixedCell(750, 1, defaults, "defaults"),
 	}, OptIn: batchCells(), Upgrade: upgrade(quickUpgradeEvents, 20_000)}.fitted()
 }
 

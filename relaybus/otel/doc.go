@@ -51,16 +51,16 @@
 // (relaybus.ErrInvalid), closed (relaybus.ErrClosed), panic (the handler
 // panicked) or _OTHER. Event keys, IDs and delivery IDs are never metric
 // attributes (they are unbounded); they are on the spans. The table
-// writes the attribute keys without their relaybus. prefix; a kind with
-// a star is observable (see Cost).
+// writes the attribute keys without their relaybus. prefix; three of
+// its counters are observable instruments (see Cost).
 //
 //	name                            kind           unit        attributes                         what
-//	relaybus.handler.calls          counter*       {call}      handler, event.type                handler calls started
+//	relaybus.handler.calls          counter        {call}      handler, event.type                handler calls started
 //	relaybus.handler.failures       counter        {call}      handler, event.type, error.type    handler calls that failed (error or panic)
 //	relaybus.handler.duration       histogram      s           handler, event.type[, error.type]  duration of a handler call
 //	relaybus.handler.lag            histogram      s           handler, event.type                event's CreatedAt to the start of the call
-//	relaybus.handler.active         updowncounter* {call}      handler, event.type                handler calls running now
-//	relaybus.delivery.finished      counter*       {attempt}   handler, event.type, outcome       attempts the store recorded, by outcome
+//	relaybus.handler.active         updowncounter  {call}      handler, event.type                handler calls running now
+//	relaybus.delivery.finished      counter        {attempt}   handler, event.type, outcome       attempts the store recorded, by outcome
 //	relaybus.claim.duration         histogram      s           [error.type]                       DeliveryClaim round trip
 //	relaybus.claim.size             histogram      {delivery}  none                               deliveries one DeliveryClaim returned (0 too)
 //	relaybus.lease.renewals         counter        {lease}     none                               leases a LeaseExtend renewed
