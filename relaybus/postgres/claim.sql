@@ -119,9 +119,9 @@ FROM (
 --            of 4, so a run may take a lane past its quota: by at most
 --            max - 2, and never by more than a quota, which keeps a
 --            lane's in_flight within twice the quota), and within the
---            claim's limit, ordered by their
---            head's (available_at, id), then sequence: a run cut by the
---            limit is a prefix.
+--            claim's limit, ordered by their head's (available_at,
+--            id), then sequence: a run cut by the limit or by that cap
+--            is a prefix.
 --   picks:   pick and extra, what the claim returns and records.
 --   rec:     write each lane that gave something: the picks appended
 --            to in_flight (to what flying found still in flight where
