@@ -76,7 +76,13 @@ type Config struct {
 	// CompletionBatchWindow is how long a success waits for others to be
 	// completed with it in one DeliveryCompleteMany call. Default 2ms,
 	// [0, MaxCompletionBatchWindow]; Disabled (-1) completes each delivery
-	// alone with DeliveryComplete.
+	// alone with DeliveryComplete. With a store that completes and claims
+	// in one transaction (driver.CompletingClaimer: the PostgreSQL store),
+	// a success waits as long for the dispatcher's next claim, which
+	// writes every success waiting in its own transaction (one commit for
+	// both, and the claim sees the keys they freed: a key's next delivery
+	// is claimed by the transaction that completes the one before); what
+	// no claim took by then is completed on its own, at once.
 	CompletionBatchWindow time.Duration
 	// CompletionBatchMax sends a completion batch at once when it has this
 	// many deliveries. Default 100, [1, MaxLeasesPerCall].

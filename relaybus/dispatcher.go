@@ -68,6 +68,9 @@ type dispatcher[TTx any] struct {
 	// CompletionBatchMax: a full queue holds the handler's slot, which
 	// holds back claims.
 	completer *batch.Batcher[[]*job, struct{}]
+	// carry holds successes for the next claim to complete in its
+	// transaction (dispatcher_carry.go); nil when claims carry none.
+	carry *carrier
 	// work hands claimed jobs to the workers (Concurrency of them, as
 	// many as slots: a send never waits); closed when the claim loop has
 	// stopped. workers ends when they have all returned.
@@ -87,6 +90,13 @@ type job struct {
 	// clock: its final write is retried until then (set by beginFinish,
 	// moved by each renewal).
 	deadline time.Time
+	// approved: Config.BeforeComplete has seen the job's success (set
+	// before its completion is first sent; a completion written again is
+	// not shown to it twice).
+	approved bool
+	// carried: the job's completion committed with a claim, which saw the
+	// key it freed (no keyFreed wake-up for it).
+	carried bool
 }
 
 // newDispatcher returns the dispatcher of a bus on store with cfg (its
@@ -134,6 +144,7 @@ func (d *dispatcher[TTx]) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.carry = d.newCarrier()
 	var bg sync.WaitGroup
 	renewStop := make(chan struct{})
 	bg.Go(func() { d.renewLoop(renewStop) })

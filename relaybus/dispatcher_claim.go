@@ -23,6 +23,8 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 	// before the shutdown waits for the handlers.
 	wake := d.startWakeups(ctx)
 	defer wake.wait()
+	d.carryOpen()
+	defer d.carryClose()
 	claimErrors := 0
 	for {
 		limit, ok := d.claimLimit(ctx)
@@ -54,9 +56,12 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 			continue
 		}
 		now := d.cfg.Now()
+		// The successes waiting for a claim, completed in its transaction
+		// (dispatcher_carry.go): finished if it commits, so not busy.
+		carried, ncarried := d.approveCarried(d.carryTake())
 		// Only this loop starts work, so what is in flight now is all
 		// that can be in flight when the claim returns.
-		busy := d.inFlight(nil) > 0
+		busy := d.inFlight(nil)-ncarried > 0
 		p.Limit, p.Now, p.Busy = limit, now, busy
 		// The claim runs to its end even when the shutdown begins
 		// meanwhile: a claim cancelled on the client may still commit on
@@ -68,7 +73,12 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		// is worth nothing anyway.
 		cctx, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
 		claimStart := time.Now()
-		ds, err := d.store.DeliveryClaim(cctx, &p)
+		var ds []*Delivery
+		if ncarried > 0 {
+			ds, err = d.claimCarrying(cctx, carried, &p)
+		} else {
+			ds, err = d.store.DeliveryClaim(cctx, &p)
+		}
 		wake.claimed(claimStart, time.Now())
 		cancel()
 		if err == nil {

@@ -33,11 +33,17 @@ func (d *dispatcher[TTx]) newCompleter() (*batch.Batcher[[]*job, struct{}], erro
 	if d.cfg.CompletionBatchWindow == Disabled {
 		return nil, nil
 	}
+	linger := d.cfg.CompletionBatchWindow
+	if driver.ClaimsCompletions(d.store) {
+		// Successes wait for a claim to carry them first, for as long
+		// (dispatcher_carry.go): what reaches the completer has waited.
+		linger = 0
+	}
 	b, err := batch.New(batch.Config[[]*job]{
 		MaxSize:     d.cfg.CompletionBatchMax,
 		MaxWeight:   int64(d.cfg.CompletionBatchMax),
 		Weigh:       func(js []*job) int64 { return int64(len(js)) },
-		Linger:      d.cfg.CompletionBatchWindow,
+		Linger:      linger,
 		MaxInFlight: completionsInFlight,
 		MaxQueued:   d.cfg.CompletionBatchMax,
 		WhenFull:    batch.Block,
@@ -71,11 +77,21 @@ func (d *dispatcher[TTx]) completeGroup(js []*job) {
 		_, _ = d.completeBatch(d.writeCtx, js)
 		return
 	}
-	if err := d.completer.Enqueue(d.writeCtx, js); err != nil {
-		// Only after the completer closed, which the shutdown does once
-		// every job has ended: a bug, reported like a failed write.
-		for _, j := range js {
-			d.done(j, "complete", false, err, nil)
+	if d.carryAdd(js) {
+		return
+	}
+	d.enqueueCompletions([][]*job{js})
+}
+
+// enqueueCompletions hands each group of successes to the completer.
+func (d *dispatcher[TTx]) enqueueCompletions(groups [][]*job) {
+	for _, js := range groups {
+		if err := d.completer.Enqueue(d.writeCtx, js); err != nil {
+			// Only after the completer closed, which the shutdown does once
+			// every job has ended: a bug, reported like a failed write.
+			for _, j := range js {
+				d.done(j, "complete", false, err, nil)
+			}
 		}
 	}
 }
@@ -114,7 +130,7 @@ func (d *dispatcher[TTx]) completeBatch(_ context.Context, js []*job) (_ []struc
 			d.done(j, "complete", err == nil && oks[i], err, &d.stats.completed)
 		}
 	}()
-	if err := d.beforeComplete(js); err != nil {
+	if err := d.beforeComplete(unapproved(js)); err != nil {
 		return nil, err
 	}
 	leases := make([]relaytype.Lease, len(js))
@@ -157,8 +173,11 @@ var errNotRecorded = errors.New("relaybus: BeforeComplete failed")
 // error (or panic) is logged once for the batch and returned wrapping
 // errNotRecorded; the callers release the deliveries.
 func (d *dispatcher[TTx]) beforeComplete(js []*job) error {
-	if d.cfg.BeforeComplete == nil {
+	if d.cfg.BeforeComplete == nil || len(js) == 0 {
 		return nil
+	}
+	for _, j := range js {
+		j.approved = true
 	}
 	ds := make([]*Delivery, len(js))
 	for i, j := range js {
@@ -177,4 +196,17 @@ func (d *dispatcher[TTx]) beforeComplete(js []*job) error {
 	}
 	d.log.Error("relaybus: BeforeComplete failed; releasing", "deliveries", len(js), "error", err)
 	return fmt.Errorf("%w: %w", errNotRecorded, err)
+}
+
+// unapproved returns the jobs of js that Config.BeforeComplete has not
+// seen (all of them, but for completions written again after a claim
+// that carried them failed).
+func unapproved(js []*job) []*job {
+	out := js[:0:0]
+	for _, j := range js {
+		if !j.approved {
+			out = append(out, j)
+		}
+	}
+	return out
 }

@@ -161,8 +161,9 @@ func (d *dispatcher[TTx]) done(j *job, what string, ok bool, err error, counter 
 		if counter != nil {
 			counter.Add(1)
 		}
-		if j.d.Key != "" && (what == "complete" || what == "bury") {
-			// The key's next delivery may be due now: claim at once.
+		if j.d.Key != "" && (what == "complete" || what == "bury") && !j.carried {
+			// The key's next delivery may be due now: claim at once
+			// (a carried completion's claim has already looked).
 			signal(d.keyFreed)
 		}
 	}

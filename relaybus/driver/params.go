@@ -346,3 +346,14 @@ func TruncateError(s string) string {
 // invalidf returns an error wrapping relaytype.ErrInvalid whose text
 // starts with "relaybus: ", as the Bus's own are.
 func invalidf(format string, args ...any) error { return check.Invalidf(format, args...) }
+
+// Validate checks p: its completions and its claim.
+func (p *DeliveryCompleteClaimParams) Validate() error {
+	if p == nil {
+		return invalidf("complete and claim params are nil")
+	}
+	if err := p.Complete.Validate(); err != nil {
+		return err
+	}
+	return p.Claim.Validate()
+}

@@ -240,6 +240,53 @@ func ClaimsKeyRuns(s any) bool {
 	return ok && c.ClaimsKeyRuns()
 }
 
+// CompletingClaimer is implemented by a store that can write the
+// completions of some deliveries and claim others in one transaction
+// (DeliveryCompleteClaim): one commit, and one flush of its log, where
+// DeliveryCompleteMany and then DeliveryClaim make two, and the claim sees
+// the keys the completions freed. ClaimsCompletions reports whether
+// DeliveryCompleteClaim may be called (a wrapper has the method whatever
+// it wraps, and reports what the store it wraps does). A dispatcher whose
+// store says so lets each claim carry the successes waiting to be
+// completed (relaybus.Config.CompletionBatchWindow).
+type CompletingClaimer interface {
+	ClaimsCompletions() bool
+	// DeliveryCompleteClaim completes params.Complete's leases as
+	// DeliveryCompleteMany does and then, in the same transaction,
+	// claims as DeliveryClaim does with params.Claim. A claim that takes
+	// more than one round trip (DeliveryClaim's contract allows it)
+	// writes the completions in the first. Result.Completed has one entry
+	// per lease once the completions committed, and is nil when they may
+	// not have: the caller must then write them again, on their own. On
+	// an error a result may still hold what was written: Completed when
+	// the completions committed, Claimed what the committed round trips
+	// claimed, as DeliveryClaim returns it.
+	DeliveryCompleteClaim(ctx context.Context, params *DeliveryCompleteClaimParams) (*DeliveryCompleteClaimResult, error)
+}
+
+// ClaimsCompletions reports whether s may be asked to complete and claim
+// in one transaction (CompletingClaimer).
+func ClaimsCompletions(s any) bool {
+	c, ok := s.(CompletingClaimer)
+	return ok && c.ClaimsCompletions()
+}
+
+// DeliveryCompleteClaimParams are the arguments of DeliveryCompleteClaim.
+type DeliveryCompleteClaimParams struct {
+	Complete DeliveryCompleteManyParams
+	Claim    DeliveryClaimParams
+}
+
+// DeliveryCompleteClaimResult is what DeliveryCompleteClaim wrote.
+type DeliveryCompleteClaimResult struct {
+	// Completed has one entry per lease of the completions, as
+	// DeliveryCompleteMany returns them; nil when they were not (or may
+	// not have been) committed.
+	Completed []bool
+	// Claimed are the deliveries claimed, as DeliveryClaim returns them.
+	Claimed []*relaytype.Delivery
+}
+
 // LeaseExtendParams are the arguments of LeaseExtend.
 type LeaseExtendParams struct {
 	Owner     string

@@ -2,6 +2,8 @@ package otel
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/berkcansavur/relaybus/relaybus/driver"
@@ -82,12 +84,18 @@ func Unwrap[TTx any](s driver.Store[TTx]) driver.Store[TTx] {
 	return s
 }
 
+// errNoCompletingClaims is DeliveryCompleteClaim's error when the wrapped
+// store has no such call (ClaimsCompletions reports false then, and a Bus
+// never makes it).
+var errNoCompletingClaims = fmt.Errorf("relaybus/otel: the wrapped store does not complete and claim in one call: %w", errors.ErrUnsupported)
+
 // Compile-time checks of the parts the wrappers are made of.
 var (
-	_ driver.Store[int]     = (*store[int])(nil)
-	_ driver.EventPublisher = (*publisher)(nil)
-	_ driver.Waker          = (*waker)(nil)
-	_ driver.HealthReporter = (*healthReporter)(nil)
+	_ driver.Store[int]        = (*store[int])(nil)
+	_ driver.EventPublisher    = (*publisher)(nil)
+	_ driver.Waker             = (*waker)(nil)
+	_ driver.HealthReporter    = (*healthReporter)(nil)
+	_ driver.CompletingClaimer = (*store[int])(nil)
 )
 
 // store wraps a Store: the methods every store has.
@@ -174,6 +182,32 @@ func (s *store[TTx]) DeliveryClaim(ctx context.Context, params *driver.DeliveryC
 	// A claim that failed part way returns what it did claim: counted too.
 	s.in.claimSize.Record(ctx, int64(len(ds)), s.in.none.rec...)
 	return ds, err
+}
+
+// ClaimsCompletions reports whether the wrapped store completes and
+// claims in one transaction (driver.CompletingClaimer).
+func (s *store[TTx]) ClaimsCompletions() bool { return driver.ClaimsCompletions(s.inner) }
+
+// DeliveryCompleteClaim passes the call to the wrapped store, measured as
+// a claim (its round trip and size).
+func (s *store[TTx]) DeliveryCompleteClaim(ctx context.Context, params *driver.DeliveryCompleteClaimParams) (*driver.DeliveryCompleteClaimResult, error) {
+	c, ok := s.inner.(driver.CompletingClaimer)
+	if !ok {
+		return nil, errNoCompletingClaims
+	}
+	start := time.Now()
+	res, err := c.DeliveryCompleteClaim(ctx, params)
+	o := s.in.none
+	if err != nil {
+		o = s.in.opts(attrKey{errorType: errorType(err)})
+	}
+	s.in.claimDuration.Record(ctx, time.Since(start).Seconds(), o.rec...)
+	var n int
+	if res != nil {
+		n = len(res.Claimed)
+	}
+	s.in.claimSize.Record(ctx, int64(n), s.in.none.rec...)
+	return res, err
 }
 
 func (s *store[TTx]) LeaseExtend(ctx context.Context, params *driver.LeaseExtendParams) ([]bool, error) {

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/berkcansavur/relaybus/relaybus"
 	"github.com/berkcansavur/relaybus/relaybus/driver"
@@ -272,4 +273,57 @@ func TestWrapStoreEventPublisher(t *testing.T) {
 	other := attrs("relaybus.store.method", "EventPublish", "error.type", "_OTHER")
 	require.Equal(t, map[attribute.Distinct]uint64{other: 2}, counts(t, ms["relaybus.publish.duration"]))
 	require.NotContains(t, ms, "relaybus.claim.duration", "no claim made")
+}
+
+// completingStub is a stub that completes and claims in one call
+// (driver.CompletingClaimer), when it says it does.
+type completingStub struct {
+	*stubStore
+	claims bool
+}
+
+func (s completingStub) ClaimsCompletions() bool { return s.claims }
+
+func (s completingStub) DeliveryCompleteClaim(_ context.Context, p *driver.DeliveryCompleteClaimParams) (*driver.DeliveryCompleteClaimResult, error) {
+	s.rec("DeliveryCompleteClaim", p)
+	return &driver.DeliveryCompleteClaimResult{Completed: s.oks, Claimed: s.claimed}, s.err
+}
+
+// TestWrapStoreCompletingClaimer: the wrapper reports the wrapped store's
+// ClaimsCompletions, passes DeliveryCompleteClaim through with its
+// results and error, and measures it as a claim; over a store without
+// the call it reports false and the call fails as unsupported.
+func TestWrapStoreCompletingClaimer(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	in, err := relaybusotel.New(&relaybusotel.Options{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	require.NoError(t, err)
+
+	plain := relaybusotel.WrapStore[int](newStub(nil), in)
+	require.False(t, driver.ClaimsCompletions(plain), "a store without DeliveryCompleteClaim")
+	_, err = plain.(driver.CompletingClaimer).DeliveryCompleteClaim(context.Background(), &driver.DeliveryCompleteClaimParams{})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	require.False(t, driver.ClaimsCompletions(relaybusotel.WrapStore[int](completingStub{newStub(nil), false}, in)),
+		"a store that has the call but says it cannot make it")
+
+	failing := errors.New("claim failed after the completions")
+	stub := newStub(failing)
+	w := relaybusotel.WrapStore[int](completingStub{stub, true}, in)
+	require.True(t, driver.ClaimsCompletions(w))
+	params := &driver.DeliveryCompleteClaimParams{}
+	res, err := w.(driver.CompletingClaimer).DeliveryCompleteClaim(context.Background(), params)
+	require.Same(t, failing, err)
+	require.Equal(t, stub.oks, res.Completed)
+	require.Equal(t, stub.claimed, res.Claimed)
+	require.Equal(t, []string{"DeliveryCompleteClaim"}, stub.calls)
+	require.Equal(t, []any{params}, stub.args)
+
+	tb := &bundle{reader: reader}
+	ms := tb.metrics(t)
+	require.Equal(t, map[attribute.Distinct]uint64{attrs("error.type", "_OTHER"): 1}, counts(t, ms["relaybus.claim.duration"]))
+	size, ok := ms["relaybus.claim.size"].Data.(metricdata.Histogram[int64])
+	require.True(t, ok)
+	require.Len(t, size.DataPoints, 1)
+	require.EqualValues(t, 1, size.DataPoints[0].Count)
+	require.EqualValues(t, len(stub.claimed), size.DataPoints[0].Sum, "the claim's size: what it claimed")
 }

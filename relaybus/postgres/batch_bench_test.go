@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/berkcansavur/relaybus/relaybus"
@@ -20,17 +21,46 @@ import (
 // deliveries/s it reports what does not depend on the machine's speed as
 // much: handler calls and claims per delivery, and the store's per
 // delivery figures (statements, WAL).
+//
+// carry=off runs the same Bus on a store that says it cannot complete and
+// claim in one transaction (noCarry): completions are then written on
+// their own, as before claims carried them.
 func BenchmarkHotKeysBatch(b *testing.B) {
 	for _, keys := range []int{4, 10_000} {
 		for _, batch := range []int{0, 20} {
-			b.Run(fmt.Sprintf("keys=%d/batch=%d", keys, batch), func(b *testing.B) { benchKeyedBatch(b, keys, batch) })
+			for _, carry := range []bool{true, false} {
+				b.Run(fmt.Sprintf("keys=%d/batch=%d/carry=%s", keys, batch, onOff(carry)), func(b *testing.B) { benchKeyedBatch(b, keys, batch, carry) })
+			}
 		}
 	}
 }
 
+// noCarry is a store whose claims carry no completions
+// (driver.CompletingClaimer says no): the dispatcher writes them on their
+// own. Every other call is the store's.
+type noCarry struct{ *postgres.Store }
+
+func (noCarry) ClaimsCompletions() bool { return false }
+
+// carrying returns st, or st behind noCarry when carry is false.
+func carrying(st *postgres.Store, carry bool) relaybus.Store[pgx.Tx] {
+	if carry {
+		return st
+	}
+	return noCarry{st}
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
 // benchKeyedBatch is one case of BenchmarkHotKeysBatch: keys keys, a
-// batch handler of up to batch deliveries (0: a handler of one).
-func benchKeyedBatch(b *testing.B, keys, batch int) {
+// batch handler of up to batch deliveries (0: a handler of one), claims
+// carrying completions or not.
+func benchKeyedBatch(b *testing.B, keys, batch int, carry bool) {
 	s, pool := benchStore(b)
 	total := b.N * 400
 	if keys > 4 {
@@ -42,7 +72,7 @@ func benchKeyedBatch(b *testing.B, keys, batch int) {
 	now := func() time.Time { return t0.Add(time.Minute).Add(time.Since(start)) }
 	st, err := postgres.New(pool, nil)
 	require.NoError(b, err)
-	bus, err := relaybus.New(st, relaybus.Config{
+	bus, err := relaybus.New(carrying(st, carry), relaybus.Config{
 		Owner: "bus", Concurrency: 64, BatchSize: 400, PollInterval: 50 * time.Millisecond, Now: now,
 		AfterFinish: func(_ context.Context, f relaybus.Finish) {
 			if f.Outcome == relaybus.FinishCompleted {

@@ -32,7 +32,16 @@ const (
 // dispatcher adds. It reports deliveries/s and the per-delivery figures
 // of BenchmarkClaimCompleteParallel; with RELAYBUS_BENCH_TOP_STATEMENTS
 // set, the top statements.
+//
+// carry=off: the same on stores whose claims carry no completions
+// (noCarry, in batch_bench_test.go).
 func BenchmarkBusDispatch(b *testing.B) {
+	for _, carry := range []bool{true, false} {
+		b.Run("carry="+onOff(carry), func(b *testing.B) { benchBusDispatch(b, carry) })
+	}
+}
+
+func benchBusDispatch(b *testing.B, carry bool) {
 	s, pool := benchStore(b)
 	total := b.N * benchParallelBatch
 	preload(b, s, pool, total, func(int) string { return "" })
@@ -54,7 +63,7 @@ func BenchmarkBusDispatch(b *testing.B) {
 		require.NoError(b, err)
 		st, err := postgres.New(pp, nil)
 		require.NoError(b, err)
-		bus, err := relaybus.New(st, relaybus.Config{
+		bus, err := relaybus.New(carrying(st, carry), relaybus.Config{
 			Owner:        "bus" + strconv.Itoa(p),
 			Concurrency:  busBenchConc,
 			BatchSize:    busBenchBatch,

@@ -74,6 +74,42 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
+	claimed, _, err := s.claim(ctx, params, nil, nil)
+	return claimed, err
+}
+
+// ClaimsCompletions reports that DeliveryCompleteClaim may be called
+// (driver.CompletingClaimer).
+func (s *Store) ClaimsCompletions() bool { return true }
+
+// DeliveryCompleteClaim completes params.Complete's leases and claims
+// with params.Claim in one transaction (driver.CompletingClaimer): the
+// completion's statement (the one DeliveryCompleteMany runs) goes into
+// the claim's first round trip, after the claim has locked the lanes it
+// holds and before it looks at them, so that the claim sees the keys and
+// the lane room the completions freed, and the round trip commits
+// synchronously whatever it claimed. Lanes first, then delivery rows:
+// the order a takeover takes them in, so the two never wait on each
+// other in a cycle (a takeover skips a lane the claim has locked; a lane
+// the claim does not hold it never locks). A failure in that round trip
+// leaves Completed nil (the completions may not have committed); one in
+// a later round trip returns the completions' outcome with the error.
+func (s *Store) DeliveryCompleteClaim(ctx context.Context, params *driver.DeliveryCompleteClaimParams) (*driver.DeliveryCompleteClaimResult, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := s.newCompletion(params.Complete.Leases)
+	if err != nil {
+		return nil, err
+	}
+	claimed, completed, err := s.claim(ctx, &params.Claim, c, params.Complete.Now)
+	return &driver.DeliveryCompleteClaimResult{Completed: completed, Claimed: claimed}, err
+}
+
+// claim is DeliveryClaim, with the completion c (nil: none) written in
+// its first round trip, completed at now; it returns c's results once
+// that round trip committed.
+func (s *Store) claim(ctx context.Context, params *driver.DeliveryClaimParams, c *completion, now any) (_ []*relaytype.Delivery, completed []bool, _ error) {
 	expiresAt := params.Now.Add(params.LeaseDuration)
 	hints := s.ledger.hints()
 	runHandlers, runMax := keyRunArrays(params.KeyRuns)
@@ -85,6 +121,10 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 		var own []*relaytype.Delivery
 		if step == claimTakeFirst {
 			batch.Queue(s.q.claimLock, params.Owner, s.holder, params.Now)
+			if c != nil {
+				sql, args := c.statement(now)
+				batch.Queue(sql, args...).Query(c.scan)
+			}
 			batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
 				params.Limit, false, expiresAt, params.Busy,
 				hints.lanes, hints.epochs, hints.picks, hints.outstanding, runHandlers, runMax).Query(collectInto(&own))
@@ -116,11 +156,21 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 				return nil
 			})
 		}
-		batch.Queue(s.q.claimAsync, len(claimed))
+		// A round trip that completes commits synchronously, whatever it
+		// claimed: claimAsync's count can never be at or below -1.
+		asyncBelow := len(claimed)
+		if c != nil && step == claimTakeFirst {
+			asyncBelow = -1
+		}
+		batch.Queue(s.q.claimAsync, asyncBelow)
 		if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
-			// This round may have committed picks that never arrived.
+			// This round may have committed picks (and completions) that
+			// never arrived.
 			s.ledger.reset()
-			return sortClaimed(claimed), errorFrom("claim", err)
+			return sortClaimed(claimed), completed, errorFrom("claim", err)
+		}
+		if c != nil && step == claimTakeFirst {
+			completed = c.results()
 		}
 		s.moveTakeCursor(cursor, taken)
 		// The take asked for as many lanes as the claim needed, at most
@@ -129,7 +179,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimP
 		claimed = append(append(claimed, own...), more...)
 		if len(taken) < asked || len(claimed) >= params.Limit || suspectAlone(claimed) || full {
 			s.ledger.claimed(claimed)
-			return sortClaimed(claimed), nil
+			return sortClaimed(claimed), completed, nil
 		}
 		tried = append(tried, taken...)
 	}

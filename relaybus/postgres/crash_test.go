@@ -139,3 +139,52 @@ func TestDatabaseCrashAfterAClaim(t *testing.T) {
 		require.Equal(t, "e2", next[0].EventID)
 	})
 }
+
+// TestDatabaseCrashAfterACompletingClaim crashes the server right after a
+// DeliveryCompleteClaim whose claim found nothing, and checks that the
+// completion survived: a claim round trip that issues no token commits
+// without waiting for its flush (claimAsync), which must never apply to
+// one that carries completions (a completion lost by a crash runs its
+// delivery again, and the dispatcher was told it was done). As in
+// TestDatabaseCrashAfterAClaim, the WAL writer runs every 10 s, so an
+// asynchronous commit is lost for certain.
+func TestDatabaseCrashAfterACompletingClaim(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts and crashes a server of its own (a few seconds); not in -short")
+	}
+	ctx := t.Context()
+	pg := dbtest.PrivatePostgres(t, map[string]string{"wal_writer_delay": "10000ms"})
+	dsn, err := pg.CreateDatabase(ctx, "crash_complete")
+	require.NoError(t, err)
+	pool, err := pgxpool.New(ctx, dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Setup(ctx))
+	publish(t, s, pool, []*driver.EventPublish{{Event: &relaytype.Event{ID: "e1", Type: "t"},
+		Deliveries: []driver.DeliverySpec{{Handler: "h1", MaxAttempts: 5}}}})
+	ds := claim(t, s, "owner-a", 10, t0, "h1")
+	require.Len(t, ds, 1)
+
+	now := t0.Add(time.Second)
+	res, err := s.DeliveryCompleteClaim(ctx, &driver.DeliveryCompleteClaimParams{
+		Complete: driver.DeliveryCompleteManyParams{Leases: []relaytype.Lease{ds[0].Lease()}, Now: now},
+		Claim:    driver.DeliveryClaimParams{Owner: "owner-a", Handlers: []string{"h1"}, Limit: 10, LeaseDuration: time.Minute, Now: now},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, res.Completed)
+	require.Empty(t, res.Claimed)
+
+	crashCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	require.NoError(t, pg.Crash(crashCtx))
+	pool.Reset() // the connections the crash broke
+
+	var left int
+	require.Eventually(t, func() bool {
+		return pool.QueryRow(ctx, "SELECT count(*) FROM relaybus_deliveries").Scan(&left) == nil
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Zero(t, left, "the crash lost a completion the store had reported committed")
+}

@@ -151,6 +151,12 @@
 //     that checks its fence, then a DELETE of those rows by address (TID
 //     scan) that re-checks the claims, plus the history rows when on. The
 //     lane rows are read, never written or locked.
+//   - DeliveryCompleteClaim (driver.CompletingClaimer) runs that
+//     statement inside a claim's first round trip, after step 1's lane
+//     lock and before step 1 reads deliveries: one transaction, one
+//     synchronous commit (whatever it claimed), and a claim that sees the
+//     keys and lanes the completions freed. The dispatcher lets each claim
+//     carry the successes waiting to be completed.
 //   - DeliveryCompleteTx takes FOR KEY SHARE on the lane in the caller's
 //     transaction and deletes there. A takeover locks the lane FOR UPDATE
 //     SKIP LOCKED, so it skips the lane until the transaction ends: a

@@ -95,55 +95,87 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, params *driver.Deliver
 }
 
 func (s *Store) completeMany(ctx context.Context, leases []relaytype.Lease, now any) ([]bool, error) {
+	c, err := s.newCompletion(leases)
+	if err != nil {
+		return nil, err
+	}
+	sql, args := c.statement(now)
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err == nil {
+		err = c.scan(rows)
+	}
+	if err != nil {
+		s.forgetAll(c.ls)
+		return nil, errorFrom("complete", err)
+	}
+	return c.results(), nil
+}
+
+// completion is one completeMany statement: its leases, parsed, and the
+// tokens its deleted rows matched once it ran.
+type completion struct {
+	s       *Store
+	ls      []lease
+	deleted map[lease]bool
+}
+
+// newCompletion parses leases (nothing is written when one is not this
+// store's).
+func (s *Store) newCompletion(leases []relaytype.Lease) (*completion, error) {
 	ls, err := parseLeases("complete", leases)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]int64, len(ls))
-	lanes := make([]int16, len(ls))
-	claims := make([]int64, len(ls))
-	epochs := make([]int64, len(ls))
-	for i, l := range ls {
+	return &completion{s: s, ls: ls, deleted: map[lease]bool{}}, nil
+}
+
+// statement is the completion's SQL and arguments (completeMany, or
+// completeManyHistory with CompletionHistory), completed at now.
+func (c *completion) statement(now any) (string, []any) {
+	ids := make([]int64, len(c.ls))
+	lanes := make([]int16, len(c.ls))
+	claims := make([]int64, len(c.ls))
+	epochs := make([]int64, len(c.ls))
+	for i, l := range c.ls {
 		ids[i], lanes[i], claims[i], epochs[i] = l.ID, int16(l.Token.Lane), l.Token.Claims, l.Token.Epoch
 	}
-	var rows pgx.Rows
-	if s.history {
-		rows, err = s.pool.Query(ctx, s.q.completeManyHistory, ids, lanes, claims, epochs, now)
-	} else {
-		rows, err = s.pool.Query(ctx, s.q.completeMany, ids, lanes, claims, epochs)
+	if c.s.history {
+		return c.s.q.completeManyHistory, []any{ids, lanes, claims, epochs, now}
 	}
-	if err != nil {
-		s.forgetAll(ls)
-		return nil, errorFrom("complete", err)
-	}
-	// The lease each deleted row matched. A delivery named by two leases
-	// in one call is deleted once: only the first lease with the matching
-	// token reports true.
-	deleted := map[lease]bool{}
+	return c.s.q.completeMany, []any{ids, lanes, claims, epochs}
+}
+
+// scan reads the statement's rows: the lease each deleted row matched.
+func (c *completion) scan(rows pgx.Rows) error {
 	var (
 		l     lease
 		lane  int16
 		epoch *int64
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&l.ID, &lane, &l.Token.Claims, &epoch}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&l.ID, &lane, &l.Token.Claims, &epoch}, func() error {
 		if epoch != nil {
 			l.Token.Lane, l.Token.Epoch = int(lane), *epoch
-			deleted[l] = true
+			c.deleted[l] = true
 		}
 		return nil
-	}); err != nil {
-		s.forgetAll(ls)
-		return nil, errorFrom("complete", err)
-	}
-	out := make([]bool, len(ls))
-	for i, l := range ls {
-		if deleted[l] {
+	})
+	return err
+}
+
+// results reports, once the statement committed, whether each lease
+// deleted its delivery, and records that in the ledger. A delivery named
+// by two leases in one call is deleted once: only the first lease with
+// the matching token reports true.
+func (c *completion) results() []bool {
+	out := make([]bool, len(c.ls))
+	for i, l := range c.ls {
+		if c.deleted[l] {
 			out[i] = true
-			deleted[l] = false
+			c.deleted[l] = false
 		}
-		s.ledger.finished(l.Token, out[i])
+		c.s.ledger.finished(l.Token, out[i])
 	}
-	return out, nil
+	return out
 }
 
 // DeliveryCompleteTx completes the delivery inside tx: it takes FOR KEY

@@ -2,6 +2,7 @@ package relaybustest_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -10,8 +11,11 @@ import (
 
 	"github.com/berkcansavur/relaybus/internal/dbenv/dbtest"
 	"github.com/berkcansavur/relaybus/relaybus"
+	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/memory"
 	"github.com/berkcansavur/relaybus/relaybus/postgres"
 	"github.com/berkcansavur/relaybus/relaybus/relaybustest"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // testPoolMaxConns bounds each test database's pool (the tests share one
@@ -90,4 +94,21 @@ func TestPostgres(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT receipts FROM orders WHERE id = 'o-1'`).Scan(&receipts))
 	require.Equal(t, 1, receipts)
 	require.Empty(t, relaybustest.Stored(ctx, t, bus), "completed deliveries are deleted")
+}
+
+// TestRecorderCompletesAndClaims: over a store that completes and claims
+// in one call (driver.CompletingClaimer, the PostgreSQL store), a
+// Recorder says so and passes the call through; over one that does not
+// (the memory store), it says not and the call fails as unsupported.
+func TestRecorderCompletesAndClaims(t *testing.T) {
+	t.Parallel()
+	_, rec, _ := setupPostgres(t)
+	require.True(t, driver.ClaimsCompletions(rec))
+	_, err := rec.DeliveryCompleteClaim(t.Context(), &driver.DeliveryCompleteClaimParams{})
+	require.ErrorIs(t, err, relaytype.ErrInvalid, "the store's own validation, passed through")
+
+	mem := relaybustest.NewRecorder[*memory.Tx](memory.New(nil))
+	require.False(t, driver.ClaimsCompletions(mem))
+	_, err = mem.DeliveryCompleteClaim(t.Context(), &driver.DeliveryCompleteClaimParams{})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
 }

@@ -3,6 +3,7 @@ package relaybustest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -227,6 +228,21 @@ func (r *Recorder[TTx]) TxRollback(ctx context.Context, tx TTx) error {
 
 func (r *Recorder[TTx]) DeliveryClaim(ctx context.Context, params *driver.DeliveryClaimParams) ([]*relaytype.Delivery, error) {
 	return r.inner.DeliveryClaim(ctx, params)
+}
+
+// ClaimsCompletions reports whether the wrapped store completes and
+// claims in one transaction (driver.CompletingClaimer).
+func (r *Recorder[TTx]) ClaimsCompletions() bool { return driver.ClaimsCompletions(r.inner) }
+
+// DeliveryCompleteClaim passes the call to the wrapped store; an error
+// wrapping errors.ErrUnsupported when it has no such call (a Bus never
+// makes it then: ClaimsCompletions reports false).
+func (r *Recorder[TTx]) DeliveryCompleteClaim(ctx context.Context, params *driver.DeliveryCompleteClaimParams) (*driver.DeliveryCompleteClaimResult, error) {
+	c, ok := r.inner.(driver.CompletingClaimer)
+	if !ok {
+		return nil, fmt.Errorf("relaybustest: the wrapped store does not complete and claim in one call: %w", errors.ErrUnsupported)
+	}
+	return c.DeliveryCompleteClaim(ctx, params)
 }
 
 func (r *Recorder[TTx]) LeaseExtend(ctx context.Context, params *driver.LeaseExtendParams) ([]bool, error) {

@@ -39,8 +39,9 @@
 // writes (Delivery.FencingToken), key runs
 // (DeliveryClaimParams.KeyRuns: a store that offers them,
 // driver.KeyRunClaimer, is held to the run rules, any other to heads
-// only, a run of one), paused handlers, and delayed events
-// (Event.DeliverAt).
+// only, a run of one), paused handlers, delayed events
+// (Event.DeliverAt), and completions written in a claim's transaction
+// (for a store that offers it, driver.CompletingClaimer).
 package storetest
 
 import (
@@ -117,6 +118,7 @@ func Run[TTx any](t *testing.T, newStore func(t *testing.T) driver.Store[TTx], o
 		{"Pause", testPause[TTx]},
 		{"Delay", testDelay[TTx]},
 		{"KeyRuns", testKeyRuns[TTx]},
+		{"CompleteClaim", testCompleteClaim[TTx]},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {
