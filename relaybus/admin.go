@@ -27,12 +27,13 @@ type DeliveryListResult struct {
 }
 
 // Statistics describe the deliveries of a store (Bus.Statistics): the
-// Counts of each status, overall and per handler, and how long the
+// Counts of each status, overall and per handler, each with how long its
 // oldest due delivery has waited. It names relaytype.Statistics, which
 // the store fills.
 type Statistics = relaytype.Statistics
 
-// Counts are delivery counts per status (relaytype.Counts).
+// Counts are delivery counts per status, and the age of the oldest due
+// delivery waiting (relaytype.Counts).
 type Counts = relaytype.Counts
 
 // PurgeResult reports what PurgeExpired deleted.

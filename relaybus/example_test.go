@@ -213,8 +213,8 @@ func Example_transactionalHandler() {
 	fmt.Printf("orders: %+v\n", stats.Handlers["receipts"])
 	// Output:
 	// mailing receipt for order-7
-	// receipts: {Pending:0 Processing:0 Completed:1 Dead:0}
-	// orders: {Pending:0 Processing:0 Completed:1 Dead:0}
+	// receipts: {Pending:0 Processing:0 Completed:1 Dead:0 OldestDueAge:0s}
+	// orders: {Pending:0 Processing:0 Completed:1 Dead:0 OldestDueAge:0s}
 }
 
 // Middleware wraps every handler of a bus: here it logs each attempt with

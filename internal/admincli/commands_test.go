@@ -27,23 +27,28 @@ func TestStats(t *testing.T) {
 	requireCode(t, admincli.ExitOK, r)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 6, r.stdout)
-	require.Equal(t, []string{"handler", "pending", "processing", "completed", "dead"}, strings.Fields(lines[0]))
-	require.Equal(t, []string{"audit", "3", "0", "0", "0"}, strings.Fields(lines[1]))
-	require.Equal(t, []string{"billing", "0", "0", "0", "1"}, strings.Fields(lines[2]))
-	require.Equal(t, []string{"mailer", "0", "0", "0", "3"}, strings.Fields(lines[3]))
-	require.Equal(t, []string{"(all)", "3", "0", "0", "4"}, strings.Fields(lines[4]))
+	require.Equal(t, []string{"handler", "pending", "processing", "completed", "dead", "oldest", "due"}, strings.Fields(lines[0]))
+	audit := strings.Fields(lines[1])
+	require.Equal(t, []string{"audit", "3", "0", "0", "0"}, audit[:5])
+	require.True(t, strings.HasPrefix(audit[5], "960h"), "audit's oldest due: %s", lines[1])
+	require.Equal(t, []string{"billing", "0", "0", "0", "1", "-"}, strings.Fields(lines[2]))
+	require.Equal(t, []string{"mailer", "0", "0", "0", "3", "-"}, strings.Fields(lines[3]))
+	all := strings.Fields(lines[4])
+	require.Equal(t, []string{"(all)", "3", "0", "0", "4"}, all[:5])
+	require.Equal(t, audit[5], all[5], "the oldest of all is audit's")
 	require.Contains(t, lines[5], "the oldest due delivery has waited 960h")
 
 	r = run(t, nil, "stats", f.dsnFlag(), "--json")
 	requireCode(t, admincli.ExitOK, r)
 	st := decode[struct {
 		Pending, Processing, Completed, Dead int64
-		Handlers                             map[string]map[string]int64
+		Handlers                             map[string]map[string]float64
 		OldestDueAgeSeconds                  float64 `json:"oldest_due_age_seconds"`
 	}](t, r)
 	require.EqualValues(t, 3, st.Pending)
 	require.EqualValues(t, 4, st.Dead)
-	require.Equal(t, map[string]int64{"pending": 0, "processing": 0, "completed": 0, "dead": 3}, st.Handlers["mailer"])
+	require.Equal(t, map[string]float64{"pending": 0, "processing": 0, "completed": 0, "dead": 3, "oldest_due_age_seconds": 0}, st.Handlers["mailer"])
+	require.Equal(t, st.OldestDueAgeSeconds, st.Handlers["audit"]["oldest_due_age_seconds"], "the oldest of all is audit's")
 	require.NotContains(t, st.Handlers, "ledger", "its delivery completed and was deleted")
 	require.InDelta(t, seedAge.Seconds(), st.OldestDueAgeSeconds, 600)
 }

@@ -15,7 +15,7 @@ func statsCommand() *command {
 		usage: `usage: relaybus stats [flags]
 
 Deliveries per status (pending, processing, completed, dead), per handler
-and in all, and how long the oldest due delivery has waited
+and in all, and how long the oldest due delivery of each has waited
 (Bus.Statistics). Completed counts only what the store keeps: a completed
 delivery is deleted unless the store keeps a completion history. The
 counts are read from the deliveries, so on a large backlog the command
@@ -26,20 +26,21 @@ costs a scan of them.`,
 }
 
 type countsJSON struct {
-	Pending    int64 `json:"pending"`
-	Processing int64 `json:"processing"`
-	Completed  int64 `json:"completed"`
-	Dead       int64 `json:"dead"`
+	Pending             int64   `json:"pending"`
+	Processing          int64   `json:"processing"`
+	Completed           int64   `json:"completed"`
+	Dead                int64   `json:"dead"`
+	OldestDueAgeSeconds float64 `json:"oldest_due_age_seconds"`
 }
 
 type statsJSON struct {
 	countsJSON
-	Handlers            map[string]countsJSON `json:"handlers"`
-	OldestDueAgeSeconds float64               `json:"oldest_due_age_seconds"`
+	Handlers map[string]countsJSON `json:"handlers"`
 }
 
 func countsOf(c relaybus.Counts) countsJSON {
-	return countsJSON{Pending: c.Pending, Processing: c.Processing, Completed: c.Completed, Dead: c.Dead}
+	return countsJSON{Pending: c.Pending, Processing: c.Processing, Completed: c.Completed, Dead: c.Dead,
+		OldestDueAgeSeconds: c.OldestDueAge.Seconds()}
 }
 
 func runStats(ctx context.Context, c *call) error {
@@ -49,16 +50,20 @@ func runStats(ctx context.Context, c *call) error {
 			return c.storeError("statistics", err)
 		}
 		if c.conn.json {
-			out := statsJSON{countsJSON: countsOf(st.Counts), Handlers: map[string]countsJSON{}, OldestDueAgeSeconds: st.OldestDueAge.Seconds()}
+			out := statsJSON{countsJSON: countsOf(st.Counts), Handlers: map[string]countsJSON{}}
 			for h, n := range st.Handlers {
 				out.Handlers[h] = countsOf(n)
 			}
 			return writeJSON(c.stdout(), out)
 		}
 		tw := tabwriter.NewWriter(c.stdout(), 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "handler\tpending\tprocessing\tcompleted\tdead")
+		fmt.Fprintln(tw, "handler\tpending\tprocessing\tcompleted\tdead\toldest due")
 		row := func(name string, n relaybus.Counts) {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", cell(name), n.Pending, n.Processing, n.Completed, n.Dead)
+			age := "-"
+			if n.OldestDueAge > 0 {
+				age = durationText(n.OldestDueAge)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", cell(name), n.Pending, n.Processing, n.Completed, n.Dead, age)
 		}
 		for _, h := range slices.Sorted(maps.Keys(st.Handlers)) {
 			row(h, st.Handlers[h])

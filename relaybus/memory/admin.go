@@ -105,8 +105,9 @@ func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams)
 		case relaytype.StatusPending:
 			st.Pending++
 			hc.Pending++
-			if age := now.Sub(d.availableAt); age > st.OldestDueAge {
-				st.OldestDueAge = age
+			if age := now.Sub(d.availableAt); age > hc.OldestDueAge {
+				hc.OldestDueAge = age
+				st.OldestDueAge = max(st.OldestDueAge, age)
 			}
 		case relaytype.StatusProcessing:
 			st.Processing++

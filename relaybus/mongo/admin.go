@@ -272,8 +272,8 @@ type statisticsRow struct {
 // Statistics counts deliveries per status and handler: one aggregation
 // over every delivery (and one over the history, when kept), one read of
 // the owned lanes and of the deliveries they have in flight (counted as
-// processing, not pending), and one read for the oldest due delivery
-// that is not in flight.
+// processing, not pending), and one aggregation for each handler's oldest
+// due delivery that is not in flight.
 func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams) (*relaytype.Statistics, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
@@ -299,18 +299,38 @@ func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams)
 	}
 	st := foldStatistics(rows, running)
 
-	var oldest struct {
-		DueAt time.Time `bson:"dueAt"`
-	}
-	err = s.deliveries.FindOne(ctx, oldestDueFilter(bsonTime(params.Now), idx.ids),
-		options.FindOne().SetSort(bson.D{{Key: fDueAt, Value: 1}}).SetProjection(bson.D{{Key: fDueAt, Value: 1}})).Decode(&oldest)
-	switch {
-	case err == nil:
-		st.OldestDueAge = max(params.Now.Sub(oldest.DueAt), 0)
-	case !errors.Is(err, mongo.ErrNoDocuments):
+	cur, err := s.deliveries.Aggregate(ctx, oldestDuePipeline(bsonTime(params.Now), idx.ids))
+	if err != nil {
 		return nil, errorFrom("statistics: oldest due", err)
 	}
+	var oldest []oldestDueRow
+	if err := cur.All(ctx, &oldest); err != nil {
+		return nil, errorFrom("statistics: oldest due", err)
+	}
+	foldOldestDue(st, oldest, params.Now)
 	return st, nil
+}
+
+// oldestDueRow is one row of oldestDuePipeline: a handler's oldest due
+// time.
+type oldestDueRow struct {
+	Handler string    `bson:"_id"`
+	Due     time.Time `bson:"due"`
+}
+
+// foldOldestDue sets each handler's OldestDueAge at now, and the oldest
+// of them as the statistics' own.
+func foldOldestDue(st *relaytype.Statistics, rows []oldestDueRow, now time.Time) {
+	for _, r := range rows {
+		age := max(now.Sub(r.Due), 0)
+		st.OldestDueAge = max(st.OldestDueAge, age)
+		// A handler the counts did not see (its deliveries were published
+		// between the two reads) gets no entry of ages alone.
+		if c, ok := st.Handlers[r.Handler]; ok {
+			c.OldestDueAge = age
+			st.Handlers[r.Handler] = c
+		}
+	}
 }
 
 func (s *Store) statisticsRows(ctx context.Context, coll *mongo.Collection) ([]statisticsRow, error) {

@@ -120,6 +120,29 @@ func TestFoldStatistics(t *testing.T) {
 	}
 }
 
+func TestFoldOldestDue(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2031, 1, 1, 12, 0, 0, 0, time.UTC)
+	st := &relaytype.Statistics{Handlers: map[string]relaytype.Counts{"h1": {Pending: 2}, "h2": {Pending: 1}, "h3": {Dead: 1}}}
+	foldOldestDue(st, []oldestDueRow{
+		{Handler: "h1", Due: now.Add(-time.Minute)},
+		{Handler: "h2", Due: now.Add(-time.Hour)},
+		{Handler: "late", Due: now.Add(-2 * time.Hour)}, // published between the reads
+		{Handler: "h3", Due: now.Add(time.Second)},      // a clock behind the server's: never negative
+	}, now)
+	want := map[string]relaytype.Counts{
+		"h1": {Pending: 2, OldestDueAge: time.Minute},
+		"h2": {Pending: 1, OldestDueAge: time.Hour},
+		"h3": {Dead: 1},
+	}
+	if !reflect.DeepEqual(st.Handlers, want) {
+		t.Errorf("per handler %+v, want %+v", st.Handlers, want)
+	}
+	if st.OldestDueAge != 2*time.Hour {
+		t.Errorf("oldest of all %v, want 2h (the late handler's delivery exists)", st.OldestDueAge)
+	}
+}
+
 func TestOrphanEvents(t *testing.T) {
 	t.Parallel()
 	got := orphanEvents([]string{"a", "b", "c"}, map[string]bool{"b": true})

@@ -575,6 +575,18 @@ func oldestDueFilter(now time.Time, inFlight []bson.ObjectID) bson.D {
 	return withoutIDs(bson.D{{Key: fStatus, Value: statusPending}, {Key: fDueAt, Value: lte(now)}}, inFlight)
 }
 
+// oldestDuePipeline finds each handler's oldest due pending delivery that
+// is not in flight (oldestDueFilter): its due time.
+func oldestDuePipeline(now time.Time, inFlight []bson.ObjectID) bson.A {
+	return bson.A{
+		bson.D{{Key: "$match", Value: oldestDueFilter(now, inFlight)}},
+		bson.D{{Key: "$group", Value: bson.D{
+			{Key: fID, Value: field(fHandler)},
+			{Key: "due", Value: bson.D{{Key: "$min", Value: field(fDueAt)}}},
+		}}},
+	}
+}
+
 // statisticsPipeline counts deliveries (or history documents) per
 // handler and status.
 func statisticsPipeline() bson.A {

@@ -93,6 +93,8 @@ func TestDeliveryFilters(t *testing.T) {
 		{"park update", parkUpdate, `{"$set":{"queue":"parked"}}`},
 		{"oldest due, not in flight", oldestDueFilter(testNow, []bson.ObjectID{testID1}),
 			`{"status":"pending","dueAt":{"$lte":` + nowJSON + `},"_id":{"$nin":[` + id1JSON + `]}}`},
+		{"oldest due per handler, not in flight", oldestDuePipeline(testNow, []bson.ObjectID{testID1}),
+			`[{"$match":{"status":"pending","dueAt":{"$lte":` + nowJSON + `},"_id":{"$nin":[` + id1JSON + `]}}},{"$group":{"_id":"$handler","due":{"$min":"$dueAt"}}}]`},
 		{"statistics: history documents have no status and count as completed", statisticsPipeline(),
 			`[{"$group":{"_id":{"h":"$handler","s":{"$ifNull":["$status","completed"]}},"n":{"$sum":1}}}]`},
 		{"key counter", keyCounterUpdate(3), `{"$inc":{"seq":3}}`},

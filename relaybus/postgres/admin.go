@@ -114,7 +114,7 @@ func (s *Store) listQuery(params *driver.DeliveryListParams, after int64, limit 
 }
 
 // Statistics counts deliveries per status and handler, exactly, and
-// finds the oldest due one, in one statement (admin.sql's
+// finds the oldest due one of each handler, in one statement (admin.sql's
 // statisticsCounts): a sequential scan of the deliveries table. It
 // writes nothing, and nothing on the claim or completion path writes for
 // it. It runs without parallel workers: they are a pool of the whole
@@ -127,7 +127,7 @@ func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams)
 		return nil, err
 	}
 	st := &relaytype.Statistics{Handlers: map[string]relaytype.Counts{}}
-	var oldest time.Time
+	oldest := map[string]time.Time{} // per handler
 	batch := &pgx.Batch{}
 	// The batch is one implicit transaction: the setting holds for the
 	// statement after it, and ends with it.
@@ -144,8 +144,8 @@ func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams)
 			c.Processing += processing
 			st.Handlers[handler] = c
 			st.Processing += processing
-			if due != nil && (oldest.IsZero() || due.Before(oldest)) {
-				oldest = *due
+			if o, ok := oldest[handler]; due != nil && (!ok || due.Before(o)) {
+				oldest[handler] = *due
 			}
 			return addCount(&st.Counts, status, n)
 		})
@@ -154,8 +154,11 @@ func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams)
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, errorFrom("statistics", err)
 	}
-	if !oldest.IsZero() {
-		st.OldestDueAge = params.Now.Sub(oldest)
+	for handler, due := range oldest {
+		c := st.Handlers[handler]
+		c.OldestDueAge = max(params.Now.Sub(due), 0)
+		st.Handlers[handler] = c
+		st.OldestDueAge = max(st.OldestDueAge, c.OldestDueAge)
 	}
 	return st, nil
 }

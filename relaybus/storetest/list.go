@@ -163,13 +163,13 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		e := newEnv(t)
 		mixedStatuses(e)
 		st := e.stats(At(time.Minute))
-		require.Equal(t, relaytype.Counts{Pending: 2, Processing: 1, Completed: e.completedCount(1), Dead: 1}, st.Counts)
+		require.Equal(t, relaytype.Counts{Pending: 2, Processing: 1, Completed: e.completedCount(1), Dead: 1, OldestDueAge: time.Minute}, st.Counts,
+			"pending since T0")
 		want := map[string]relaytype.Counts{
 			"h1": {Processing: 1, Completed: e.completedCount(1), Dead: 1},
-			"h2": {Pending: 2},
+			"h2": {Pending: 2, OldestDueAge: time.Minute},
 		}
 		require.Equal(t, want, st.Handlers)
-		require.Equal(t, time.Minute, st.OldestDueAge, "pending since T0")
 	})
 
 	t.Run("OldestDueAge", func(t *testing.T) {
@@ -190,6 +190,29 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, 60*time.Second, e.stats(At(90*time.Second)).OldestDueAge)
 	})
 
+	t.Run("OldestDueAgePerHandler", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.publish(&eventOpts{Now: Ptr(At(10 * time.Second)), Handlers: []string{"h1"}})
+		e.publish(&eventOpts{Now: Ptr(At(30 * time.Second)), Handlers: []string{"h1", "h2"}})
+		e.publish(&eventOpts{Now: Ptr(At(50 * time.Second)), Handlers: []string{"h3"}})
+		e.publish(&eventOpts{Now: Ptr(At(500 * time.Second)), Handlers: []string{"h4"}}) // not due at 90s
+		st := e.stats(At(90 * time.Second))
+		require.Equal(t, 80*time.Second, st.OldestDueAge, "the oldest of all")
+		ages := map[string]time.Duration{}
+		for h, c := range st.Handlers {
+			ages[h] = c.OldestDueAge
+		}
+		require.Equal(t, map[string]time.Duration{"h1": 80 * time.Second, "h2": 60 * time.Second, "h3": 40 * time.Second, "h4": 0}, ages)
+		// h1's oldest claimed: its next is its oldest waiting; h2's
+		// unchanged.
+		e.claimOne(&claimOpts{Limit: Ptr(1), Now: Ptr(At(60 * time.Second))})
+		st = e.stats(At(90 * time.Second))
+		require.Equal(t, 60*time.Second, st.Handlers["h1"].OldestDueAge)
+		require.Equal(t, 60*time.Second, st.Handlers["h2"].OldestDueAge)
+		require.Equal(t, 60*time.Second, st.OldestDueAge)
+	})
+
 	t.Run("OldestDueAgeKeyed", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
@@ -205,7 +228,8 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Len(t, heads, 3, "both heads and the unkeyed one")
 		require.Equal(t, 70*time.Second, e.stats(At(90*time.Second)).OldestDueAge, "k1's second, behind its running head")
 		st := e.stats(At(90 * time.Second))
-		require.Equal(t, relaytype.Counts{Pending: 1, Processing: 3}, st.Counts)
+		require.Equal(t, relaytype.Counts{Pending: 1, Processing: 3, OldestDueAge: 70 * time.Second}, st.Counts)
+		require.Equal(t, 70*time.Second, st.Handlers["h1"].OldestDueAge)
 		for _, d := range heads {
 			require.True(t, e.complete(d.Lease(), At(50*time.Second)))
 		}
