@@ -48,7 +48,9 @@ type dispatcher[TTx any] struct {
 	perSlot int
 	freed   chan struct{}
 	// keyFreed wakes an idle claim loop when a keyed delivery has finished
-	// (completed or buried): its key's next delivery may be due now.
+	// (completed or buried): its key's next delivery may be due now; with
+	// claims that carry completions, as soon as a keyed success waits for
+	// one (dispatcher_carry.go).
 	keyFreed chan struct{}
 
 	// pauses are the paused handlers as last read (dispatcher_pause.go);

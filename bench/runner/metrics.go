@@ -29,8 +29,16 @@ type windowResult struct {
 	metrics   map[string]float64
 	series    []float64 // throughput per seriesStep bucket, as a rate per second (plots)
 	latencies []float64 // subsampled commit-to-handler latencies, ms
-	// units: the deliveries (or, in publish-only cells, the events) of
-	// the window, the divisor of the per-delivery server metrics.
+	// units: the deliveries of the window (in publish-only cells, the
+	// events), the divisor of the per-delivery server metrics: those
+	// handled in it in a drain, those published in it (events times
+	// handlers) in a cell that publishes at a fixed rate while it
+	// dispatches. There the offered work is the same for both sides,
+	// while what a side completes inside the window is not: a dispatcher
+	// that polls once a second completes its backlog in bursts, more in
+	// one window than was published in it and less in the next, and its
+	// WAL and statements per handled delivery would look lower (or
+	// higher) by as much, though it wrote the same.
 	units float64
 	// ranOut: a preloaded cell handled its whole preload before the
 	// window ended, so the window measured an idle store in part.
@@ -180,6 +188,8 @@ func windowMetrics(in *validate.Input, win span, c *scenarios.Cell) windowResult
 		}
 		m[result.MetricBacklogMax] = backlogMax(commit, first, lastPoison, handlers, win)
 		m[result.MetricAchievedPerS] = deliveries / secs / float64(handlers)
+		// The server metrics per delivery published (see units).
+		res.units = events * float64(handlers)
 	}
 	if c.Preload > 0 && c.PublisherProcs == 0 {
 		left := 0

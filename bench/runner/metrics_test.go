@@ -46,8 +46,10 @@ func TestWindowMetricsCountsOnlyInsideTheWindow(t *testing.T) {
 	}
 	// 250 ms buckets as rates per second: one handle in the first
 	// bucket of each second (4/s there), none in the others.
-	if !slices.Equal(r.series, []float64{4, 0, 0, 0, 4, 0, 0, 0}) || r.units != 2 {
-		t.Errorf("series %v units %v, want [4 0 0 0 4 0 0 0] and 2", r.series, r.units)
+	// The server metrics' divisor: the deliveries published inside the
+	// window (3 events, one handler), not the 2 handled.
+	if !slices.Equal(r.series, []float64{4, 0, 0, 0, 4, 0, 0, 0}) || r.units != 3 {
+		t.Errorf("series %v units %v, want [4 0 0 0 4 0 0 0] and 3", r.series, r.units)
 	}
 	// A window that is not a whole number of buckets: the last bucket
 	// takes the rest, and its rate is over its own length.
@@ -67,6 +69,41 @@ func TestWindowMetricsCountsOnlyInsideTheWindow(t *testing.T) {
 	}
 	if got := r.metrics[result.MetricE2EP99Ms]; got > 1 {
 		t.Errorf("e2e p99 = %v, want at most 1 ms", got)
+	}
+}
+
+// TestWindowMetricsUnitsOfABurstyDispatcher: in a cell that publishes
+// while it dispatches, a dispatcher that completes a second's backlog at
+// once inside the window has its server metrics divided by what was
+// published in the window (the same for both sides), not by the burst it
+// completed; in a drain, by what it handled.
+func TestWindowMetricsUnitsOfABurstyDispatcher(t *testing.T) {
+	t.Parallel()
+	win := span{10 * sec, 12 * sec}
+	in := &validate.Input{Handlers: []string{"a", "b"}, Files: []validate.File{{Name: "pub-0"}, {Name: "disp-0"}}}
+	// 4 events committed inside the window; 10 events of the second
+	// before it completed at its start, with the window's own.
+	for i := range 14 {
+		id := string(rune('a' + i))
+		commit := 9*sec + int64(i)*100*ms
+		if i >= 10 {
+			commit = 10*sec + int64(i-10)*400*ms
+		}
+		in.Files[0].Published = append(in.Files[0].Published, record.Published{EventID: id, CallStartNs: commit - ms, CommitNs: commit})
+		for _, h := range in.Handlers {
+			in.Files[1].Handled = append(in.Files[1].Handled, record.Handled{EventID: id, Handler: h, OK: true, HandleNs: 11 * sec})
+		}
+	}
+	r := windowMetrics(in, win, mixedCell())
+	if got := r.metrics[result.MetricDeliveriesPerS]; got != 14 {
+		t.Errorf("deliveries/s = %v, want 28 handled / 2 s", got)
+	}
+	if r.units != 8 {
+		t.Errorf("units %v, want 8: 4 events published in the window, 2 handlers each", r.units)
+	}
+	drain := &scenarios.Cell{Workload: protocol.Workload{Handlers: []string{"a", "b"}}, DispatcherProcs: 1, Preload: 14}
+	if r := windowMetrics(in, win, drain); r.units != 28 {
+		t.Errorf("a drain's units %v, want the 28 handled", r.units)
 	}
 }
 
