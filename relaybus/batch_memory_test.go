@@ -132,6 +132,18 @@ func TestMemoryBatchFailureInTheMiddle(t *testing.T) {
 	}
 	runAll(t, b)
 	waitUntil(t, "all handled", settled(t, store))
+	// AfterFinish is called after the store recorded the write: the last
+	// one may come after the store shows everything done. Eight: five
+	// completions, the reschedule and the two releases.
+	waitUntil(t, "every AfterFinish", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, o := range outcomes {
+			n += len(o)
+		}
+		return n >= 8
+	})
 	l.check(t, 1, 5)
 	l.mu.Lock()
 	defer l.mu.Unlock()
