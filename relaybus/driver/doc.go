@@ -11,8 +11,10 @@
 // (DeliveryClaim(ctx, *DeliveryClaimParams)), so a new field never breaks
 // the interface. EventPublisher, Waker (wake-ups of idle dispatchers)
 // and HealthReporter are optional capabilities, found by type assertion;
-// each one's comment says what the Bus does without it. Assert the
-// interface at compile time:
+// KeyRunClaimer and CompletingClaimer (completions written in a claim's
+// transaction) are found the same way and also report, by a method,
+// whether the store behind a wrapper has them. Each one's comment says
+// what the Bus does without it. Assert the interface at compile time:
 //
 //	var _ driver.Store[pgx.Tx] = (*Store)(nil)
 //
