@@ -155,36 +155,41 @@ func (c *carrier) takeLocked() [][]*job {
 	return groups
 }
 
-// approveCarried shows the carried groups to Config.BeforeComplete, and
-// returns them with how many jobs they hold; when it refuses, their
-// deliveries are released (as completeBatch does) and nothing is carried.
-func (d *dispatcher[TTx]) approveCarried(groups [][]*job) ([][]*job, int) {
+// carried is what one claim carries: the groups taken from the carrier
+// and their jobs, in order.
+type carried struct {
+	groups [][]*job
+	jobs   []*job
+}
+
+// approveCarried shows the groups taken from the carrier to
+// Config.BeforeComplete and returns what the claim carries; when it
+// refuses, their deliveries are released (as completeBatch does) and
+// nothing is carried.
+func (d *dispatcher[TTx]) approveCarried(groups [][]*job) carried {
 	var js []*job
 	for _, g := range groups {
 		js = append(js, g...)
 	}
 	if len(js) == 0 {
-		return nil, 0
+		return carried{}
 	}
 	if err := d.beforeComplete(unapproved(js)); err != nil {
 		for _, j := range js {
 			d.release(j)
 		}
-		return nil, 0
+		return carried{}
 	}
-	return groups, len(js)
+	return carried{groups: groups, jobs: js}
 }
 
-// claimCarrying is the claim p, carrying the completions of the groups
-// (non-empty; BeforeComplete has seen them), in one call of the store's.
-// It returns what the claim claimed. Once the store says the completions
-// committed, each job's outcome is recorded; when they may not have, the
-// groups go to the completer to be written on their own.
-func (d *dispatcher[TTx]) claimCarrying(ctx context.Context, groups [][]*job, p *driver.DeliveryClaimParams) ([]*Delivery, error) {
-	var js []*job
-	for _, g := range groups {
-		js = append(js, g...)
-	}
+// claimCarrying is the claim p, carrying the completions of cr (non-empty;
+// BeforeComplete has seen them), in one call of the store's. It returns
+// what the claim claimed. Once the store says the completions committed,
+// each job's outcome is recorded; when they may not have, the groups go
+// to the completer to be written on their own.
+func (d *dispatcher[TTx]) claimCarrying(ctx context.Context, cr carried, p *driver.DeliveryClaimParams) ([]*Delivery, error) {
+	js := cr.jobs
 	leases := make([]relaytype.Lease, len(js))
 	for i, j := range js {
 		leases[i] = j.d.Lease()
@@ -203,7 +208,7 @@ func (d *dispatcher[TTx]) claimCarrying(ctx context.Context, groups [][]*job, p 
 			d.log.Error("relaybus: store returned the wrong number of completion results; writing them again",
 				"results", len(res.Completed), "completions", len(js))
 		}
-		d.enqueueCompletions(groups)
+		d.enqueueCompletions(cr.groups)
 		return ds, err
 	}
 	for i, j := range js {

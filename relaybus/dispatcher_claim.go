@@ -58,10 +58,10 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		now := d.cfg.Now()
 		// The successes waiting for a claim, completed in its transaction
 		// (dispatcher_carry.go): finished if it commits, so not busy.
-		carried, ncarried := d.approveCarried(d.carryTake())
+		cr := d.approveCarried(d.carryTake())
 		// Only this loop starts work, so what is in flight now is all
 		// that can be in flight when the claim returns.
-		busy := d.inFlight(nil)-ncarried > 0
+		busy := d.inFlight(nil)-len(cr.jobs) > 0
 		p.Limit, p.Now, p.Busy = limit, now, busy
 		// The claim runs to its end even when the shutdown begins
 		// meanwhile: a claim cancelled on the client may still commit on
@@ -74,8 +74,8 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
 		claimStart := time.Now()
 		var ds []*Delivery
-		if ncarried > 0 {
-			ds, err = d.claimCarrying(cctx, carried, &p)
+		if len(cr.jobs) > 0 {
+			ds, err = d.claimCarrying(cctx, cr, &p)
 		} else {
 			ds, err = d.store.DeliveryClaim(cctx, &p)
 		}

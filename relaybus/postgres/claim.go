@@ -119,9 +119,11 @@ func (s *Store) claim(ctx context.Context, params *driver.DeliveryClaimParams, c
 		batch := &pgx.Batch{}
 		batch.Queue(s.q.claimPrelude, len(claimed))
 		var own []*relaytype.Delivery
+		// The completion goes into the first round trip only.
+		completing := c != nil && step == claimTakeFirst
 		if step == claimTakeFirst {
 			batch.Queue(s.q.claimLock, params.Owner, s.holder, params.Now)
-			if c != nil {
+			if completing {
 				sql, args := c.statement(now)
 				batch.Queue(sql, args...).Query(c.scan)
 			}
@@ -159,7 +161,7 @@ func (s *Store) claim(ctx context.Context, params *driver.DeliveryClaimParams, c
 		// A round trip that completes commits synchronously, whatever it
 		// claimed: claimAsync's count can never be at or below -1.
 		asyncBelow := len(claimed)
-		if c != nil && step == claimTakeFirst {
+		if completing {
 			asyncBelow = -1
 		}
 		batch.Queue(s.q.claimAsync, asyncBelow)
@@ -169,7 +171,7 @@ func (s *Store) claim(ctx context.Context, params *driver.DeliveryClaimParams, c
 			s.ledger.reset()
 			return sortClaimed(claimed), completed, errorFrom("claim", err)
 		}
-		if c != nil && step == claimTakeFirst {
+		if completing {
 			completed = c.results()
 		}
 		s.moveTakeCursor(cursor, taken)
