@@ -35,7 +35,6 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 		in.handlerLag.Record(ctx, max(now.Sub(d.EventCreatedAt), 0).Seconds(), h.opts.rec...)
 	}
 	h.calls.Add(1)
-	h.active.Add(1)
 
 	ctx, span := in.startProcess(ctx, d, h)
 	returned := false
@@ -60,7 +59,7 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 		} else {
 			in.handlerDuration.Record(ctx, dur, h.opts.rec...)
 		}
-		h.active.Add(-1)
+		h.ended.Add(1)
 		span.End()
 	}()
 	err = next(ctx)
@@ -83,17 +82,54 @@ const (
 )
 
 // startArgs is what startProcess hands the tracer: the span's
-// attributes, its start options and its link. The tracer reads them
+// attributes, its link and its start options. The tracer reads them
 // only while Start runs (trace.NewSpanStartConfig copies the attributes
 // and the links into the span's config), so one startArgs serves span
-// after span, from a pool, instead of three allocations per span.
+// after span of one handler, from its handlerTel's pool: its fixed
+// attributes are written once, when it is made, and only the attempt's
+// own ones (and the link) are written before each Start and cleared
+// after it.
 type startArgs struct {
 	attrs [spanStaticAttrs + spanDynamicAttrs]attribute.KeyValue
-	opts  [4]trace.SpanStartOption
 	links [1]trace.Link
+	// withAttrs[0] gives the tracer attrs without the key,
+	// withAttrs[1] with it, and withLink links: options made once, with
+	// the startArgs, when lateOptions holds (they read the arrays as
+	// they are when Start applies them); nil otherwise, and made per
+	// span.
+	withAttrs [2]trace.SpanStartOption
+	withLink  trace.SpanStartOption
+	opts      [4]trace.SpanStartOption
 }
 
-var startArgsPool = sync.Pool{New: func() any { return new(startArgs) }}
+// newStartArgs makes a startArgs for the spans of h.
+func newStartArgs(h *handlerTel) *startArgs {
+	a := new(startArgs)
+	copy(a.attrs[:], h.spanAttrs[:])
+	if lateOptions {
+		a.withAttrs[0] = trace.WithAttributes(a.attrs[:len(a.attrs)-1]...)
+		a.withAttrs[1] = trace.WithAttributes(a.attrs[:]...)
+		a.withLink = trace.WithLinks(a.links[:]...)
+	}
+	return a
+}
+
+// lateOptions reports whether trace.WithAttributes and trace.WithLinks
+// keep the slice they are given and read it only when the option is
+// applied, as go.opentelemetry.io/otel/trace does: a startArgs makes its
+// options once then, else once per span (two more allocations).
+var lateOptions = optionsReadLate()
+
+func optionsReadLate() bool {
+	var kvs [1]attribute.KeyValue
+	var links [1]trace.Link
+	withAttrs, withLink := trace.WithAttributes(kvs[:]...), trace.WithLinks(links[:]...)
+	kvs[0] = attrSystem.String(system)
+	links[0] = trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}})}
+	c := trace.NewSpanStartConfig(withAttrs, withLink)
+	return len(c.Attributes()) == 1 && c.Attributes()[0] == kvs[0] &&
+		len(c.Links()) == 1 && c.Links()[0].SpanContext.Equal(links[0].SpanContext)
+}
 
 // startProcess starts the consumer span of one attempt, linked to (or,
 // with Options.ChildOfPublish, a child of) the span context in the
@@ -102,18 +138,23 @@ var startArgsPool = sync.Pool{New: func() any { return new(startArgs) }}
 // them, in one attribute option: the SDK copies each option's
 // attributes, so one option is one copy.
 func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h *handlerTel) (context.Context, trace.Span) {
-	a := startArgsPool.Get().(*startArgs)
-	attrs := append(a.attrs[:0], h.spanAttrs[:]...)
-	attrs = append(attrs,
-		attrMessageID.String(d.EventID),
-		AttrDeliveryID.String(d.ID),
-		AttrAttempt.Int(d.Attempts),
-	)
+	a := h.args.Get().(*startArgs)
+	dyn := a.attrs[spanStaticAttrs:]
+	dyn[0] = attrMessageID.String(d.EventID)
+	dyn[1] = AttrDeliveryID.String(d.ID)
+	dyn[2] = AttrAttempt.Int(d.Attempts)
+	withKey := 0
 	if d.Key != "" {
-		attrs = append(attrs, AttrEventKey.String(d.Key))
+		dyn[3] = AttrEventKey.String(d.Key)
+		withKey = 1
 	}
-	opts := append(a.opts[:0], consumerKind, trace.WithAttributes(attrs...))
+	withAttrs := a.withAttrs[withKey]
+	if withAttrs == nil {
+		withAttrs = trace.WithAttributes(a.attrs[:len(a.attrs)-1+withKey]...)
+	}
+	opts := append(a.opts[:0], consumerKind, withAttrs)
 	parent := ctx
+	linked := false
 	if len(d.Headers) > 0 {
 		// Extracted onto an empty context, so that only the headers'
 		// span context is found, never one ctx carries already.
@@ -126,7 +167,12 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h
 				parent = trace.ContextWithRemoteSpanContext(parent, sc)
 			} else {
 				a.links[0] = trace.Link{SpanContext: sc}
-				opts = append(opts, trace.WithLinks(a.links[:]...))
+				linked = true
+				withLink := a.withLink
+				if withLink == nil {
+					withLink = trace.WithLinks(a.links[:]...)
+				}
+				opts = append(opts, withLink)
 			}
 		}
 	}
@@ -139,10 +185,14 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h
 		opts = append(opts, newRoot)
 	}
 	ctx, span := in.tracer.Start(parent, h.spanName, opts...)
-	// Cleared before it goes back, so that the pool holds no strings
-	// or contexts of this delivery.
-	*a = startArgs{}
-	startArgsPool.Put(a)
+	// Cleared before it goes back, so that the pool holds no strings of
+	// this delivery: the fixed attributes stay, and the options are
+	// the startArgs' own or package-level ones.
+	clear(dyn)
+	if linked {
+		a.links[0] = trace.Link{}
+	}
+	h.args.Put(a)
 	return ctx, span
 }
 
@@ -159,13 +209,16 @@ type handlerTel struct {
 	finished  [len(outcomes)]*measOpts
 	spanName  string
 	spanAttrs [spanStaticAttrs]attribute.KeyValue
+	// args holds the *startArgs of this handler's spans.
+	args sync.Pool
 
-	// calls is relaybus.handler.calls, active relaybus.handler.active
-	// (reported once calls is not 0, so that a handler that only ever
-	// had an AfterFinish has no series of them), finishedN
+	// calls is relaybus.handler.calls and calls less ended
+	// relaybus.handler.active: one atomic add at each end of a call
+	// (both reported once calls is not 0, so that a handler that only
+	// ever had an AfterFinish has no series of them). finishedN is
 	// relaybus.delivery.finished per outcome (reported once not 0) and
 	// otherFinished that of any other outcome (string -> *atomic.Int64).
-	calls, active atomic.Int64
+	calls, ended  atomic.Int64
 	finishedN     [len(outcomes)]atomic.Int64
 	otherFinished sync.Map
 }
@@ -175,9 +228,13 @@ type handlerTel struct {
 func (in *Instruments) observeHandlers(_ context.Context, o metric.Observer) error {
 	in.handlers.Range(func(k, v any) bool {
 		h := v.(*handlerTel)
+		// ended first: every call it counts is in calls by then, so the
+		// difference is never below 0 (a call that ends between the two
+		// loads counts as running).
+		ended := h.ended.Load()
 		if n := h.calls.Load(); n > 0 {
 			o.ObserveInt64(in.handlerCalls, n, h.opts.obs...)
-			o.ObserveInt64(in.handlerActive, h.active.Load(), h.opts.obs...)
+			o.ObserveInt64(in.handlerActive, n-ended, h.opts.obs...)
 		}
 		for i := range h.finishedN {
 			if n := h.finishedN[i].Load(); n > 0 {
@@ -224,6 +281,7 @@ func (in *Instruments) handler(handler, eventType string) *handlerTel {
 	for i, o := range outcomes {
 		h.finished[i] = in.opts(attrKey{handler: handler, eventType: eventType, outcome: string(o)})
 	}
+	h.args.New = func() any { return newStartArgs(h) }
 	v, _ := in.handlers.LoadOrStore(k, h)
 	return v.(*handlerTel)
 }

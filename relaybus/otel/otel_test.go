@@ -621,3 +621,41 @@ func TestFinishedCounts(t *testing.T) {
 	require.Equal(t, map[attribute.Distinct]int64{ho("completed"): 2, ho("custom"): 2}, sums(t, ms["relaybus.delivery.finished"]))
 	require.True(t, ms["relaybus.delivery.finished"].Data.(metricdata.Sum[int64]).IsMonotonic)
 }
+
+// TestActiveWhileRunning: relaybus.handler.active counts the calls in
+// the middleware at the collection (three running, blocked in the
+// handler, of a handler with four done before), and 0 once they return;
+// relaybus.handler.calls counts every call started, running or not.
+func TestActiveWhileRunning(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx := context.Background()
+	mw := tb.in.Middleware()
+	d := &relaybus.Delivery{ID: "d", EventID: "e", EventType: "t", Handler: "h", Attempts: 1}
+	for range 4 {
+		require.NoError(t, mw(ctx, d, func(context.Context) error { return nil }))
+	}
+	release := make(chan struct{})
+	var started, done sync.WaitGroup
+	for range 3 {
+		started.Add(1)
+		done.Go(func() {
+			_ = mw(ctx, d, func(context.Context) error {
+				started.Done()
+				<-release
+				return nil
+			})
+		})
+	}
+	started.Wait()
+	h := attrs("relaybus.handler", "h", "relaybus.event.type", "t")
+	ms := tb.metrics(t)
+	require.Equal(t, map[attribute.Distinct]int64{h: 3}, sums(t, ms["relaybus.handler.active"]))
+	require.Equal(t, map[attribute.Distinct]int64{h: 7}, sums(t, ms["relaybus.handler.calls"]))
+	require.False(t, ms["relaybus.handler.active"].Data.(metricdata.Sum[int64]).IsMonotonic)
+	close(release)
+	done.Wait()
+	ms = tb.metrics(t)
+	require.Equal(t, map[attribute.Distinct]int64{h: 0}, sums(t, ms["relaybus.handler.active"]))
+	require.Equal(t, map[attribute.Distinct]int64{h: 7}, sums(t, ms["relaybus.handler.calls"]))
+}
