@@ -191,49 +191,68 @@
 // the SDK, relaybus.handler.lag and relaybus.handler.duration (a failure
 // adds relaybus.handler.failures). relaybus.handler.calls,
 // relaybus.handler.active and relaybus.delivery.finished are counts the
-// package keeps per handler and event type with atomic adds and the
-// meter reads at each collection, with the values synchronous counters
-// would have: they are observable instruments, which matters only to a
-// View that selects instruments by kind (InstrumentKindObservableCounter,
+// package keeps per handler and event type with atomic adds (one at each
+// end of a call, one per finish) and the meter reads at each collection,
+// with the values synchronous counters would have: they are observable
+// instruments, which matters only to a View that selects instruments by
+// kind (InstrumentKindObservableCounter,
 // InstrumentKindObservableUpDownCounter). The attribute sets of the
 // metrics and each handler's span name and fixed attributes are built
-// once; a span's attributes and start options are assembled in a pooled
-// buffer the tracer reads only while the span starts. Every attribute of
-// the span and its link are given at its start, where a sampler sees
-// them. WrapStore adds a clock read and two recordings per claim, one or
-// two per renewal and one per publish call, with attribute sets built
-// once, and nothing to the other calls.
+// once; a span's attributes, link and start options are assembled in a
+// buffer from a pool of its handler's, whose fixed attributes and
+// options are written once, so that a call writes only its own four
+// attributes (and the link) and clears them after the start. Every
+// attribute of the span and its link are given at its start, where a
+// sampler sees them. WrapStore adds a clock read and two recordings per
+// claim, one or two per renewal and one per publish call, with attribute
+// sets built once, and nothing to the other calls.
 //
-// What is left is mostly the SDK's span: with every span sampled it
-// copies the span's attributes into its start configuration and into
-// the span, and at the end snapshots it for the span processors
-// (deduplicating the 10 or 11 attributes through a map). Measured with
-// the benchmarks of this package (SDK meter provider with a manual
-// reader, every span sampled, a span processor that drops the spans):
+// Measured with the benchmarks of this package (SDK meter provider with
+// a manual reader, a span processor that drops the spans), ten
+// interleaved runs on a shared 2-core machine, medians:
 //
-//	go test ./relaybus/otel -run '^$' -bench 'Bus|Store|Middleware' -benchtime 100000x -count 5
+//	for i in $(seq 10); do go test ./relaybus/otel -run '^$' -bench 'Bus|Store|Middleware' -benchtime 100000x -count 1; done
 //
-// BenchmarkMiddleware, one call of a handler that does nothing: 5
-// allocations (232 B) with the no-op providers, 10 (2.4 KB) with the SDK
-// (14 and 22, 3.8 KB, before issue 29). BenchmarkBus, one delivery
-// through a Bus on the memory store: 33 allocations (4.9 KB) with
-// telemetry on, against 15 (1.2 KB) off and 17 (1.5 KB) off with a
-// traceparent header in each event (47, 6.2 KB, before); on a 2-core
-// machine telemetry multiplied the process's CPU time per delivery by
-// about 1.9 (2.5 before). The memory store's dispatch is cheap, so that
-// ratio is larger than it can be on a store that does real work per
-// delivery, such as PostgreSQL; the harness measures that. BenchmarkStore, a claim and a completion
-// through WrapStore: 19 allocations, as many as without it.
+// BenchmarkMiddleware, one call of a handler that does nothing on a
+// delivery with a traceparent: 3 allocations (176 B) with the no-op
+// providers, 8 (2.4 KB) with every span sampled, 6 (1.2 KB) with the
+// sampler suggested below and 3 (0.9 KB) with it on a delivery without
+// headers (5, 10, 8 and 4 before the per-handler buffers). BenchmarkBus,
+// one delivery through a Bus on the memory store, the process's CPU time
+// per delivery against off (15 allocations, 1.2 KB), as the median of
+// the ratios of each run: 2.5x with every span sampled (31 allocations,
+// 4.9 KB; 2.05x against headers, off with a traceparent in each event:
+// 17 allocations, 1.6 KB), 1.73x with the suggested sampler (24, 2.8 KB;
+// 1.45x against headers) and 1.39x with it and no headers (19, 2.2 KB),
+// which is what a publisher that does not use Publish gets. The spread
+// between runs is wide (1.08x to 1.78x for the last), and the memory
+// store's dispatch is cheap, its heap large (every event of the run), so
+// that each allocation costs more garbage collection than on a store
+// that does real work per delivery, such as PostgreSQL; the harness
+// measures that. BenchmarkStore, a claim and a completion through
+// WrapStore: 19 allocations, as many as without it.
 //
-// Sampling every attempt is what those figures cost. In production,
+// What is left is the SDK's. Profiled, an unsampled call with no headers
+// (BenchmarkMiddleware/sdk-ratio-noheader) spends about two fifths in
+// the tracer's Start (a third of that copying the span's 10 or 11
+// attributes into the start configuration, the rest the IDs, the
+// sampler, the span and its context), a third in the two histogram
+// recordings (the attribute set's deduplication, the exemplar filter,
+// the bucket's atomic adds), a tenth reading the clock, and the rest in
+// this package (the handler's lookup and buffer). With every span
+// sampled the SDK also copies the attributes into the span and at its
+// end snapshots it for the span processors. Giving the attributes to a
+// recording span after its start instead would take the unsampled call
+// from 3 allocations (0.9 KB) to 2 (0.2 KB) and about a quarter less
+// time, at the price of the sampler not seeing them: not done.
+//
+// Sampling every attempt is what the larger figures cost. In production,
 // sample a share of the attempts: as the tracer provider's sampler,
 //
 //	sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))
 //
 // samples one handler span in a hundred (each the root of a trace of its
 // own), or, with Options.ChildOfPublish, follows the publisher's
-// decision. BenchmarkBus/on-ratio measures that setting: 26
-// allocations (2.8 KB) per delivery and about 1.3 times the CPU time of
-// off. An attempt that is not sampled still extracts the headers and
-// hands the tracer its attributes and link, for the sampler to see.
+// decision. An attempt that is not sampled still extracts the headers
+// and hands the tracer its attributes and link, for the sampler to see.
 package otel
