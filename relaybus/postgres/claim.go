@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -121,8 +122,19 @@ func (s *Store) claim(ctx context.Context, params *driver.DeliveryClaimParams, c
 		var own []*relaytype.Delivery
 		// The completion goes into the first round trip only.
 		completing := c != nil && step == claimTakeFirst
+		var hl heldLock
+		var locked []int16
 		if step == claimTakeFirst {
-			batch.Queue(s.q.claimLock, params.Owner, s.holder, params.Now)
+			hl = s.held.lock(params.Owner, time.Now())
+			scanLocked := func(row pgx.Row) error {
+				var setting string
+				return row.Scan(&setting, &locked)
+			}
+			if hl.lanes == nil {
+				batch.Queue(s.q.claimLock, params.Owner, s.holder, params.Now).QueryRow(scanLocked)
+			} else {
+				batch.Queue(s.q.claimLockAt, params.Owner, s.holder, params.Now, hl.lanes).QueryRow(scanLocked)
+			}
 			if completing {
 				sql, args := c.statement(now)
 				batch.Queue(sql, args...).Query(c.scan)
@@ -166,15 +178,21 @@ func (s *Store) claim(ctx context.Context, params *driver.DeliveryClaimParams, c
 		}
 		batch.Queue(s.q.claimAsync, asyncBelow)
 		if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
-			// This round may have committed picks (and completions) that
-			// never arrived.
+			// This round may have committed picks (and completions), and
+			// taken lanes, that never arrived.
 			s.ledger.reset()
+			s.held.distrust(params.Owner)
 			return sortClaimed(claimed), completed, errorFrom("claim", err)
 		}
 		if completing {
 			completed = c.results()
 		}
 		s.moveTakeCursor(cursor, taken)
+		if step == claimTakeFirst {
+			s.held.locked(params.Owner, hl, time.Now(), locked, taken)
+		} else {
+			s.held.gained(params.Owner, taken)
+		}
 		// The take asked for as many lanes as the claim needed, at most
 		// step; fewer means no more were to be had.
 		asked := min(step, driver.LaneCount, params.Limit-len(claimed)-len(own))

@@ -22,9 +22,27 @@
 -- its lanes, handed drained ones back or charged a takeover's lost
 -- deliveries) ends with claimAsync, which turns the flush wait off:
 -- losing such a commit loses no token.
+--
+-- It also fixes how the round trip's statements are planned, whatever
+-- the statistics say (both settings transaction-local, like the rest):
+-- enable_seqscan off, so that a plan made while a table was small (a
+-- statement cache keeps the plan it made at its sixth execution, and an
+-- ANALYZE of an empty queue says the same) does not scan a table that has
+-- grown since, and plan_cache_mode force_generic_plan, so that no
+-- statement is planned again at every execution (the completion, given
+-- arrays of a different length each time, was: 0.25 ms of planning for
+-- 0.1 ms of execution). TestPlans checks the generic plans these give,
+-- on tables that were never analyzed, and TestPlansAfterAnEmptyAnalyze
+-- on tables analyzed while empty.
 {{define "claimPrelude" -}}
 SELECT set_config('relaybus.claimed', ($1::int)::text, true), set_config('relaybus.taken', '{}', true),
-	set_config('relaybus.own', '{}', true)
+	set_config('relaybus.own', '{}', true), {{template "planSettings"}}
+{{- end}}
+
+-- The planner settings of the store's hot statements, transaction-local
+-- (see claimPrelude).
+{{define "planSettings" -}}
+set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)
 {{- end}}
 
 -- The last statement of a claim round trip: synchronous_commit off for
@@ -53,12 +71,31 @@ SELECT coalesce(nullif(current_setting('relaybus.claimed', true), ''), '0')::int
 -- snapshot is taken after every writer of those lanes committed. The
 -- lanes locked go to relaybus.own, so that the claim reads them through
 -- the primary key instead of scanning the 256 pages again. $1 owner,
--- $2 holder, $3 now.
+-- $2 holder, $3 now. It returns the lanes it locked.
+--
+-- claimLock reads every lane (a lane is a page of its own, and no index
+-- names the holder, so that lane updates stay HOT: 256 pages, about
+-- 0.3 ms a claim); claimLockLanes reads only the lanes of $4, through
+-- the primary key, for a store instance that knows which lanes it may
+-- hold (held.go): a superset of them, checked here like any other.
 {{define "claimLock" -}}
-SELECT set_config('relaybus.own', coalesce(array_agg(x.lane ORDER BY x.lane), '{}')::text, true)
+SELECT set_config('relaybus.own', coalesce(array_agg(x.lane ORDER BY x.lane), '{}')::text, true),
+	coalesce(array_agg(x.lane ORDER BY x.lane), '{}')::smallint[]
 FROM (
 	SELECT l.lane FROM {{.Lanes}} l
 	WHERE l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
+	ORDER BY l.lane
+	FOR NO KEY UPDATE
+) x
+{{- end}}
+
+{{define "claimLockLanes" -}}
+SELECT set_config('relaybus.own', coalesce(array_agg(x.lane ORDER BY x.lane), '{}')::text, true),
+	coalesce(array_agg(x.lane ORDER BY x.lane), '{}')::smallint[]
+FROM (
+	SELECT l.lane FROM {{.Lanes}} l
+	WHERE l.lane = ANY ($4::smallint[])
+		AND l.lease_owner = $1 AND l.lease_holder = $2 AND l.lease_expires_at > $3
 	ORDER BY l.lane
 	FOR NO KEY UPDATE
 ) x

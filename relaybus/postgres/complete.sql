@@ -1,6 +1,13 @@
 -- Completions: the deletes of deliveries whose handler succeeded, under
 -- their fence. Part of the store's one template set: see sql.go.
 
+-- The planner settings of a completion in a transaction of the store's
+-- own (see planSettings in claim.sql), sent before it in the same round
+-- trip.
+{{define "completePlan" -}}
+SELECT {{template "planSettings"}}
+{{- end}}
+
 -- fenced is the CTE of a plain completion that finds the rows whose fence
 -- holds: per lease ($1 ids, $2 lanes, $3 claims, $4 epochs), a lookup of
 -- the delivery by primary key (a lateral subquery with LIMIT 1, which the

@@ -100,11 +100,13 @@ func (s *Store) completeMany(ctx context.Context, leases []relaytype.Lease, now 
 		return nil, err
 	}
 	sql, args := c.statement(now)
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err == nil {
-		err = c.scan(rows)
-	}
-	if err != nil {
+	// One round trip, one implicit transaction: the planner settings
+	// (completePlan: a generic plan, made once, not one plan per call),
+	// then the completion.
+	batch := &pgx.Batch{}
+	batch.Queue(s.q.completePlan)
+	batch.Queue(sql, args...).Query(c.scan)
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		s.forgetAll(c.ls)
 		return nil, errorFrom("complete", err)
 	}

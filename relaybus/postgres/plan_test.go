@@ -439,3 +439,119 @@ func specs(handlers ...string) []driver.DeliverySpec {
 	}
 	return out
 }
+
+// TestPlansAfterAnEmptyAnalyze checks the hot statements where their
+// plans go wrong in practice: tables analyzed while empty (a fresh
+// install, or autovacuum's ANALYZE of a queue that had drained), then
+// grown, with the plans kept from when they were small (a statement
+// cache keeps its generic plan, and PostgreSQL plans a connection's
+// foreign-key checks once). The store's planner settings (planSettings
+// in claim.sql) keep every lookup on an index: the claim's reads of
+// deliveries, the completion's, and a publish's reads of events,
+// including the foreign-key check of each delivery it inserts, which
+// without them scans every event once per delivery.
+func TestPlansAfterAnEmptyAnalyze(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg, err := pgxpool.ParseConfig(dbtest.TestDatabase(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 1 // one connection: the plans it made while the tables were empty are the ones it keeps
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := New(pool, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Setup(ctx))
+	for _, table := range []string{"deliveries", "events", "lanes", "keys"} {
+		_, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE relaybus_%s SET (autovacuum_enabled = false)`, table))
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, fmt.Sprintf(`VACUUM ANALYZE relaybus_%s`, table))
+		require.NoError(t, err)
+	}
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	n := 0
+	publish := func(tx pgx.Tx, events, keys int) {
+		var eps []*driver.EventPublish
+		for i := range events {
+			n++
+			key := ""
+			if keys > 0 {
+				key = fmt.Sprint("k", i%keys)
+			}
+			eps = append(eps, &driver.EventPublish{
+				Event:      &relaytype.Event{ID: fmt.Sprint("e", n), Type: "t", Key: key, Payload: make([]byte, 64)},
+				Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+			})
+		}
+		_, err := s.EventPublishTx(ctx, tx, &driver.EventPublishParams{Events: eps, Now: now})
+		require.NoError(t, err)
+	}
+	inTx := func(f func(tx pgx.Tx)) {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }() // a failed check leaves no connection held
+		f(tx)
+		require.NoError(t, tx.Commit(ctx))
+	}
+	// The plans are made on the empty tables: more than five calls of
+	// each statement, each shape (unkeyed, keyed).
+	for range 8 {
+		inTx(func(tx pgx.Tx) { publish(tx, 1, 0) })
+		inTx(func(tx pgx.Tx) { publish(tx, 1, 1) })
+	}
+	// Then the tables grow: 20,000 events, half of them keyed.
+	for range 10 {
+		inTx(func(tx pgx.Tx) { publish(tx, 1000, 0) })
+		inTx(func(tx pgx.Tx) { publish(tx, 1000, 500) })
+	}
+
+	// A publish of 20 unkeyed and 20 keyed events reads events through
+	// its primary key: a few blocks an event, not the table.
+	var eventPages int64
+	require.NoError(t, pool.QueryRow(ctx, "SELECT pg_relation_size('relaybus_events') / 8192").Scan(&eventPages))
+	inTx(func(tx pgx.Tx) {
+		publish(tx, 20, 0)
+		publish(tx, 20, 10)
+		var fetched int64
+		require.NoError(t, tx.QueryRow(ctx, "SELECT pg_stat_get_xact_blocks_fetched('relaybus_events'::regclass)").Scan(&fetched))
+		t.Logf("publish of 40 events: %d blocks of events fetched (the table has %d pages)", fetched, eventPages)
+		require.Less(t, fetched, int64(40*20), "publish: events read by scans, not probes (%d pages)", eventPages)
+		// The caller's transaction keeps its own planner settings.
+		var seqscan, cacheMode string
+		require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('enable_seqscan'), current_setting('plan_cache_mode')").Scan(&seqscan, &cacheMode))
+		require.Equal(t, "on", seqscan)
+		require.Equal(t, "auto", cacheMode)
+	})
+
+	// The claim's statements and the completion, as generic plans made
+	// under the store's settings, read deliveries through indexes.
+	ds, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "w", Handlers: []string{"h"}, Limit: 50, LeaseDuration: time.Hour, Now: now.Add(time.Minute)})
+	require.NoError(t, err)
+	require.NotEmpty(t, ds)
+	at := now.Add(time.Minute)
+	lock := func(tx pgx.Tx) {
+		_, err := tx.Exec(ctx, s.q.claimPrelude, 0)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, s.q.claimLock, "w", s.holder, at)
+		require.NoError(t, err)
+	}
+	p := explain(t, pool, true, s.q.claimOwn, claimOwnTypes, s.claimArgs(at), lock)
+	for _, scan := range p.scans("relaybus_deliveries") {
+		require.NotContains(t, scan, "Seq Scan", "claim:\n%s", p.text)
+	}
+	prelude := func(tx pgx.Tx) {
+		_, err := tx.Exec(ctx, s.q.claimPrelude, 0)
+		require.NoError(t, err)
+	}
+	p = explain(t, pool, true, s.q.claimTake, "int, smallint[], timestamptz, text[], int, int",
+		[]any{4, []int16{}, at, []string{"h"}, planLimit, 0}, prelude)
+	for _, scan := range p.scans("relaybus_deliveries") {
+		require.NotContains(t, scan, "Seq Scan", "take:\n%s", p.text)
+	}
+	completePlan := func(tx pgx.Tx) {
+		_, err := tx.Exec(ctx, s.q.completePlan)
+		require.NoError(t, err)
+	}
+	p = explain(t, pool, true, s.q.completeMany, "bigint[], smallint[], bigint[], bigint[]", leasesOf(t, ds).args(), completePlan)
+	requireFencedDelete(t, p, "complete")
+}

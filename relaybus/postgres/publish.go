@@ -39,7 +39,7 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 	if err != nil {
 		return nil, err
 	}
-	return p.run(ctx, tx)
+	return p.run(ctx, tx, false)
 }
 
 // EventPublish is EventPublishTx in a transaction of the store's own
@@ -60,7 +60,7 @@ func (s *Store) EventPublish(ctx context.Context, params *driver.EventPublishPar
 	if err != nil {
 		return nil, err
 	}
-	return p.run(ctx, s.pool)
+	return p.run(ctx, s.pool, true)
 }
 
 // batchSender is what a publish's batch is sent on: the caller's
@@ -153,8 +153,10 @@ func (s *Store) newPublish(params *driver.EventPublishParams) (*publish, error) 
 	return p, nil
 }
 
-// run sends the call's batch on sender and reads its results.
-func (p *publish) run(ctx context.Context, sender batchSender) (*driver.EventPublishResult, error) {
+// run sends the call's batch on sender and reads its results; own says
+// the sender is the pool (the batch's implicit transaction), not the
+// caller's transaction.
+func (p *publish) run(ctx context.Context, sender batchSender, own bool) (*driver.EventPublishResult, error) {
 	s, n := p.s, len(p.ids)
 	var (
 		inserted           []string
@@ -165,6 +167,7 @@ func (p *publish) run(ctx context.Context, sender batchSender) (*driver.EventPub
 		sequences          []int64
 	)
 	batch := &pgx.Batch{}
+	batch.Queue(s.q.publishPlan)
 	batch.Queue(s.q.publishInsert, p.ids, p.types, p.keys, p.payloads, p.headers, p.createdAts, p.handlers, p.lanes,
 		p.unkeyed.eventIDs, p.unkeyed.handlers, p.unkeyed.maxAttempts, p.params.Now, p.dues).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&inserted, &insertedDeliveries) })
@@ -185,6 +188,10 @@ func (p *publish) run(ctx context.Context, sender batchSender) (*driver.EventPub
 				return row.Scan(&wake.xid, &wake.notified)
 			})
 		}
+	}
+	if !own {
+		// The caller's transaction: its planner settings back as they were.
+		batch.Queue(s.q.publishRestore)
 	}
 	err := sender.SendBatch(ctx, batch).Close()
 	if wake != nil {

@@ -128,9 +128,11 @@ func wiredStoreConns(t *testing.T, conns int32) (*postgres.Store, *pgxpool.Pool,
 // TestPublishRoundTrips pins what a publish costs on the wire: one round
 // trip for PublishTx's statements and one for a whole EventPublish (its
 // own transaction), whatever the events: new or republished, keyed or
-// not, one or a thousand. Two statements per call (three when the call
-// tries to announce itself to wake-up listeners, at most once per
-// wake-up interval).
+// not, one or a thousand. Three statements per call (the planner
+// settings, then the two of the publish), one more when the call tries to
+// announce itself to wake-up listeners (at most once per wake-up
+// interval), and in the caller's transaction one more that puts its
+// planner settings back.
 func TestPublishRoundTrips(t *testing.T) {
 	t.Parallel()
 	s, pool, w := wiredStore(t)
@@ -159,23 +161,30 @@ func TestPublishRoundTrips(t *testing.T) {
 	// outside it, on the pool, up to wakeLateDelay (100 ms) later: wait
 	// that out before a call is counted, or its round trips count too.
 	quiet := func() { time.Sleep(150 * time.Millisecond) }
+	check := true
 	inTx := func(eps []*driver.EventPublish) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }() // a failed check leaves no connection held
 		quiet()
 		w.reset()
 		_, err = s.EventPublishTx(ctx, tx, &driver.EventPublishParams{Events: eps, Now: t0})
 		require.NoError(t, err)
 		rt, st := w.reset()
-		require.Equal(t, 1, rt, "PublishTx of %d events: round trips", len(eps))
-		require.LessOrEqual(t, st, 3, "PublishTx: statements")
+		if check {
+			require.Equal(t, 1, rt, "PublishTx of %d events: round trips", len(eps))
+			require.LessOrEqual(t, st, 5, "PublishTx: statements")
+			require.GreaterOrEqual(t, st, 4, "PublishTx: statements")
+		}
 		require.NoError(t, tx.Commit(ctx))
 	}
 	// The first use of each statement on a connection prepares it: one
 	// more round trip, once.
 	own(events(1, false))
 	own(events(1, true))
+	check = false
 	inTx(events(1, true))
+	check = true
 
 	cases := []struct {
 		name string
@@ -192,8 +201,8 @@ func TestPublishRoundTrips(t *testing.T) {
 		own(c.eps())
 		rt, st := w.reset()
 		require.Equal(t, 1, rt, "EventPublish, %s: round trips", c.name)
-		require.LessOrEqual(t, st, 3, "EventPublish, %s: statements", c.name)
-		require.GreaterOrEqual(t, st, 2, "EventPublish, %s: statements", c.name)
+		require.LessOrEqual(t, st, 4, "EventPublish, %s: statements", c.name)
+		require.GreaterOrEqual(t, st, 3, "EventPublish, %s: statements", c.name)
 		t.Logf("EventPublish, %s: %d round trip, %d statements", c.name, rt, st)
 		inTx(c.eps())
 	}

@@ -76,13 +76,16 @@ func renderSchema(schema, prefix string) (string, error) {
 type queries struct {
 	names sqlNames // for the statements rendered per call (DeliveryList)
 
-	publishInsert string
-	publishNumber string
+	publishPlan    string
+	publishInsert  string
+	publishNumber  string
+	publishRestore string
 
 	claimPrelude string
 	claimAsync   string
 	claimCount   string
 	claimLock    string
+	claimLockAt  string
 	claimOwn     string
 	claimTake    string
 	claimWrite   string
@@ -91,6 +94,7 @@ type queries struct {
 	lockHeld     string
 	lockOwned    string
 
+	completePlan        string
 	completeMany        string
 	completeManyHistory string
 	completeTx          string
@@ -128,12 +132,15 @@ func buildQueries(schema, prefix string) (queries, error) {
 		name string
 		dst  *string
 	}{
+		{"publishPlan", &q.publishPlan},
 		{"publishInsert", &q.publishInsert},
 		{"publishNumber", &q.publishNumber},
+		{"publishRestore", &q.publishRestore},
 		{"claimPrelude", &q.claimPrelude},
 		{"claimAsync", &q.claimAsync},
 		{"claimCount", &q.claimCount},
 		{"claimLock", &q.claimLock},
+		{"claimLockLanes", &q.claimLockAt},
 		{"claimOwn", &q.claimOwn},
 		{"claimTake", &q.claimTake},
 		{"claimWrite", &q.claimWrite},
@@ -141,6 +148,7 @@ func buildQueries(schema, prefix string) (queries, error) {
 		{"lockLane", &q.lockLane},
 		{"lockHeld", &q.lockHeld},
 		{"lockOwned", &q.lockOwned},
+		{"completePlan", &q.completePlan},
 		{"completeMany", &q.completeMany},
 		{"completeManyHistory", &q.completeManyHistory},
 		{"completeTx", &q.completeTx},

@@ -120,6 +120,8 @@ type Store struct {
 	wake wakeState
 	// ledger is what the instance knows of the lanes it holds (ledger.go).
 	ledger ledger
+	// held are the lanes it may hold, per owner (held.go).
+	held heldLanes
 }
 
 // holderBytes is the entropy of a store instance's holder name.
