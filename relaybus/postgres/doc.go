@@ -96,6 +96,17 @@
 // compares every rendered statement with testdata/statements.golden, and
 // TestPlans checks the plans of the hot ones.
 //
+// The hot statements are planned the same whatever the statistics: the
+// statement that opens each round trip of a claim, of a completion in a
+// transaction of the store's own and of a publish sets enable_seqscan off
+// and plan_cache_mode to force_generic_plan for its transaction
+// (planSettings in claim.sql), so that each runs the generic plan
+// TestPlans checks, on tables never analyzed or analyzed while empty
+// (TestPlansAfterAnEmptyAnalyze), and a plan a connection made while a
+// table was small does not scan it as it grows. In the caller's
+// transaction a publish puts the caller's values back after its
+// statements.
+//
 // # Claims, leases and fencing
 //
 // A dispatcher (owner) leases lanes, and within a lane every delivery it
