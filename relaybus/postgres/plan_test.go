@@ -205,6 +205,18 @@ func (s *Store) claimArgs(now time.Time) []any {
 		h.lanes, h.epochs, h.picks, h.outstanding, []string{"h"}, []int32{20}}
 }
 
+// claimLocked returns what a claim's first round trip runs before
+// claimOwn, for explain: the prelude (with the planner settings) and the
+// lock of owner's held lanes at now.
+func (s *Store) claimLocked(t *testing.T, owner string, now time.Time) func(tx pgx.Tx) {
+	return func(tx pgx.Tx) {
+		_, err := tx.Exec(t.Context(), s.q.claimPrelude, 0)
+		require.NoError(t, err)
+		_, err = tx.Exec(t.Context(), s.q.claimLock, owner, s.holder, now)
+		require.NoError(t, err)
+	}
+}
+
 const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz, bool, smallint[], bigint[], int[], int[], text[], int[]"
 
 // TestPlans checks the plan of every hot statement on a table that has
@@ -241,13 +253,7 @@ func TestPlans(t *testing.T) {
 	for _, generic := range []bool{false, true} {
 		t.Run(fmt.Sprintf("generic=%v", generic), func(t *testing.T) {
 			// The claim from held lanes, after its lock statement.
-			lock := func(tx pgx.Tx) {
-				_, err := tx.Exec(ctx, s.q.claimPrelude, 0)
-				require.NoError(t, err)
-				_, err = tx.Exec(ctx, s.q.claimLock, "w", s.holder, now)
-				require.NoError(t, err)
-			}
-			p := explain(t, pool, generic, s.q.claimOwn, claimOwnTypes, s.claimArgs(now), lock)
+			p := explain(t, pool, generic, s.q.claimOwn, claimOwnTypes, s.claimArgs(now), s.claimLocked(t, "w", now))
 			require.Contains(t, p.text, "One-Time Filter", "claim: relaybus.claimed is set once, whatever the rows")
 			for _, scan := range p.scans("relaybus_deliveries") {
 				require.NotContains(t, scan, "Seq Scan", "claim:\n%s", p.text)
@@ -536,13 +542,7 @@ func TestPlansAfterAnEmptyAnalyze(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, ds)
 	at := now.Add(time.Minute)
-	lock := func(tx pgx.Tx) {
-		_, err := tx.Exec(ctx, s.q.claimPrelude, 0)
-		require.NoError(t, err)
-		_, err = tx.Exec(ctx, s.q.claimLock, "w", s.holder, at)
-		require.NoError(t, err)
-	}
-	p := explain(t, pool, true, s.q.claimOwn, claimOwnTypes, s.claimArgs(at), lock)
+	p := explain(t, pool, true, s.q.claimOwn, claimOwnTypes, s.claimArgs(at), s.claimLocked(t, "w", at))
 	for _, scan := range p.scans("relaybus_deliveries") {
 		require.NotContains(t, scan, "Seq Scan", "claim:\n%s", p.text)
 	}
