@@ -2,7 +2,9 @@
 -- (publish.go), in the order they are sent. Part of the store's one
 -- template set: see sql.go.
 
--- A publish is two statements, sent together in one round trip (one
+-- A publish is two statements (after publishPlan, which sets the planner
+-- settings, and before publishRestore in the caller's transaction), sent
+-- together in one round trip (one
 -- pipelined batch: in the caller's transaction, or in the implicit
 -- transaction of the batch for EventPublish), the second using nothing
 -- the client learns from the first. publishInsert inserts the events that
