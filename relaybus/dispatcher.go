@@ -40,8 +40,9 @@ type dispatcher[TTx any] struct {
 	// a slot is freed or a lease let go.
 	inflightMu sync.Mutex
 	inflight   int
-	// perSlot is how many deliveries one slot may take: the largest
-	// BatchOptions.MaxSize of the batch handlers, 1 without any. A claim
+	// perSlot is how many deliveries one slot may take: the longest run
+	// of a key a batch handler takes (BatchOptions.MaxSize times
+	// MaxCalls), 1 without any. A claim
 	// asks for up to free slots times perSlot; a claim that then gives
 	// more single deliveries or batches than slots are free waits for a
 	// worker in launch (their leases are held and renewed meanwhile).
@@ -112,8 +113,8 @@ func newDispatcher[TTx any](store driver.Store[TTx], cfg Config, names []string,
 	perSlot := 1
 	for _, name := range names {
 		if h := run[name]; h != nil && h.isBatch() {
-			claim.KeyRuns = append(claim.KeyRuns, driver.KeyRun{Handler: name, Max: h.batchMax})
-			perSlot = max(perSlot, h.batchMax)
+			claim.KeyRuns = append(claim.KeyRuns, driver.KeyRun{Handler: name, Max: h.batchRun})
+			perSlot = max(perSlot, h.batchRun)
 		}
 	}
 	d := &dispatcher[TTx]{

@@ -23,9 +23,10 @@ import (
 
 // startBatches launches the held jobs js of batch handlers in batches:
 // keyed ones per (handler, key), the key's run in sequence order as one
-// batch (a store returns at most the handler's MaxSize of it; splitting
-// it would put two batches of one key in flight); unkeyed ones per
-// handler, MaxSize at a time.
+// piece of work (a store returns at most the handler's batchRun of it),
+// whose calls of up to MaxSize run one after another (runBatch; two
+// pieces of work would put two batches of one key in flight); unkeyed
+// ones per handler, MaxSize at a time.
 func (d *dispatcher[TTx]) startBatches(js []*job) {
 	if len(js) == 0 {
 		return
@@ -62,8 +63,10 @@ func (d *dispatcher[TTx]) launchBatch(js []*job, h *handler[TTx]) {
 	d.work <- work[TTx]{batch: js, h: h}
 }
 
-// runBatch runs the batch handler of js (one key's run in sequence order,
-// or unkeyed deliveries) in one call and decides what happens to each.
+// runBatch runs the batch handler of js: unkeyed deliveries in one call,
+// or one key's run in sequence order in calls of up to MaxSize, each after
+// the one before succeeded in full (BatchOptions.MaxCalls), and decides
+// what happens to each delivery.
 func (d *dispatcher[TTx]) runBatch(ctx context.Context, js []*job, h *handler[TTx]) {
 	if ctx.Err() != nil {
 		// Claimed but not started before the shutdown: give them back.
@@ -76,16 +79,14 @@ func (d *dispatcher[TTx]) runBatch(ctx context.Context, js []*job, h *handler[TT
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// One context for the batch: a lease lost cancels the whole call.
-	lost := false
+	// One context for the run: a lease lost cancels the call under way.
 	d.mu.Lock()
 	for _, j := range js {
 		j.cancel = cancel
-		lost = lost || j.lost
 	}
 	d.mu.Unlock()
 	errs := make([]error, len(js))
-	if lost {
+	if d.anyLost(js) {
 		// Lost before it started: run nothing, give back what is still
 		// held (the lost ones are written no more).
 		for i := range errs {
@@ -94,24 +95,73 @@ func (d *dispatcher[TTx]) runBatch(ctx context.Context, js []*job, h *handler[TT
 		d.finishBatch(ctx, hctx, js, h, errs, true)
 		return
 	}
-	runCtx := hctx
-	if h.timeout > 0 {
-		var cancelTimeout context.CancelFunc
-		runCtx, cancelTimeout = context.WithTimeout(hctx, h.timeout)
-		defer cancelTimeout()
-	}
 	ds := make([]*Delivery, len(js))
 	for i, j := range js {
 		ds[i] = j.d
 	}
-	if h.batchTxFn != nil {
-		d.runBatchTx(ctx, runCtx, js, h, ds)
-		return
+	runCtx, stopLast := hctx, context.CancelFunc(func() {})
+	for start := 0; start < len(js); start += h.batchMax {
+		end := min(start+h.batchMax, len(js))
+		if start > 0 && (ctx.Err() != nil || d.anyLost(js[start:end])) {
+			// Shut down or taken over between two calls: the rest of the
+			// run is given back, or written no more.
+			notRun(errs[start:])
+			break
+		}
+		var stop context.CancelFunc = func() {}
+		runCtx = hctx
+		if h.timeout > 0 {
+			runCtx, stop = context.WithTimeout(hctx, h.timeout)
+		}
+		if h.batchTxFn != nil {
+			committed := d.runBatchTx(ctx, runCtx, js[start:end], h, ds[start:end])
+			stop()
+			if !committed {
+				// runBatchTx ended this call's deliveries; the rest wait.
+				for _, j := range js[end:] {
+					if d.beginFinish(j) {
+						d.release(j)
+					}
+				}
+				return
+			}
+			continue
+		}
+		part := ds[start:end]
+		got := d.callBatch(runCtx, js[start:end], part, func(c context.Context) []error { return h.batchFn(c, js[0].d.Key, part) })
+		copy(errs[start:end], got)
+		if slices.ContainsFunc(got, func(err error) bool { return err != nil }) {
+			notRun(errs[end:])
+			// finishBatch reads the call's context (a timeout, a
+			// shutdown): it is stopped after it.
+			stopLast = stop
+			break
+		}
+		stop()
 	}
-	if got := d.callBatch(runCtx, js, ds, func(c context.Context) []error { return h.batchFn(c, js[0].d.Key, ds) }); got != nil {
-		errs = got
+	if h.batchTxFn == nil {
+		d.finishBatch(ctx, runCtx, js, h, errs, false)
 	}
-	d.finishBatch(ctx, runCtx, js, h, errs, false)
+	stopLast()
+}
+
+// errNotRun marks the deliveries of a key's run after a call that did
+// not succeed in full, or after a shutdown or a takeover between two
+// calls: the handler never saw them, and they are given back.
+var errNotRun = errors.New("relaybus: not run: an earlier call of the run did not succeed")
+
+// notRun marks every delivery of errs as not run (errNotRun).
+func notRun(errs []error) {
+	for i := range errs {
+		errs[i] = errNotRun
+	}
+}
+
+// anyLost reports whether the lease of any job of js is lost.
+func (d *dispatcher[TTx]) anyLost(js []*job) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.ContainsFunc(js, func(j *job) bool { return j.lost })
 }
 
 // callBatch calls the batch handler, turning a panic, a timeout and a
@@ -193,9 +243,10 @@ func (d *dispatcher[TTx]) finishBatch(ctx, runCtx context.Context, js []*job, h 
 	if cut == len(js) {
 		return
 	}
-	if j := js[cut]; errs[cut] != nil && !notRun && d.beginFinish(j) {
+	skipped := notRun || errors.Is(errs[cut], errNotRun)
+	if j := js[cut]; errs[cut] != nil && !skipped && d.beginFinish(j) {
 		d.fail(ctx, runCtx, j, h, errs[cut])
-	} else if notRun && d.beginFinish(j) {
+	} else if skipped && d.beginFinish(j) {
 		d.release(j)
 	}
 	for _, j := range js[cut+1:] {
@@ -219,15 +270,17 @@ func (d *dispatcher[TTx]) completeNow(js []*job) {
 	d.completeGroup(js)
 }
 
-// runBatchTx runs a transactional batch handler (HandleBatchTx): the
-// handler's writes and the completion of every delivery of the batch
-// commit in one transaction, or none of them does. Any failure rolls it
-// back (failBatchTx says what happens to each delivery then).
-func (d *dispatcher[TTx]) runBatchTx(ctx, runCtx context.Context, js []*job, h *handler[TTx], ds []*Delivery) {
+// runBatchTx runs a transactional batch handler (HandleBatchTx) on one
+// call's deliveries: the handler's writes and the completion of every
+// delivery of the batch commit in one transaction, or none of them does.
+// Any failure rolls it back (failBatchTx says what happens to each
+// delivery then). It reports whether the transaction committed, every
+// delivery of js completed.
+func (d *dispatcher[TTx]) runBatchTx(ctx, runCtx context.Context, js []*job, h *handler[TTx], ds []*Delivery) bool {
 	tx, err := d.store.TxBegin(runCtx)
 	if err != nil {
 		d.failBatchTx(ctx, runCtx, js, h, failEach(len(js), fmt.Errorf("relaybus: begin transaction: %w", err)))
-		return
+		return false
 	}
 	rollback := func() {
 		c, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
@@ -240,7 +293,7 @@ func (d *dispatcher[TTx]) runBatchTx(ctx, runCtx context.Context, js []*job, h *
 	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		rollback()
 		d.failBatchTx(ctx, runCtx, js, h, errs)
-		return
+		return false
 	}
 	var held []*job
 	for _, j := range js {
@@ -254,7 +307,7 @@ func (d *dispatcher[TTx]) runBatchTx(ctx, runCtx context.Context, js []*job, h *
 		for _, j := range held {
 			d.release(j)
 		}
-		return
+		return false
 	}
 	d.stats.succeeded.Add(int64(len(js)))
 	if err := d.beforeComplete(js); err != nil {
@@ -262,7 +315,7 @@ func (d *dispatcher[TTx]) runBatchTx(ctx, runCtx context.Context, js []*job, h *
 		for _, j := range js {
 			d.release(j)
 		}
-		return
+		return false
 	}
 	c, cancel := context.WithTimeout(d.writeCtx, d.cfg.LeaseDuration)
 	defer cancel()
@@ -280,7 +333,7 @@ func (d *dispatcher[TTx]) runBatchTx(ctx, runCtx context.Context, js []*job, h *
 		for _, o := range slices.Concat(js[:i], js[i+1:]) {
 			d.release(o)
 		}
-		return
+		return false
 	}
 	if err := d.store.TxCommit(c, tx); err != nil {
 		// The outcome is unknown. The writes that follow are fenced: if
@@ -292,16 +345,17 @@ func (d *dispatcher[TTx]) runBatchTx(ctx, runCtx context.Context, js []*job, h *
 			for _, j := range js[1:] {
 				d.release(j)
 			}
-			return
+			return false
 		}
 		for _, j := range js {
 			d.fail(ctx, runCtx, j, h, err)
 		}
-		return
+		return false
 	}
 	for _, j := range js {
 		d.done(j, "complete", true, nil, &d.stats.completed)
 	}
+	return true
 }
 
 // failBatchTx ends the deliveries of a transactional batch whose

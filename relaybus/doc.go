@@ -165,7 +165,10 @@
 // every process, and a failure keeps the order: in a keyed batch the
 // deliveries before the first failure are completed, the failed one is
 // retried with its own attempts, and those after it are released and run
-// again after it. A suspect runs alone, in a batch of one.
+// again after it. A suspect runs alone, in a batch of one. A claim takes
+// up to BatchOptions.MaxCalls batches of a key at once (a run) and hands
+// them to the handler one after the other, each after the one before
+// succeeded, so a hot key pays one claim for several calls.
 //
 //	err := bus.HandleBatch("deposit", "balance", func(ctx context.Context, account string, ds []*relaybus.Delivery) []error {
 //		return applyAll(ctx, account, ds) // one read, one conditional write

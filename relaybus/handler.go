@@ -69,10 +69,13 @@ type handler[TTx any] struct {
 	fn         HandlerFunc
 	txFn       TxHandlerFunc[TTx]
 	// batchFn is a batch handler's (HandleBatch), with batchMax the most
-	// deliveries of one call.
+	// deliveries of one call and batchRun the most of one key a claim
+	// takes for it (BatchOptions.MaxCalls calls of batchMax, at most
+	// MaxBatchMaxSize).
 	batchFn   BatchHandlerFunc
 	batchTxFn BatchTxHandlerFunc[TTx]
 	batchMax  int
+	batchRun  int
 }
 
 func (h *handler[TTx]) runs() bool { return h.fn != nil || h.txFn != nil || h.isBatch() }

@@ -45,10 +45,26 @@ type BatchOptions struct {
 	// what is due of its key when it is claimed, up to MaxSize: there is
 	// no wait to fill a batch. Config.BatchSize bounds the deliveries of
 	// one claim, so batches are at most that large too: set it to at
-	// least MaxSize times the keys that are busy at once. The successes
-	// of a keyed batch are completed in one DeliveryCompleteMany call,
-	// even when they are more than Config.CompletionBatchMax.
+	// least MaxSize times MaxCalls times the keys that are busy at once.
 	MaxSize int
+	// MaxCalls is the most calls one claim of a key feeds: a claim takes
+	// up to MaxSize*MaxCalls due deliveries of a key (its run; at most
+	// 100, or MaxSize when that is more), and the handler gets them
+	// MaxSize at a time, in
+	// sequence order, each call after the one before succeeded in full;
+	// after a failure the rest of the run is released, spending no
+	// attempt. So a hot key pays one claim for several calls, still with
+	// one call of the key in flight. 0 means DefaultBatchMaxCalls; else
+	// [1, MaxBatchMaxCalls]; 1 is one call per claim.
+	//
+	// HandleBatch completes the successes of a key's run together, in one
+	// DeliveryCompleteMany call when the run ends (even when they are more
+	// than Config.CompletionBatchMax): a later call's completions never
+	// commit before an earlier one's. What that costs: a process that
+	// stops before the run's completions committed runs all of them again,
+	// in order, and a call's completions wait for the calls after it.
+	// HandleBatchTx commits each call's transaction before the next call.
+	MaxCalls int
 }
 
 // HandleBatch registers a batch handler fn for eventType under name (see
@@ -59,8 +75,8 @@ type BatchOptions struct {
 // flight when its lane was taken over) runs alone, in a batch of one.
 // With a store that cannot claim a key's run (driver.KeyRunClaimer; the
 // MongoDB store), a keyed batch holds one delivery: still correct, not
-// faster. Errors: as Handle, a nil fn, a MaxSize out of range, or
-// Middleware given.
+// faster. Errors: as Handle, a nil fn, a MaxSize or MaxCalls out of
+// range, or Middleware given.
 func (b *Bus[TTx]) HandleBatch(eventType, name string, fn BatchHandlerFunc, opts *BatchOptions) error {
 	if fn == nil {
 		return invalidf("handler %q: nil BatchHandlerFunc", name)
@@ -69,7 +85,7 @@ func (b *Bus[TTx]) HandleBatch(eventType, name string, fn BatchHandlerFunc, opts
 	if err != nil {
 		return err
 	}
-	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchFn: fn, batchMax: o.MaxSize})
+	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchFn: fn, batchMax: o.MaxSize, batchRun: batchRunOf(o)})
 }
 
 // BatchTxHandlerFunc handles a batch of deliveries inside one store
@@ -97,7 +113,7 @@ func (b *Bus[TTx]) HandleBatchTx(eventType, name string, fn BatchTxHandlerFunc[T
 	if err != nil {
 		return err
 	}
-	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchTxFn: fn, batchMax: o.MaxSize})
+	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchTxFn: fn, batchMax: o.MaxSize, batchRun: batchRunOf(o)})
 }
 
 // batchOptionsOf checks opts and applies their defaults.
@@ -111,8 +127,29 @@ func batchOptionsOf(name string, opts *BatchOptions) (BatchOptions, error) {
 	} else if o.MaxSize < 1 || o.MaxSize > MaxBatchMaxSize {
 		return o, invalidf("handler %q: MaxSize %d out of range [1, %d]", name, o.MaxSize, MaxBatchMaxSize)
 	}
+	if o.MaxCalls == 0 {
+		o.MaxCalls = DefaultBatchMaxCalls
+	} else if o.MaxCalls < 1 || o.MaxCalls > MaxBatchMaxCalls {
+		return o, invalidf("handler %q: MaxCalls %d out of range [1, %d]", name, o.MaxCalls, MaxBatchMaxCalls)
+	}
 	if len(o.Middleware) > 0 {
 		return o, invalidf("handler %q: a batch handler takes no Middleware", name)
 	}
 	return o, nil
 }
+
+// batchRunOf is the most deliveries of one key a claim takes for a batch
+// handler of o (its defaults applied): MaxCalls calls of MaxSize, at most
+// MaxBatchMaxSize.
+//
+// MaxCalls lengthens a run to at most batchRunCap (or MaxSize, when that
+// is longer): on PostgreSQL a keyed run longer than about a lane's quota
+// twice over is a known defect (found with BenchmarkHotKeysBatch: with
+// 4 hot keys, runs of 128 and 160 were never claimed; 100 were), which
+// MaxCalls must not reach where MaxSize alone would not.
+func batchRunOf(o BatchOptions) int {
+	return min(o.MaxSize*o.MaxCalls, max(o.MaxSize, batchRunCap))
+}
+
+// batchRunCap bounds the run MaxCalls makes (see batchRunOf).
+const batchRunCap = 100

@@ -29,6 +29,11 @@ const (
 	MaxBatchMaxSize = driver.MaxKeyRun
 	// DefaultBatchMaxSize is BatchOptions.MaxSize when it is 0.
 	DefaultBatchMaxSize = 100
+	// MaxBatchMaxCalls bounds BatchOptions.MaxCalls, in calls (a run is
+	// at most MaxBatchMaxSize deliveries whatever it is).
+	MaxBatchMaxCalls = driver.MaxKeyRun
+	// DefaultBatchMaxCalls is BatchOptions.MaxCalls when it is 0.
+	DefaultBatchMaxCalls = 4
 	// MaxEventIDBytes bounds Event.ID, in bytes.
 	MaxEventIDBytes = driver.MaxEventIDBytes
 	// MaxEventTypeBytes bounds Event.Type and a handler's event type, in

@@ -153,7 +153,7 @@ func batchCell(w protocol.Workload, rate float64, label string) Cell {
 		DispatcherProcs: 1, DispatcherPool: 20, Dispatcher: base,
 		Sides: map[string]SideRun{
 			result.SideBase:      {Dispatcher: base, Settings: fmt.Sprintf("relaybus Handle, one delivery a call, %d us a call", batchCallWaitUs)},
-			result.SideCandidate: {Dispatcher: batch, Settings: fmt.Sprintf("relaybus HandleBatch, MaxSize %d, %d us a call", batchHandlerMax, batchCallWaitUs)},
+			result.SideCandidate: {Dispatcher: batch, Settings: fmt.Sprintf("relaybus HandleBatch, MaxSize %d, MaxCalls the ref's default (relaybus.DefaultBatchMaxCalls; one call a claim in refs without it), %d us a call", batchHandlerMax, batchCallWaitUs)},
 		}}
 }
 

@@ -25,11 +25,24 @@ import (
 // carry=off runs the same Bus on a store that says it cannot complete and
 // claim in one transaction (noCarry): completions are then written on
 // their own, as before claims carried them.
+//
+// calls is the batch handler's BatchOptions.MaxCalls (0: the default):
+// calls=1 claims one call's worth of a key at a time.
 func BenchmarkHotKeysBatch(b *testing.B) {
 	for _, keys := range []int{4, 10_000} {
 		for _, batch := range []int{0, 20} {
-			for _, carry := range []bool{true, false} {
-				b.Run(fmt.Sprintf("keys=%d/batch=%d/carry=%s", keys, batch, onOff(carry)), func(b *testing.B) { benchKeyedBatch(b, keys, batch, carry) })
+			calls := []int{0}
+			if batch > 0 {
+				calls = []int{1, 0}
+			}
+			for _, maxCalls := range calls {
+				for _, carry := range []bool{true, false} {
+					name := fmt.Sprintf("keys=%d/batch=%d/carry=%s", keys, batch, onOff(carry))
+					if batch > 0 {
+						name = fmt.Sprintf("keys=%d/batch=%d/calls=%d/carry=%s", keys, batch, maxCalls, onOff(carry))
+					}
+					b.Run(name, func(b *testing.B) { benchKeyedBatch(b, keys, batch, maxCalls, carry) })
+				}
 			}
 		}
 	}
@@ -58,9 +71,10 @@ func onOff(on bool) string {
 }
 
 // benchKeyedBatch is one case of BenchmarkHotKeysBatch: keys keys, a
-// batch handler of up to batch deliveries (0: a handler of one), claims
-// carrying completions or not.
-func benchKeyedBatch(b *testing.B, keys, batch int, carry bool) {
+// batch handler of up to batch deliveries (0: a handler of one) and
+// maxCalls calls a claim (0: the default), claims carrying completions or
+// not.
+func benchKeyedBatch(b *testing.B, keys, batch, maxCalls int, carry bool) {
 	s, pool := benchStore(b)
 	total := b.N * 400
 	if keys > 4 {
@@ -86,7 +100,7 @@ func benchKeyedBatch(b *testing.B, keys, batch int, carry bool) {
 			calls.Add(1)
 			time.Sleep(time.Millisecond)
 			return nil
-		}, &relaybus.BatchOptions{MaxSize: batch}))
+		}, &relaybus.BatchOptions{MaxSize: batch, MaxCalls: maxCalls}))
 	} else {
 		require.NoError(b, bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error {
 			calls.Add(1)
