@@ -77,13 +77,8 @@ func TestMemoryBatchRunFailureInALaterCall(t *testing.T) {
 	store := memory.New(nil)
 	cfg := memConfig("w")
 	cfg.BatchSize = 100
-	var mu sync.Mutex
-	outcomes := map[int64][]relaybus.FinishOutcome{}
-	cfg.AfterFinish = func(_ context.Context, f relaybus.Finish) {
-		mu.Lock()
-		outcomes[f.Delivery.Sequence] = append(outcomes[f.Delivery.Sequence], f.Outcome)
-		mu.Unlock()
-	}
+	outcomes := &finishLog{}
+	cfg.AfterFinish = outcomes.record
 	b, err := relaybus.New[*memory.Tx](store, cfg)
 	require.NoError(t, err)
 	l := newBatchLog()
@@ -96,15 +91,7 @@ func TestMemoryBatchRunFailureInALaterCall(t *testing.T) {
 	runAll(t, b)
 	waitUntil(t, "all handled", settled(t, store))
 	// 12 completions, the reschedule of 5, the releases of 6 to 12.
-	waitUntil(t, "every AfterFinish", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, o := range outcomes {
-			n += len(o)
-		}
-		return n >= 20
-	})
+	waitUntil(t, "every AfterFinish", func() bool { return outcomes.count() >= 20 })
 	l.check(t, 1, 12)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -121,15 +108,13 @@ func TestMemoryBatchRunFailureInALaterCall(t *testing.T) {
 			}
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	completed := []relaybus.FinishOutcome{relaybus.FinishCompleted}
 	for seq := int64(1); seq <= 4; seq++ {
-		require.Equal(t, completed, outcomes[seq], "delivery %d", seq)
+		require.Equal(t, completed, outcomes.of(seq), "delivery %d", seq)
 	}
-	require.Equal(t, []relaybus.FinishOutcome{relaybus.FinishRescheduled, relaybus.FinishCompleted}, outcomes[5])
+	require.Equal(t, []relaybus.FinishOutcome{relaybus.FinishRescheduled, relaybus.FinishCompleted}, outcomes.of(5))
 	for seq := int64(6); seq <= 12; seq++ {
-		require.Equal(t, []relaybus.FinishOutcome{relaybus.FinishReleased, relaybus.FinishCompleted}, outcomes[seq], "delivery %d", seq)
+		require.Equal(t, []relaybus.FinishOutcome{relaybus.FinishReleased, relaybus.FinishCompleted}, outcomes.of(seq), "delivery %d", seq)
 	}
 }
 
@@ -142,12 +127,8 @@ func TestMemoryBatchTxRunCommitsEachCall(t *testing.T) {
 	cfg := memConfig("w")
 	cfg.BatchSize = 100
 	var mu sync.Mutex
-	outcomes := map[int64][]relaybus.FinishOutcome{}
-	cfg.AfterFinish = func(_ context.Context, f relaybus.Finish) {
-		mu.Lock()
-		outcomes[f.Delivery.Sequence] = append(outcomes[f.Delivery.Sequence], f.Outcome)
-		mu.Unlock()
-	}
+	outcomes := &finishLog{}
+	cfg.AfterFinish = outcomes.record
 	b, err := relaybus.New[*memory.Tx](store, cfg)
 	require.NoError(t, err)
 	var calls [][]int64
@@ -170,26 +151,18 @@ func TestMemoryBatchTxRunCommitsEachCall(t *testing.T) {
 	}
 	runAll(t, b)
 	waitUntil(t, "all handled", settled(t, store))
-	waitUntil(t, "every AfterFinish", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, o := range outcomes {
-			n += len(o)
-		}
-		return n >= 10 // 6 completions, the reschedule of 3, the releases of 4, 5, 6
-	})
+	waitUntil(t, "every AfterFinish", func() bool { return outcomes.count() >= 10 }) // 6 completions, the reschedule of 3, the releases of 4, 5, 6
 	mu.Lock()
 	defer mu.Unlock()
 	require.GreaterOrEqual(t, len(calls), 3)
 	require.Equal(t, [][]int64{{1, 2}, {3, 4}}, calls[:2], "the first call committed, the second failed, the third did not run")
 	require.Equal(t, int64(3), calls[2][0], "the run goes on from the failed delivery")
 	completed := []relaybus.FinishOutcome{relaybus.FinishCompleted}
-	require.Equal(t, completed, outcomes[1])
-	require.Equal(t, completed, outcomes[2])
-	require.Equal(t, []relaybus.FinishOutcome{relaybus.FinishRescheduled, relaybus.FinishCompleted}, outcomes[3])
+	require.Equal(t, completed, outcomes.of(1))
+	require.Equal(t, completed, outcomes.of(2))
+	require.Equal(t, []relaybus.FinishOutcome{relaybus.FinishRescheduled, relaybus.FinishCompleted}, outcomes.of(3))
 	for seq := int64(4); seq <= 6; seq++ {
-		require.Equal(t, []relaybus.FinishOutcome{relaybus.FinishReleased, relaybus.FinishCompleted}, outcomes[seq], "delivery %d", seq)
+		require.Equal(t, []relaybus.FinishOutcome{relaybus.FinishReleased, relaybus.FinishCompleted}, outcomes.of(seq), "delivery %d", seq)
 	}
 }
 
@@ -202,12 +175,8 @@ func TestMemoryBatchRunShutdownBetweenCalls(t *testing.T) {
 	cfg := memConfig("w")
 	cfg.BatchSize = 100
 	var mu sync.Mutex
-	outcomes := map[int64][]relaybus.FinishOutcome{}
-	cfg.AfterFinish = func(_ context.Context, f relaybus.Finish) {
-		mu.Lock()
-		outcomes[f.Delivery.Sequence] = append(outcomes[f.Delivery.Sequence], f.Outcome)
-		mu.Unlock()
-	}
+	outcomes := &finishLog{}
+	cfg.AfterFinish = outcomes.record
 	b, err := relaybus.New[*memory.Tx](store, cfg)
 	require.NoError(t, err)
 	started := make(chan struct{})
@@ -238,12 +207,45 @@ func TestMemoryBatchRunShutdownBetweenCalls(t *testing.T) {
 	require.Equal(t, [][]int64{{1, 2, 3}}, calls, "the calls after the shutdown did not run")
 	completed := []relaybus.FinishOutcome{relaybus.FinishCompleted}
 	for seq := int64(1); seq <= 3; seq++ {
-		require.Equal(t, completed, outcomes[seq], "delivery %d", seq)
+		require.Equal(t, completed, outcomes.of(seq), "delivery %d", seq)
 	}
 	for seq := int64(4); seq <= 9; seq++ {
-		require.Equal(t, []relaybus.FinishOutcome{relaybus.FinishReleased}, outcomes[seq], "delivery %d", seq)
+		require.Equal(t, []relaybus.FinishOutcome{relaybus.FinishReleased}, outcomes.of(seq), "delivery %d", seq)
 	}
 	st, err := store.Statistics(context.Background(), &driver.StatisticsParams{Now: time.Now()})
 	require.NoError(t, err)
 	require.Equal(t, int64(6), st.Pending, "the rest of the run is pending again")
+}
+
+// finishLog records the outcomes of every delivery's final writes, by
+// sequence (Config.AfterFinish).
+type finishLog struct {
+	mu       sync.Mutex
+	outcomes map[int64][]relaybus.FinishOutcome
+}
+
+func (l *finishLog) record(_ context.Context, f relaybus.Finish) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.outcomes == nil {
+		l.outcomes = map[int64][]relaybus.FinishOutcome{}
+	}
+	l.outcomes[f.Delivery.Sequence] = append(l.outcomes[f.Delivery.Sequence], f.Outcome)
+}
+
+// count is the number of outcomes recorded.
+func (l *finishLog) count() (n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, o := range l.outcomes {
+		n += len(o)
+	}
+	return n
+}
+
+// of returns the outcomes of the delivery of sequence seq, in order.
+func (l *finishLog) of(seq int64) []relaybus.FinishOutcome {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.outcomes[seq])
 }
