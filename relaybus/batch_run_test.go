@@ -249,3 +249,53 @@ func (l *finishLog) of(seq int64) []relaybus.FinishOutcome {
 	defer l.mu.Unlock()
 	return slices.Clone(l.outcomes[seq])
 }
+
+// Batches whose successes outnumber Config.CompletionBatchMax: a keyed
+// run of 150 (one call of MaxSize 150, and five calls of 30) and an
+// unkeyed batch of 150 are completed, each group in one write, once.
+// Before the fix the completer refused any group heavier than
+// CompletionBatchMax (its MaxWeight), the jobs ended without a write,
+// and the deliveries stayed pending, their leases held until they
+// expired, to run again.
+func TestMemoryBatchLargerThanCompletionBatchMax(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		key  string
+		o    relaybus.BatchOptions
+	}{
+		{"keyed/one-call", "k0", relaybus.BatchOptions{MaxSize: 150, MaxCalls: 1}},
+		{"keyed/five-calls", "k0", relaybus.BatchOptions{MaxSize: 30, MaxCalls: 5}},
+		{"unkeyed", "", relaybus.BatchOptions{MaxSize: 150}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			store := memory.New(nil)
+			cfg := memConfig("w")
+			cfg.BatchSize = 150
+			cfg.LeaseDuration = time.Hour // an unwritten completion must not come back by expiry
+			outcomes := &finishLog{}
+			cfg.AfterFinish = outcomes.record
+			b, err := relaybus.New[*memory.Tx](store, cfg)
+			require.NoError(t, err)
+			l := newBatchLog()
+			require.NoError(t, b.HandleBatch("t", "h", l.handler(nil), &c.o))
+			events := make([]*relaybus.Event, 150)
+			for i := range events {
+				events[i] = &relaybus.Event{Type: "t", Key: c.key}
+			}
+			require.NoError(t, b.Publish(context.Background(), events...))
+			runAll(t, b)
+			waitUntil(t, "all handled", settled(t, store))
+			waitUntil(t, "every AfterFinish", func() bool { return outcomes.count() >= 150 })
+			require.Equal(t, 150, outcomes.count())
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			n := 0
+			for _, call := range l.calls {
+				n += len(call)
+			}
+			require.Equal(t, 150, n, "each delivery handled once")
+		})
+	}
+}

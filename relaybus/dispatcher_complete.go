@@ -40,9 +40,14 @@ func (d *dispatcher[TTx]) newCompleter() (*batch.Batcher[[]*job, struct{}], erro
 		linger = 0
 	}
 	b, err := batch.New(batch.Config[[]*job]{
-		MaxSize:     d.cfg.CompletionBatchMax,
-		MaxWeight:   int64(d.cfg.CompletionBatchMax),
-		Weigh:       func(js []*job) int64 { return int64(len(js)) },
+		MaxSize:   d.cfg.CompletionBatchMax,
+		MaxWeight: int64(d.cfg.CompletionBatchMax),
+		// A group heavier than a whole batch weighs a whole batch: the
+		// batcher admits no item over MaxWeight (batch.ErrWeight), and a
+		// keyed run's successes may outnumber CompletionBatchMax
+		// (BatchOptions.MaxSize and MaxCalls go to driver.MaxKeyRun). So
+		// weighed, it is a batch alone.
+		Weigh:       func(js []*job) int64 { return int64(min(len(js), d.cfg.CompletionBatchMax)) },
 		Linger:      linger,
 		MaxInFlight: completionsInFlight,
 		MaxQueued:   d.cfg.CompletionBatchMax,
@@ -88,7 +93,9 @@ func (d *dispatcher[TTx]) enqueueCompletions(groups [][]*job) {
 	for _, js := range groups {
 		if err := d.completer.Enqueue(d.writeCtx, js); err != nil {
 			// Only after the completer closed, which the shutdown does once
-			// every job has ended: a bug, reported like a failed write.
+			// every job has ended, or for an item it cannot hold (a group
+			// heavier than its MaxWeight, which Weigh rules out): a bug,
+			// reported like a failed write.
 			for _, j := range js {
 				d.done(j, "complete", false, err, nil)
 			}

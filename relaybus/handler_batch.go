@@ -49,9 +49,9 @@ type BatchOptions struct {
 	MaxSize int
 	// MaxCalls is the most calls one claim of a key feeds: a claim takes
 	// up to MaxSize*MaxCalls due deliveries of a key (its run; at most
-	// 100, or MaxSize when that is more), and the handler gets them
-	// MaxSize at a time, in
-	// sequence order, each call after the one before succeeded in full;
+	// MaxBatchMaxSize, and the PostgreSQL store gives at most 128 from
+	// one hold of the key's lane), and the handler gets them MaxSize at
+	// a time, in sequence order, each call after the one before succeeded in full;
 	// after a failure the rest of the run is released, spending no
 	// attempt. So a hot key pays one claim for several calls, still with
 	// one call of the key in flight. 0 means DefaultBatchMaxCalls; else
@@ -140,16 +140,8 @@ func batchOptionsOf(name string, opts *BatchOptions) (BatchOptions, error) {
 
 // batchRunOf is the most deliveries of one key a claim takes for a batch
 // handler of o (its defaults applied): MaxCalls calls of MaxSize, at most
-// MaxBatchMaxSize.
-//
-// MaxCalls lengthens a run to at most batchRunCap (or MaxSize, when that
-// is longer): on PostgreSQL a keyed run longer than about a lane's quota
-// twice over is a known defect (found with BenchmarkHotKeysBatch: with
-// 4 hot keys, runs of 128 and 160 were never claimed; 100 were), which
-// MaxCalls must not reach where MaxSize alone would not.
+// MaxBatchMaxSize (driver.MaxKeyRun). A store may give less: PostgreSQL
+// gives at most twice a lane's quota from one hold of it.
 func batchRunOf(o BatchOptions) int {
-	return min(o.MaxSize*o.MaxCalls, max(o.MaxSize, batchRunCap))
+	return min(o.MaxSize*o.MaxCalls, MaxBatchMaxSize)
 }
-
-// batchRunCap bounds the run MaxCalls makes (see batchRunOf).
-const batchRunCap = 100

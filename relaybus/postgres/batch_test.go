@@ -298,3 +298,37 @@ func TestKeyRunsNotCutByTheQuota(t *testing.T) {
 		})
 	}
 }
+
+// TestLongKeyRunsDrain: batch handlers whose runs are longer than a
+// lane's quota twice over (MaxSize 200, and MaxSize 20 with MaxCalls 8)
+// drain four hot keys, in order, in calls longer than the quota. Before
+// the fix, no claim ever returned such a run: every worker stayed idle
+// with the whole backlog pending.
+func TestLongKeyRunsDrain(t *testing.T) {
+	t.Parallel()
+	for _, o := range []relaybus.BatchOptions{{MaxSize: 200, MaxCalls: 1}, {MaxSize: 20, MaxCalls: 8}} {
+		t.Run(fmt.Sprintf("size=%d/calls=%d", o.MaxSize, o.MaxCalls), func(t *testing.T) {
+			t.Parallel()
+			s, _ := setup(t, nil)
+			l := &keyedBatches{applied: map[string]int64{}, running: map[string]bool{}}
+			cfg := batchConfig("w")
+			cfg.BatchSize = 1_000
+			b, err := relaybus.New[pgx.Tx](s, cfg)
+			require.NoError(t, err)
+			require.NoError(t, b.HandleBatch("t", "h", l.handler(nil), &o))
+			events := make([]*relaybus.Event, 0, 2_000)
+			for i := range cap(events) {
+				events = append(events, &relaybus.Event{Type: "t", Key: fmt.Sprintf("k%d", i%4)})
+			}
+			require.NoError(t, b.Publish(t.Context(), events...))
+			startBus(t, b)
+			waitPG(t, "all handled", settledPG(t, s))
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			require.Empty(t, l.violations)
+			for k := range 4 {
+				require.Equal(t, int64(500), l.applied[fmt.Sprintf("k%d", k)])
+			}
+		})
+	}
+}
