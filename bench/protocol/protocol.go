@@ -165,6 +165,12 @@ type Dispatcher struct {
 	// CapabilityBatchHandlers, and an older one lists them ignored.
 	HandlerBatchMax   int `json:"handler_batch_max,omitempty"`
 	HandlerCallWaitUs int `json:"handler_call_wait_us,omitempty"`
+	// HandlerBatchCalls, with HandlerBatchMax, is the batch handlers'
+	// BatchOptions.MaxCalls (calls of one claim's run of a key); 0 is
+	// the library's default. Added after BatchOptions.MaxCalls: an older
+	// worker lists it ignored (and runs one call a claim, or its
+	// library's default).
+	HandlerBatchCalls int `json:"handler_batch_calls,omitempty"`
 	// Options: further dispatcher options by name (reported applied or
 	// ignored).
 	Options map[string]any `json:"options,omitempty"`

@@ -270,9 +270,10 @@ func TestBatchCellsAreOptIn(t *testing.T) {
 		if err := m.Filter([]int{Batch}); err != nil {
 			t.Fatal(err)
 		}
-		if len(m.Cells) != 2 {
-			t.Fatalf("%s: --scenarios 10 selects %d cells, want 2", m.Mode, len(m.Cells))
+		if len(m.Cells) != 3 {
+			t.Fatalf("%s: --scenarios 10 selects %d cells, want 3", m.Mode, len(m.Cells))
 		}
+		withCalls := 0
 		if err := m.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -284,10 +285,16 @@ func TestBatchCellsAreOptIn(t *testing.T) {
 			if base.HandlerBatchMax != 0 || cand.HandlerBatchMax == 0 {
 				t.Errorf("cell %q: base batch max %d, candidate %d", c.Name, base.HandlerBatchMax, cand.HandlerBatchMax)
 			}
-			cand.HandlerBatchMax = 0
+			if cand.HandlerBatchCalls > 0 {
+				withCalls++
+			}
+			cand.HandlerBatchMax, cand.HandlerBatchCalls = 0, 0
 			if base.HandlerCallWaitUs == 0 || !reflect.DeepEqual(base, cand) {
 				t.Errorf("cell %q: the sides differ in more than handler mode: %+v vs %+v", c.Name, base, cand)
 			}
+		}
+		if withCalls != 1 {
+			t.Errorf("%s: %d cells set the batch side's MaxCalls, want 1 (the third)", m.Mode, withCalls)
 		}
 	}
 }

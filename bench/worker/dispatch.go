@@ -84,7 +84,7 @@ func dispatch[TTx any](ctx context.Context, w *worker, st relaybus.Store[TTx]) e
 	}
 	for _, h := range wl.Handlers {
 		if dc.HandlerBatchMax > 0 {
-			if err := bus.HandleBatch(wl.EventType, h, batchHandler(apply, wait), w.batchOptions(dc.HandlerBatchMax)); err != nil {
+			if err := bus.HandleBatch(wl.EventType, h, batchHandler(apply, wait), w.batchOptions(dc.HandlerBatchMax, dc.HandlerBatchCalls)); err != nil {
 				return err
 			}
 			continue

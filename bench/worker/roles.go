@@ -101,6 +101,6 @@ func (w *worker) workloadHandlerOptions() *relaybus.HandlerOptions {
 
 // batchOptions are the options of the workload's handlers registered as
 // batch handlers of up to maxSize deliveries a call.
-func (w *worker) batchOptions(maxSize int) *relaybus.BatchOptions {
-	return &relaybus.BatchOptions{HandlerOptions: *w.workloadHandlerOptions(), MaxSize: maxSize}
+func (w *worker) batchOptions(maxSize, calls int) *relaybus.BatchOptions {
+	return &relaybus.BatchOptions{HandlerOptions: *w.workloadHandlerOptions(), MaxSize: maxSize, MaxCalls: calls}
 }

@@ -84,6 +84,12 @@ func validateDispatcher(c *protocol.Config) error {
 	if d.HandlerBatchMax < 0 || d.HandlerBatchMax > relaybus.MaxBatchMaxSize {
 		return fmt.Errorf("worker: dispatcher handler_batch_max %d out of range [0, %d]", d.HandlerBatchMax, relaybus.MaxBatchMaxSize)
 	}
+	if d.HandlerBatchCalls < 0 || d.HandlerBatchCalls > relaybus.MaxBatchMaxCalls {
+		return fmt.Errorf("worker: dispatcher handler_batch_calls %d out of range [0, %d]", d.HandlerBatchCalls, relaybus.MaxBatchMaxCalls)
+	}
+	if d.HandlerBatchCalls > 0 && d.HandlerBatchMax == 0 {
+		return fmt.Errorf("worker: dispatcher handler_batch_calls %d needs handler_batch_max (batch handlers)", d.HandlerBatchCalls)
+	}
 	if d.CompletionWindowDisabled && d.CompletionWindowUs != 0 {
 		return fmt.Errorf("worker: dispatcher completion_window_disabled with completion_window_us %d: set one of them", d.CompletionWindowUs)
 	}

@@ -21,6 +21,7 @@ var ignoredFields = map[string]string{
 	"dispatcher.completion_window_disabled": "a claim's completions are one statement, sent with the next claim",
 	"dispatcher.handler_batch_max":          "the ceiling runs one delivery a handler call and models no wait per call",
 	"dispatcher.handler_call_wait_us":       "the ceiling runs one delivery a handler call and models no wait per call",
+	"dispatcher.handler_batch_calls":        "the ceiling runs one delivery a handler call",
 }
 
 // knownOptions are the free-form Options keys this worker applies, per

@@ -29,6 +29,7 @@ var ignoredFields = map[string]string{
 	"dispatcher.completion_window_disabled": "River's completer batches by itself; it cannot be turned off",
 	"dispatcher.handler_batch_max":          "this peer runs one job a worker call and models no wait per call",
 	"dispatcher.handler_call_wait_us":       "this peer runs one job a worker call and models no wait per call",
+	"dispatcher.handler_batch_calls":        "this peer runs one job a worker call",
 	"cpu_profile_path":                      "this peer writes no CPU profile",
 }
 
