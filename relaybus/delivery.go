@@ -53,7 +53,8 @@ const (
 	// (its budget spent, or a Permanent error).
 	FinishBuried FinishOutcome = "buried"
 	// FinishReleased: the delivery was given back without spending an
-	// attempt (a shutdown, or Config.BeforeComplete failed).
+	// attempt (a shutdown, Config.BeforeComplete failed, or a batch given
+	// back to fill, BatchOptions.MaxWait).
 	FinishReleased FinishOutcome = "released"
 	// FinishLeaseLost: the final write found the lease taken over; what
 	// the attempt did is not recorded, and the new holder runs it.

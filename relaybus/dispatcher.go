@@ -47,7 +47,14 @@ type dispatcher[TTx any] struct {
 	// more single deliveries or batches than slots are free waits for a
 	// worker in launch (their leases are held and renewed meanwhile).
 	perSlot int
-	freed   chan struct{}
+	// keyRuns: the store claims a key's run (driver.ClaimsKeyRuns), so a
+	// keyed batch held back to fill (BatchOptions.MaxWait) can grow.
+	keyRuns bool
+	// unkeyedFill: per batch handler, when its last unkeyed batch given
+	// back to fill is due (fillTime), so that the batches given back
+	// meanwhile come due with it, as one. Claim loop only.
+	unkeyedFill map[string]time.Time
+	freed       chan struct{}
 	// keyFreed wakes an idle claim loop when a keyed delivery has finished
 	// (completed or buried): its key's next delivery may be due now; with
 	// claims that carry completions, as soon as a keyed success waits for
@@ -118,17 +125,19 @@ func newDispatcher[TTx any](store driver.Store[TTx], cfg Config, names []string,
 		}
 	}
 	d := &dispatcher[TTx]{
-		store:    store,
-		cfg:      cfg,
-		log:      cfg.Logger,
-		retry:    retryPolicyOf(cfg),
-		claim:    claim,
-		handlers: run,
-		freed:    make(chan struct{}, 1),
-		keyFreed: make(chan struct{}, 1),
-		held:     make(map[string]*job),
-		work:     make(chan work[TTx], cfg.Concurrency),
-		perSlot:  perSlot,
+		store:       store,
+		cfg:         cfg,
+		log:         cfg.Logger,
+		retry:       retryPolicyOf(cfg),
+		claim:       claim,
+		handlers:    run,
+		freed:       make(chan struct{}, 1),
+		keyFreed:    make(chan struct{}, 1),
+		held:        make(map[string]*job),
+		work:        make(chan work[TTx], cfg.Concurrency),
+		perSlot:     perSlot,
+		keyRuns:     driver.ClaimsKeyRuns(store),
+		unkeyedFill: map[string]time.Time{},
 	}
 	return d, nil
 }

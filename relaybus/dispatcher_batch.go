@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"time"
 
 	"github.com/berkcansavur/relaybus/relaybus/driver"
+	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
 // Batches: the deliveries of a batch handler (HandleBatch) that a claim
@@ -41,26 +43,89 @@ func (d *dispatcher[TTx]) startBatches(js []*job) {
 		}
 		groups[k] = append(groups[k], j)
 	}
+	now := d.cfg.Now()
 	for _, k := range order {
 		g, h := groups[k], d.handlers[k.handler]
 		if k.key != "" {
 			slices.SortFunc(g, func(a, b *job) int { return cmp.Compare(a.d.Sequence, b.d.Sequence) })
-			d.launchBatch(g, h)
+			d.launchBatch(g, h, d.fillTime(g, h, now))
 			continue
 		}
 		for start := 0; start < len(g); start += h.batchMax {
-			d.launchBatch(g[start:min(start+h.batchMax, len(g))], h)
+			part := g[start:min(start+h.batchMax, len(g))]
+			d.launchBatch(part, h, d.fillTime(part, h, now))
 		}
 	}
 }
 
+// fillTime is when the batch js of h is to run instead of now, to fill
+// (BatchOptions.MaxWait), or zero to run it now: it is shorter than
+// MaxSize, and its oldest delivery was published less than MaxWait
+// before now. A batch holding a retry (an attempt after the first) runs
+// now, and so does a keyed one when the store cannot claim a key's run
+// (it would never grow). The wait counts from the publish, which a
+// release leaves as it was, so the claim once that time has passed runs
+// the batch. A keyed batch's later deliveries wait behind its head; an
+// unkeyed batch is due with the one of its handler given back before it
+// when that is due sooner (unkeyedFill), so that they are claimed as one
+// batch. Called by the claim loop only.
+func (d *dispatcher[TTx]) fillTime(js []*job, h *handler[TTx], now time.Time) time.Time {
+	if h.batchWait <= 0 || len(js) >= h.batchMax || (js[0].d.Key != "" && !d.keyRuns) {
+		return time.Time{}
+	}
+	oldest := js[0].d.EventCreatedAt
+	for _, j := range js {
+		if j.d.Attempts > 1 {
+			return time.Time{}
+		}
+		if j.d.EventCreatedAt.Before(oldest) {
+			oldest = j.d.EventCreatedAt
+		}
+	}
+	if oldest.IsZero() {
+		return time.Time{}
+	}
+	until := oldest.Add(h.batchWait)
+	if !until.After(now) {
+		return time.Time{}
+	}
+	if js[0].d.Key == "" {
+		if u := d.unkeyedFill[h.name]; u.After(now) && u.Before(until) {
+			return u
+		}
+		d.unkeyedFill[h.name] = until
+	}
+	return until
+}
+
 // launchBatch takes a handler slot for the batch js and hands it to a
-// worker (see launch).
-func (d *dispatcher[TTx]) launchBatch(js []*job, h *handler[TTx]) {
+// worker (see launch), to run, or, with until set, to give back due then
+// (holdBack).
+func (d *dispatcher[TTx]) launchBatch(js []*job, h *handler[TTx], until time.Time) {
 	d.inflightMu.Lock()
 	d.inflight++
 	d.inflightMu.Unlock()
-	d.work <- work[TTx]{batch: js, h: h}
+	d.work <- work[TTx]{batch: js, h: h, until: until}
+}
+
+// holdBack gives the batch js back without running it, spending no
+// attempt, due again at until (BatchOptions.MaxWait): the claim after
+// that takes it with what arrived meanwhile. Every delivery is given
+// back due at until, so a keyed batch's head, and the key behind it,
+// waits whatever order the writes land in (a key is not claimed while any
+// of it is in flight). A lease found lost writes nothing more for that
+// delivery, as at any final write.
+func (d *dispatcher[TTx]) holdBack(js []*job, until time.Time) {
+	for _, j := range js {
+		if !d.beginFinish(j) {
+			continue
+		}
+		if d.finalWrite(j, "release", &d.stats.released, func(c context.Context, l relaytype.Lease, now time.Time) (bool, error) {
+			return d.store.DeliveryRelease(c, &driver.DeliveryReleaseParams{Lease: l, Now: now, AvailableAt: until})
+		}) {
+			d.stats.heldBack.Add(1)
+		}
+	}
 }
 
 // runBatch runs the batch handler of js: unkeyed deliveries in one call,

@@ -12,6 +12,7 @@ type DispatcherStats struct {
 	Rescheduled int64 // failures the store rescheduled
 	Buried      int64 // failures the store made dead letters
 	Released    int64 // deliveries given back without spending an attempt
+	HeldBack    int64 // of those, given back to fill a batch (BatchOptions.MaxWait)
 	LeasesLost  int64 // leases found lost (renewal, completion, or expiry)
 	Panics      int64 // handler panics recovered
 
@@ -50,14 +51,14 @@ func (b *Bus[TTx]) DispatcherStats() DispatcherStats {
 // dispatcherCounters are the dispatcher's own counters, updated atomically
 // by its goroutines.
 type dispatcherCounters struct {
-	claims, claimed, succeeded, completed, failed, rescheduled, buried, released, leasesLost, panics atomic.Int64
+	claims, claimed, succeeded, completed, failed, rescheduled, buried, released, heldBack, leasesLost, panics atomic.Int64
 }
 
 func (s *dispatcherCounters) snapshot() DispatcherStats {
 	return DispatcherStats{
 		Claims: s.claims.Load(), Claimed: s.claimed.Load(), Succeeded: s.succeeded.Load(),
 		Completed: s.completed.Load(), Failed: s.failed.Load(), Rescheduled: s.rescheduled.Load(),
-		Buried: s.buried.Load(), Released: s.released.Load(), LeasesLost: s.leasesLost.Load(),
+		Buried: s.buried.Load(), Released: s.released.Load(), HeldBack: s.heldBack.Load(), LeasesLost: s.leasesLost.Load(),
 		Panics: s.panics.Load(),
 	}
 }

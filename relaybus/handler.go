@@ -76,6 +76,10 @@ type handler[TTx any] struct {
 	batchTxFn BatchTxHandlerFunc[TTx]
 	batchMax  int
 	batchRun  int
+	// batchWait is BatchOptions.MaxWait: a batch shorter than batchMax
+	// whose oldest delivery was published less than batchWait ago is
+	// given back to be due then, to fill (holdBack).
+	batchWait time.Duration
 }
 
 func (h *handler[TTx]) runs() bool { return h.fn != nil || h.txFn != nil || h.isBatch() }

@@ -1,6 +1,9 @@
 package relaybus
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Batch handlers: a handler that takes several deliveries in one call, so
 // that what costs a round trip per call (a read-modify-write of an entity
@@ -42,8 +45,8 @@ type BatchOptions struct {
 	HandlerOptions
 	// MaxSize is the most deliveries of one call. 0 means
 	// DefaultBatchMaxSize; else [1, MaxBatchMaxSize]. A keyed batch holds
-	// what is due of its key when it is claimed, up to MaxSize: there is
-	// no wait to fill a batch. Config.BatchSize bounds the deliveries of
+	// what is due of its key when it is claimed, up to MaxSize (with
+	// MaxWait 0: no wait to fill a batch). Config.BatchSize bounds the deliveries of
 	// one claim, so batches are at most that large too: set it to at
 	// least MaxSize times MaxCalls times the keys that are busy at once.
 	MaxSize int
@@ -65,6 +68,26 @@ type BatchOptions struct {
 	// in order, and a call's completions wait for the calls after it.
 	// HandleBatchTx commits each call's transaction before the next call.
 	MaxCalls int
+	// MaxWait is the most a batch waits to fill: a claimed batch of
+	// fewer than MaxSize deliveries whose oldest was published
+	// (Event.CreatedAt) less than MaxWait ago is not run but given back,
+	// spending no attempt, due again when its oldest has waited MaxWait
+	// (driver.DeliveryReleaseParams.AvailableAt); the claim after that
+	// takes it with what arrived meanwhile (up to MaxSize times MaxCalls
+	// of a key) and runs it, full or not. A key's later deliveries wait
+	// behind its head, so its order holds. 0 (the default) runs what is
+	// due at once; else (0, MaxBatchMaxWait].
+	//
+	// What it costs: a batch given back is one release write per
+	// delivery, and its deliveries run up to MaxWait (plus
+	// Config.PollInterval, for the claim that finds them due) later.
+	// The wait counts from the publish, so a delivery published with a
+	// DeliverAt later than that, or retried, is not held back, and nor is
+	// a suspect (it runs alone). With a store that cannot claim a key's
+	// run (driver.KeyRunClaimer), a keyed batch never grows and MaxWait
+	// applies to unkeyed batches only. Batches given back are counted in
+	// DispatcherStats.HeldBack.
+	MaxWait time.Duration
 }
 
 // HandleBatch registers a batch handler fn for eventType under name (see
@@ -75,8 +98,8 @@ type BatchOptions struct {
 // flight when its lane was taken over) runs alone, in a batch of one.
 // With a store that cannot claim a key's run (driver.KeyRunClaimer; the
 // MongoDB store), a keyed batch holds one delivery: still correct, not
-// faster. Errors: as Handle, a nil fn, a MaxSize or MaxCalls out of
-// range, or Middleware given.
+// faster. Errors: as Handle, a nil fn, a MaxSize, MaxCalls or MaxWait
+// out of range, or Middleware given.
 func (b *Bus[TTx]) HandleBatch(eventType, name string, fn BatchHandlerFunc, opts *BatchOptions) error {
 	if fn == nil {
 		return invalidf("handler %q: nil BatchHandlerFunc", name)
@@ -85,7 +108,7 @@ func (b *Bus[TTx]) HandleBatch(eventType, name string, fn BatchHandlerFunc, opts
 	if err != nil {
 		return err
 	}
-	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchFn: fn, batchMax: o.MaxSize, batchRun: batchRunOf(o)})
+	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchFn: fn, batchMax: o.MaxSize, batchRun: batchRunOf(o), batchWait: o.MaxWait})
 }
 
 // BatchTxHandlerFunc handles a batch of deliveries inside one store
@@ -113,7 +136,7 @@ func (b *Bus[TTx]) HandleBatchTx(eventType, name string, fn BatchTxHandlerFunc[T
 	if err != nil {
 		return err
 	}
-	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchTxFn: fn, batchMax: o.MaxSize, batchRun: batchRunOf(o)})
+	return b.registerHandler(eventType, name, &o.HandlerOptions, &handler[TTx]{batchTxFn: fn, batchMax: o.MaxSize, batchRun: batchRunOf(o), batchWait: o.MaxWait})
 }
 
 // batchOptionsOf checks opts and applies their defaults.
@@ -131,6 +154,9 @@ func batchOptionsOf(name string, opts *BatchOptions) (BatchOptions, error) {
 		o.MaxCalls = DefaultBatchMaxCalls
 	} else if o.MaxCalls < 1 || o.MaxCalls > MaxBatchMaxCalls {
 		return o, invalidf("handler %q: MaxCalls %d out of range [1, %d]", name, o.MaxCalls, MaxBatchMaxCalls)
+	}
+	if o.MaxWait < 0 || o.MaxWait > MaxBatchMaxWait {
+		return o, invalidf("handler %q: MaxWait %v out of range [0, %v]", name, o.MaxWait, MaxBatchMaxWait)
 	}
 	if len(o.Middleware) > 0 {
 		return o, invalidf("handler %q: a batch handler takes no Middleware", name)

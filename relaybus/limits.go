@@ -34,6 +34,9 @@ const (
 	MaxBatchMaxCalls = driver.MaxKeyRun
 	// DefaultBatchMaxCalls is BatchOptions.MaxCalls when it is 0.
 	DefaultBatchMaxCalls = 4
+	// MaxBatchMaxWait bounds BatchOptions.MaxWait: a wait to fill a
+	// batch, not a schedule (Event.DeliverAt is that).
+	MaxBatchMaxWait = time.Minute
 	// MaxEventIDBytes bounds Event.ID, in bytes.
 	MaxEventIDBytes = driver.MaxEventIDBytes
 	// MaxEventTypeBytes bounds Event.Type and a handler's event type, in

@@ -96,7 +96,9 @@ type Store[TTx any] interface {
 	// DeliveryBury charges the failed attempt and makes the delivery dead.
 	DeliveryBury(ctx context.Context, params *DeliveryBuryParams) (bool, error)
 	// DeliveryRelease gives a claimed delivery back without spending an
-	// attempt (graceful shutdown before or while its handler ran).
+	// attempt (graceful shutdown before or while its handler ran; a batch
+	// held back to fill, params.AvailableAt set): a keyed one is its key's
+	// next again.
 	DeliveryRelease(ctx context.Context, params *DeliveryReleaseParams) (bool, error)
 	// OwnerRelinquish releases everything params.Owner holds through this
 	// store instance, without spending attempts, hands its lanes back at
@@ -326,6 +328,11 @@ type DeliveryBuryParams struct {
 type DeliveryReleaseParams struct {
 	Lease relaytype.Lease
 	Now   time.Time
+	// AvailableAt, when set and later than the delivery's AvailableAt,
+	// is when it is due again (a batch handler's wait to fill a batch,
+	// relaybus.BatchOptions.MaxWait): until then it is not claimed, and
+	// neither is anything of its key after it. Zero: due as it was.
+	AvailableAt time.Time
 }
 
 // OwnerRelinquishParams are the arguments of OwnerRelinquish.

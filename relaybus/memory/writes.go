@@ -105,7 +105,12 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *driver.DeliveryRele
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	return s.fenced(ctx, "release", params.Lease, func(d *delivery) { s.release(d, params.Now.Round(0)) })
+	return s.fenced(ctx, "release", params.Lease, func(d *delivery) {
+		if at := params.AvailableAt.Round(0); at.After(d.availableAt) {
+			d.availableAt = at // placed again by release
+		}
+		s.release(d, params.Now.Round(0))
+	})
 }
 
 // fenced is the shape of every single-lease write (validated already):

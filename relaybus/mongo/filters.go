@@ -228,11 +228,17 @@ func buryUpdate(lastError string, now time.Time) bson.D {
 
 // releaseUpdate ends a claim without spending an attempt: only claims
 // moves. Due time and suspect are kept, so the delivery keeps its place.
-func releaseUpdate(now time.Time) bson.D {
-	return bson.D{
+func releaseUpdate(now, availableAt time.Time) bson.D {
+	u := bson.D{
 		{Key: "$inc", Value: bson.D{{Key: fClaims, Value: int64(1)}}},
 		{Key: "$set", Value: bson.D{{Key: fUpdatedAt, Value: now}}},
 	}
+	if !availableAt.IsZero() {
+		// Due again no sooner than availableAt (a batch held back to
+		// fill); never sooner than it was.
+		u = append(u, bson.E{Key: "$max", Value: bson.D{{Key: fDueAt, Value: bsonTime(availableAt)}}})
+	}
+	return u
 }
 
 // releaseManyFilter selects the deliveries a relinquish releases: those

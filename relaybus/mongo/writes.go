@@ -267,7 +267,7 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *driver.DeliveryRele
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	return s.endClaim(ctx, "release", params.Lease, releaseUpdate(bsonTime(params.Now)))
+	return s.endClaim(ctx, "release", params.Lease, releaseUpdate(bsonTime(params.Now), params.AvailableAt))
 }
 
 // endClaim ends a claim with update, in one transaction:
@@ -419,7 +419,7 @@ func (s *Store) OwnerRelinquish(ctx context.Context, params *driver.OwnerRelinqu
 			models[i] = mongo.NewUpdateOneModel().SetFilter(laneOfHolderFilter(l.ID, l.Epoch, s.holder)).SetUpdate(relinquishLaneUpdate)
 		}
 		if len(ids) > 0 {
-			res, err := s.deliveries.UpdateMany(sctx, releaseManyFilter(ids), releaseUpdate(now))
+			res, err := s.deliveries.UpdateMany(sctx, releaseManyFilter(ids), releaseUpdate(now, time.Time{}))
 			if err != nil {
 				return err
 			}

@@ -332,3 +332,33 @@ func TestLongKeyRunsDrain(t *testing.T) {
 		})
 	}
 }
+
+// BatchOptions.MaxWait on PostgreSQL: a key's short batch is given back
+// (a release with AvailableAt) and, once its oldest has waited MaxWait,
+// claimed as one run with the key's deliveries published meanwhile.
+func TestBatchMaxWaitFillsAKeyRun(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, nil)
+	l := &keyedBatches{applied: map[string]int64{}, running: map[string]bool{}}
+	b, err := relaybus.New[pgx.Tx](s, batchConfig("w"))
+	require.NoError(t, err)
+	const wait = 2 * time.Second
+	require.NoError(t, b.HandleBatch("t", "h", l.handler(nil), &relaybus.BatchOptions{MaxSize: 5, MaxWait: wait}))
+	startBus(t, b)
+	start := time.Now()
+	require.NoError(t, b.Publish(t.Context(), &relaybus.Event{Type: "t", Key: "k"}))
+	waitPG(t, "the first batch given back", func() bool { return b.DispatcherStats().HeldBack >= 1 })
+	for range 4 {
+		require.NoError(t, b.Publish(t.Context(), &relaybus.Event{Type: "t", Key: "k"}))
+	}
+	waitPG(t, "all handled", settledPG(t, s))
+	require.GreaterOrEqual(t, time.Since(start), wait)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Empty(t, l.violations)
+	require.Len(t, l.calls, 1, "one call of the filled batch")
+	require.Len(t, l.calls[0], 5)
+	for _, d := range l.calls[0] {
+		require.Equal(t, 1, d.Attempts, "a batch given back spent an attempt")
+	}
+}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -239,7 +240,11 @@ func (s *Store) DeliveryRelease(ctx context.Context, params *driver.DeliveryRele
 	if err := params.Validate(); err != nil {
 		return false, err
 	}
-	return s.endClaim(ctx, "release", params.Lease, s.q.release, params.Now)
+	var at *time.Time
+	if !params.AvailableAt.IsZero() {
+		at = &params.AvailableAt
+	}
+	return s.endClaim(ctx, "release", params.Lease, s.q.release, params.Now, at)
 }
 
 // endClaim runs one of the statements that end a claim without deleting

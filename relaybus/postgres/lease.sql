@@ -99,8 +99,9 @@ SELECT count(*) FROM ended
 -- A failed last attempt, charged here: dead, last error $6.
 {{define "bury"}}{{template "endClaim" .Ending "attempts = d.attempts + 1, suspect = false, status = 'dead', last_error = $6"}}{{end}}
 
--- A graceful release spends no attempt; a suspect stays one.
-{{define "release"}}{{template "endClaim" .Ending "available_at = d.available_at"}}{{end}}
+-- A graceful release spends no attempt; a suspect stays one. $6, when
+-- not null, is a later time it is due at (a batch held back to fill).
+{{define "release"}}{{template "endClaim" .Ending "available_at = greatest(d.available_at, coalesce($6::timestamptz, d.available_at))"}}{{end}}
 
 -- Relinquish: release what (owner, holder) has in flight, expired
 -- leases included (nobody took them over, so those attempts did not

@@ -46,6 +46,64 @@ func testRelease[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		require.Equal(t, 3, last.Attempts, "the lost attempt was not charged")
 	})
 
+	t.Run("ReleaseUntil", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		// A key's head released to be due later (a batch held back to
+		// fill, relaybus.BatchOptions.MaxWait): neither it nor the key's
+		// later delivery is claimed before then, another key is, and the
+		// head comes back as the same attempt, its key's next again.
+		e.publish(&eventOpts{Key: Ptr("k")})
+		e.publish(&eventOpts{Key: Ptr("k")})
+		other, _ := e.publish(&eventOpts{Key: Ptr("other")})
+		ds := e.claim(&claimOpts{Limit: Ptr(1)})
+		require.Len(t, ds, 1)
+		head := ds[0]
+		if head.Key != "k" {
+			// The claim took "other" first: give it back at once.
+			require.True(t, e.release(head.Lease(), T0))
+			ds = e.claim(&claimOpts{Limit: Ptr(1)})
+			require.Len(t, ds, 1)
+			head = ds[0]
+		}
+		require.Equal(t, "k", head.Key)
+		require.EqualValues(t, 1, head.Sequence)
+		ok, err := e.s.DeliveryRelease(e.ctx, &driver.DeliveryReleaseParams{Lease: head.Lease(), Now: At(time.Second), AvailableAt: At(10 * time.Second)})
+		require.NoError(t, err)
+		require.True(t, ok)
+		got := e.get(head)
+		require.Equal(t, relaytype.StatusPending, got.Status)
+		require.Equal(t, 0, got.Attempts, "a release spends no attempt")
+		require.True(t, got.AvailableAt.Equal(At(10*time.Second)), "due at %v, want %v", got.AvailableAt, At(10*time.Second))
+
+		early := e.claim(&claimOpts{Now: Ptr(At(5 * time.Second))})
+		for _, d := range early {
+			require.NotEqual(t, "k", d.Key, "claimed %s#%d before its release's AvailableAt", d.Key, d.Sequence)
+		}
+		for _, d := range early {
+			require.Equal(t, other.Key, d.Key)
+			require.True(t, e.complete(d.Lease(), At(5*time.Second)))
+		}
+		again := e.claim(&claimOpts{Now: Ptr(At(10 * time.Second)), Limit: Ptr(1)})
+		require.Len(t, again, 1)
+		require.Equal(t, head.ID, again[0].ID)
+		require.Equal(t, 1, again[0].Attempts, "the held-back attempt was spent")
+		require.True(t, e.complete(again[0].Lease(), At(10*time.Second)))
+		next := e.claimOne(&claimOpts{Now: Ptr(At(10 * time.Second))})
+		require.Equal(t, "k", next.Key)
+		require.EqualValues(t, 2, next.Sequence)
+		require.True(t, e.complete(next.Lease(), At(10*time.Second)))
+
+		// A release never makes a delivery due sooner than it was.
+		late, _ := e.publish(&eventOpts{Key: Ptr("late"), DeliverAt: Ptr(At(20 * time.Second))})
+		d := e.claimOne(&claimOpts{Now: Ptr(At(20 * time.Second)), Limit: Ptr(1)})
+		require.Equal(t, late.Key, d.Key)
+		ok, err = e.s.DeliveryRelease(e.ctx, &driver.DeliveryReleaseParams{Lease: d.Lease(), Now: At(20 * time.Second), AvailableAt: At(15 * time.Second)})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.True(t, e.get(d).AvailableAt.Equal(At(20*time.Second)), "an earlier AvailableAt moved the due time")
+	})
+
 	t.Run("ReleaseKeepsSuspect", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
