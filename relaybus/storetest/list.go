@@ -205,8 +205,13 @@ func testList[TTx any](t *testing.T, newEnv func(*testing.T) *env[TTx]) {
 		}
 		require.Equal(t, map[string]time.Duration{"h1": 80 * time.Second, "h2": 60 * time.Second, "h3": 40 * time.Second, "h4": 0}, ages)
 		// h1's oldest claimed: its next is its oldest waiting; h2's
-		// unchanged.
-		e.claimOne(&claimOpts{Limit: Ptr(1), Now: Ptr(At(60 * time.Second))})
+		// unchanged. The claim is made at 20s, when h1's oldest is its
+		// only due delivery: a store need not claim unkeyed deliveries
+		// oldest first across its lanes (PostgreSQL takes any of several
+		// lanes with due work), so a later claim of one could take h1's
+		// second instead.
+		d := e.claimOne(&claimOpts{Limit: Ptr(1), Now: Ptr(At(20 * time.Second))})
+		requireTime(t, At(10*time.Second), d.EventCreatedAt, "h1's oldest, published at 10s")
 		st = e.stats(At(90 * time.Second))
 		require.Equal(t, 60*time.Second, st.Handlers["h1"].OldestDueAge)
 		require.Equal(t, 60*time.Second, st.Handlers["h2"].OldestDueAge)
