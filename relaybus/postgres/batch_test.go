@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -295,6 +296,62 @@ func TestKeyRunsNotCutByTheQuota(t *testing.T) {
 				require.NoError(t, err)
 			}
 			require.Equal(t, c.want, sizes)
+		})
+	}
+}
+
+// TestCarriedCompletionFreesASpentLane: a claim that carries the
+// completion of a hot key's run from a lane that gave its quota claims
+// the key's next run in the same round trip (the lane handed back and
+// taken again), however the runs fall against the quota. Before the fix,
+// the store instance's ledger still counted the carried deliveries as in
+// flight when the claim read its hints, so the claim kept the spent lane,
+// claimed nothing from it, and the key waited for the next claim.
+func TestCarriedCompletionFreesASpentLane(t *testing.T) {
+	t.Parallel()
+	for _, max := range []int{80, 20} {
+		t.Run(fmt.Sprint("max=", max), func(t *testing.T) {
+			t.Parallel()
+			s, _ := setup(t, nil)
+			ctx := t.Context()
+			now := time.Now()
+			const total = 200
+			var eps []*driver.EventPublish
+			for i := range total {
+				eps = append(eps, &driver.EventPublish{
+					Event:      &relaybus.Event{ID: fmt.Sprint("e", i), Type: "t", Key: "hot"},
+					Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 3}},
+				})
+			}
+			_, err := s.EventPublish(ctx, &driver.EventPublishParams{Events: eps, Now: now})
+			require.NoError(t, err)
+			claim := driver.DeliveryClaimParams{Owner: "w", Handlers: []string{"h"}, Limit: 1_000,
+				LeaseDuration: time.Minute, Now: now, KeyRuns: []driver.KeyRun{{Handler: "h", Max: max}}}
+			p := claim
+			ds, err := s.DeliveryClaim(ctx, &p)
+			require.NoError(t, err)
+			var sizes []int
+			next := 0
+			for len(ds) > 0 {
+				sizes = append(sizes, len(ds))
+				leases := make([]relaytype.Lease, len(ds))
+				for i, d := range ds {
+					require.Equal(t, fmt.Sprint("e", next), d.EventID, "the key's deliveries in sequence order")
+					next++
+					leases[i] = d.Lease()
+				}
+				res, err := s.DeliveryCompleteClaim(ctx, &driver.DeliveryCompleteClaimParams{
+					Complete: driver.DeliveryCompleteManyParams{Leases: leases, Now: now},
+					Claim:    claim,
+				})
+				require.NoError(t, err)
+				require.Equal(t, slices.Repeat([]bool{true}, len(leases)), res.Completed)
+				ds = res.Claimed
+				if len(ds) == 0 && next < total {
+					t.Fatalf("a claim carrying the run of %d that ended at delivery %d claimed nothing; runs so far %v", len(leases), next, sizes)
+				}
+			}
+			require.Equal(t, total, next)
 		})
 	}
 }

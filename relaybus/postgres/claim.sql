@@ -118,7 +118,11 @@ FROM (
 --            in their quota (claimQuota less what they gave since
 --            they were taken), and, where the ledger's hint names the
 --            lane's epoch and picks, how many of its deliveries are
---            still in flight (known). FOR NO KEY UPDATE does not conflict
+--            still in flight (known): the hint's count, less what a
+--            completion carried by this claim deleted from the lane
+--            earlier in the transaction (relaybus.completed, see
+--            completedLanes), which the hint, taken before the round
+--            trip, still counts. FOR NO KEY UPDATE does not conflict
 --            with the FOR KEY SHARE of a transactional completion, so
 --            a claim never waits for a handler's transaction.
 --   heads:   per lane with room, the head of every (handler, key),
@@ -183,7 +187,9 @@ FROM (
 {{define "claimOwn" -}}
 WITH RECURSIVE own AS MATERIALIZED (
 	SELECT l.lane, l.epoch, l.in_flight, greatest({{.ClaimQuota}} - l.picks, 0) AS room,
-		(SELECT h.outstanding FROM unnest($9::smallint[], $10::bigint[], $11::int[], $12::int[]) AS h(lane, epoch, picks, outstanding)
+		(SELECT h.outstanding - (SELECT count(*) FROM unnest(coalesce(nullif(current_setting('relaybus.completed', true), ''), '{}')::smallint[]) AS c(lane)
+				WHERE c.lane = l.lane)
+			FROM unnest($9::smallint[], $10::bigint[], $11::int[], $12::int[]) AS h(lane, epoch, picks, outstanding)
 			WHERE h.lane = l.lane AND h.epoch = l.epoch AND h.picks = l.picks LIMIT 1) AS known
 	FROM {{.Lanes}} l
 	WHERE l.lane = ANY (coalesce(nullif(current_setting(CASE WHEN $6 THEN 'relaybus.taken' ELSE 'relaybus.own' END, true), ''), '{}')::smallint[])

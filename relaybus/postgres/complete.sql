@@ -58,14 +58,30 @@ SELECT id, event_id, handler, event_type, key, sequence, attempts + 1, max_attem
 FROM gone
 {{- end}}
 
+-- completedLanes is the final WHERE of a completion: a constant
+-- condition (evaluated once, before the first row, whether or not any
+-- row was deleted) that records the lane of each deleted row in the
+-- transaction-local relaybus.completed. A claim that carries the
+-- completion (DeliveryCompleteClaim) runs claimOwn after it in the same
+-- transaction, and claimOwn subtracts these from the store instance's
+-- hint of what a lane has in flight (ledger.go): the hint was taken
+-- before the round trip, when they were still in flight. Elsewhere the
+-- setting is read by nothing and ends with the transaction.
+{{define "completedLanes" -}}
+WHERE (SELECT set_config('relaybus.completed', coalesce((SELECT array_agg(g.lane) FROM gone g), '{}')::text, true)) IS NOT NULL
+{{- end}}
+
 -- Complete: delete the rows whose fence holds, in one statement; $1
 -- ids, $2 lanes, $3 claims, $4 epochs (one entry per lease), $5 now.
 -- The lane rows are read, not written or locked. It returns the token
--- each deleted row matched.
+-- each deleted row matched, and records their lanes (completedLanes).
 {{define "completeMany" -}}
-WITH {{template "fenced" .}}
-{{template "deleteFenced" .}}
-RETURNING d.id, d.lane, d.claims, (SELECT l.epoch FROM {{.Lanes}} l WHERE l.lane = d.lane)
+WITH {{template "fenced" .}}, gone AS (
+	{{template "deleteFenced" .}}
+	RETURNING d.id, d.lane, d.claims
+)
+SELECT g.id, g.lane, g.claims, (SELECT l.epoch FROM {{.Lanes}} l WHERE l.lane = g.lane) FROM gone g
+{{template "completedLanes" .}}
 {{- end}}
 
 -- completeMany, with Options.CompletionHistory: the deleted rows are
@@ -78,6 +94,7 @@ WITH {{template "fenced" .}}, gone AS (
 	{{template "historyInsert" .}}
 )
 SELECT g.id, g.lane, g.claims, (SELECT l.epoch FROM {{.Lanes}} l WHERE l.lane = g.lane) FROM gone g
+{{template "completedLanes" .}}
 {{- end}}
 
 -- Complete in the caller's transaction: FOR KEY SHARE on the lane
