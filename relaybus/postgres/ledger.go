@@ -40,6 +40,13 @@ import (
 // have committed picks the instance never saw. A finished delivery is
 // counted only after its write committed, and a pick only after the claim
 // that made it committed, so a hint never says less is in flight than is.
+// The one adjustment is made in SQL: a claim that carries completions
+// subtracts from a lane's hint the rows that its own completion statement
+// deleted from the lane earlier in the same transaction (relaybus.completed,
+// completedLanes in complete.sql). Each of them is a pick of the hint's
+// hold (the completion's fence checked the lane's epoch, which the claim
+// holds locked) that the hint still counts as unfinished, so the
+// difference is exact.
 type ledger struct {
 	mu    sync.Mutex
 	lanes map[int16]*ledgerLane
