@@ -37,7 +37,10 @@ type fakeCluster struct {
 	// record line behind), "crash-exit" (a dispatcher that fails when
 	// the server crashes after it started).
 	misbehave map[string]string
-	// handleEvery is the pause of a fake dispatcher between deliveries.
+	// handleEvery is the pause of a fake dispatcher between deliveries. It
+	// bounds what a window can handle whatever the machine's speed: at
+	// 200µs a fast machine handled a test's whole preload inside its window
+	// and the runner ran the cell again.
 	handleEvery time.Duration
 	// events logs "create <db>", "begin <db>" (the window's first
 	// snapshot) and "end <db>" (its last), in order.
@@ -53,7 +56,7 @@ func (c *fakeCluster) log(event string) {
 }
 
 func newFakeCluster() *fakeCluster {
-	return &fakeCluster{dbs: map[string]*fakeDB{}, misbehave: map[string]string{}, handleEvery: 200 * time.Microsecond}
+	return &fakeCluster{dbs: map[string]*fakeDB{}, misbehave: map[string]string{}, handleEvery: time.Millisecond}
 }
 
 // fakeDB is one window database: pending deliveries in publish order.

@@ -641,7 +641,11 @@ func TestManifestListsTheProcesses(t *testing.T) {
 func TestSideSettings(t *testing.T) {
 	t.Parallel()
 	fc := newFakeCluster()
-	c := dispatchTestCell(200, 1)
+	// Paced so that no window can handle its whole preload: a preload that
+	// runs out runs the cell again (more windows than the two asked for),
+	// which on a fast machine made this test count three of each.
+	fc.handleEvery = 2 * time.Millisecond
+	c := dispatchTestCell(400, 1)
 	c.Sides = map[string]scenarios.SideRun{
 		result.SideBase:      {Dispatcher: protocol.Dispatcher{Concurrency: 3, Batch: 3}, Settings: "base's own"},
 		result.SideCandidate: {Dispatcher: protocol.Dispatcher{Concurrency: 5, Batch: 5}, Settings: "candidate's own"},
