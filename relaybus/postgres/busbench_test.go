@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,11 @@ const (
 //
 // carry=off: the same on stores whose claims carry no completions
 // (noCarry, in batch_bench_test.go).
+//
+// RELAYBUS_BENCH_BUSES=k splits each process into k Buses of its own
+// Owner on the process's pool, each with a k-th of its Concurrency: k
+// claim loops over disjoint lanes, the shape of claim streams built as
+// separate owners.
 func BenchmarkBusDispatch(b *testing.B) {
 	for _, carry := range []bool{true, false} {
 		b.Run("carry="+onOff(carry), func(b *testing.B) { benchBusDispatch(b, carry) })
@@ -55,33 +61,42 @@ func benchBusDispatch(b *testing.B, carry bool) {
 	b.ResetTimer()
 	start = time.Now()
 	var stops []func()
+	streams := 1
+	if v := os.Getenv("RELAYBUS_BENCH_BUSES"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(b, err, "RELAYBUS_BENCH_BUSES")
+		require.True(b, n >= 1 && n <= busBenchConc, "RELAYBUS_BENCH_BUSES=%d: between 1 and %d", n, busBenchConc)
+		streams = n
+	}
 	for p := range busBenchProcs {
 		cfg, err := pgxpool.ParseConfig(pool.Config().ConnString())
 		require.NoError(b, err)
 		cfg.MaxConns = busBenchPool
 		pp, err := pgxpool.NewWithConfig(ctx, cfg)
 		require.NoError(b, err)
-		st, err := postgres.New(pp, nil)
-		require.NoError(b, err)
-		bus, err := relaybus.New(carrying(st, carry), relaybus.Config{
-			Owner:        "bus" + strconv.Itoa(p),
-			Concurrency:  busBenchConc,
-			BatchSize:    busBenchBatch,
-			PollInterval: 50 * time.Millisecond,
-			Now:          now,
-			AfterFinish: func(_ context.Context, f relaybus.Finish) {
-				if f.Outcome == relaybus.FinishCompleted {
-					completed.Add(1)
-				}
-			},
-		})
-		require.NoError(b, err)
-		require.NoError(b, bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error { return nil }, nil))
-		require.NoError(b, bus.Start(ctx))
-		stops = append(stops, func() {
-			require.NoError(b, bus.Stop(context.Background()))
-			pp.Close()
-		})
+		for k := range streams {
+			st, err := postgres.New(pp, nil)
+			require.NoError(b, err)
+			bus, err := relaybus.New(carrying(st, carry), relaybus.Config{
+				Owner:        "bus" + strconv.Itoa(p) + "." + strconv.Itoa(k),
+				Concurrency:  busBenchConc / streams,
+				BatchSize:    busBenchBatch,
+				PollInterval: 50 * time.Millisecond,
+				Now:          now,
+				AfterFinish: func(_ context.Context, f relaybus.Finish) {
+					if f.Outcome == relaybus.FinishCompleted {
+						completed.Add(1)
+					}
+				},
+			})
+			require.NoError(b, err)
+			require.NoError(b, bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error { return nil }, nil))
+			require.NoError(b, bus.Start(ctx))
+			stops = append(stops, func() {
+				require.NoError(b, bus.Stop(context.Background()))
+			})
+		}
+		stops = append(stops, pp.Close)
 	}
 	for completed.Load() < int64(total) {
 		time.Sleep(time.Millisecond)

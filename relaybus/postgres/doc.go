@@ -70,9 +70,9 @@
 // # Publishing
 //
 // A publish is one round trip: publish.sql's publishInsert and
-// publishNumber, sent as one pipelined batch whose second statement needs
-// nothing the client learns from the first (EventPublishTx has the
-// details). EventPublish, the Bus's Publish, sends the same batch without
+// publishNumber (publishStale for a call without keys), sent as one
+// pipelined batch whose second statement needs nothing the client
+// learns from the first (EventPublishTx has the details). EventPublish, the Bus's Publish, sends the same batch without
 // BEGIN and COMMIT: the server runs a pipeline in one implicit
 // transaction, committed when the batch ends and rolled back whole when
 // one of its statements fails. docs/publishing.md has what each keeps of

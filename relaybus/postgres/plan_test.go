@@ -299,13 +299,17 @@ func TestPlans(t *testing.T) {
 			// Publish: a republish that adds a handler reads events by
 			// their primary key and no deliveries (the foreign key checks
 			// read events, by its primary key).
+			// The call is unkeyed, so it is publishStale's; publishNumber
+			// (a call with keyed events) does the same for it.
 			handlers := `["new-handler"]`
-			p = explain(t, pool, generic, s.q.publishNumber,
-				"text[], text[], smallint[], jsonb[], text[], text[], int[], timestamptz, timestamptz[]",
-				[]any{[]string{"e1"}, []*string{nil}, []int16{3}, []*string{&handlers}, []string{"e1"}, []string{"new-handler"}, []int32{3}, now, []time.Time{now}})
-			for _, table := range []string{"relaybus_deliveries", "relaybus_events"} {
-				for _, scan := range p.scans(table) {
-					require.NotContains(t, scan, "Seq Scan", "publish:\n%s", p.text)
+			for _, q := range []string{s.q.publishStale, s.q.publishNumber} {
+				p = explain(t, pool, generic, q,
+					"text[], text[], smallint[], jsonb[], text[], text[], int[], timestamptz, timestamptz[]",
+					[]any{[]string{"e1"}, []*string{nil}, []int16{3}, []*string{&handlers}, []string{"e1"}, []string{"new-handler"}, []int32{3}, now, []time.Time{now}})
+				for _, table := range []string{"relaybus_deliveries", "relaybus_events"} {
+					for _, scan := range p.scans(table) {
+						require.NotContains(t, scan, "Seq Scan", "publish:\n%s", p.text)
+					}
 				}
 			}
 		})
@@ -387,6 +391,7 @@ func TestPublishPlansOnAFreshTable(t *testing.T) {
 		{"new unkeyed", "n1", "", []string{"h"}},
 		{"new keyed", "n2", "k0", []string{"h"}},
 		{"republish adding a handler", "old4", "k1", []string{"h", "h2"}},
+		{"unkeyed republish adding a handler", "old1", "", []string{"h", "h2"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := s.newPublish(&driver.EventPublishParams{Now: now, Events: []*driver.EventPublish{{
@@ -402,7 +407,12 @@ func TestPublishPlansOnAFreshTable(t *testing.T) {
 					p.unkeyed.eventIDs, p.unkeyed.handlers, p.unkeyed.maxAttempts, now, p.dues)
 				require.NoError(t, err)
 			}
-			plan := explain(t, pool, true, s.q.publishNumber, numberTypes,
+			// The second statement the call sends (publish.go).
+			second, name := s.q.publishNumber, "publishNumber"
+			if !p.keyed {
+				second, name = s.q.publishStale, "publishStale"
+			}
+			plan := explain(t, pool, true, second, numberTypes,
 				[]any{p.ids, p.keys, p.lanes, p.handlers, p.all.eventIDs, p.all.handlers, p.all.maxAttempts, now, p.dues}, insert)
 			// The scans of events that ran: by primary key, except the
 			// sequential scan of the UPDATE that numbers new keyed events
@@ -419,15 +429,15 @@ func TestPublishPlansOnAFreshTable(t *testing.T) {
 				want = append(want, "Seq Scan")
 			}
 			for _, scan := range ran {
-				require.Contains(t, want, scan, "publishNumber:\n%s", plan.text)
+				require.Contains(t, want, scan, name+":\n%s", plan.text)
 			}
 			if c.key == "" && !strings.HasPrefix(c.id, "old") {
-				require.NotContains(t, ran, "Seq Scan", "publishNumber:\n%s", plan.text)
+				require.NotContains(t, ran, "Seq Scan", name+":\n%s", plan.text)
 			}
 			for _, table := range []string{"relaybus_deliveries", "relaybus_keys"} {
-				require.Empty(t, plan.scans(table), "publishNumber reads %s:\n%s", table, plan.text)
+				require.Empty(t, plan.scans(table), name+" reads %s:\n%s", table, plan.text)
 			}
-			t.Logf("publishNumber, generic, %d buffers, events read by %v", plan.buffers(), ran)
+			t.Logf("%s, generic, %d buffers, events read by %v", name, plan.buffers(), ran)
 			plan = explain(t, pool, true, s.q.publishInsert, insertTypes,
 				[]any{p.ids, p.types, p.keys, p.payloads, p.headers, p.createdAts, p.handlers, p.lanes,
 					p.unkeyed.eventIDs, p.unkeyed.handlers, p.unkeyed.maxAttempts, now, p.dues})

@@ -15,7 +15,10 @@
 -- inserted with sequence -1 and no handlers, the mark that it is new:
 -- only its own transaction can see it before publishNumber gives it its
 -- sequence, in the same round trip, so a republished event never
--- consumes a sequence number.
+-- consumes a sequence number. A call with no keyed event sends
+-- publishStale in place of publishNumber: the part of it such a call can
+-- use (the republished events' missing deliveries), which is cheaper to
+-- start (publishStale below).
 
 -- The planner settings of a publish (see planSettings in claim.sql),
 -- sent before its statements in the same round trip: enable_seqscan off
@@ -72,29 +75,13 @@ WITH u AS (
 SELECT ARRAY(SELECT id FROM ins), (SELECT count(*) FROM dl)
 {{- end}}
 
--- Publish, statement 2: for the events of the call ($1, with the key and
--- lane given and each one's handlers, as in statement 1, and $9 when
--- its deliveries are due; $5 to $7 are every delivery of the call):
---   - fresh: the keyed events statement 1 inserted (sequence -1). Their
---     keys' counters are upserted in key order (two publishers of several
---     keys cannot deadlock), which keeps each counter row locked until
---     the transaction ends: a second publisher of the key waits, so
---     sequences follow commit order. They are numbered per key in call
---     order and get all their deliveries.
---   - stale: the events that existed and lack a handler of this call,
---     locked in id order (FOR NO KEY UPDATE, which does not conflict
---     with the foreign key checks of delivery inserts) and re-read at
---     their latest version, so that two transactions adding the same
---     handler to one event cannot both add it. They get deliveries only
---     for those handlers, with the type, key and sequence stored; the
---     lane is the one given unless the stored key differs, then it is
---     computed here (LaneOf: FNV-1a of the key, or of the id when
---     unkeyed, modulo 256).
--- Events that have every handler already are only read. Returns the
--- deliveries inserted, how many of the call's events were found, and the
--- ordinals (1-based) and sequences of the keyed ones.
-{{define "publishNumber" -}}
-WITH u AS (
+-- The reads every publish's second statement starts with (publishNumber,
+-- publishStale): u, the call's events; cur, each one's row as the
+-- statement's snapshot sees it; stale, the existing events that lack a
+-- handler of the call, locked and re-read at their newest version; d,
+-- every delivery of the call ($5 to $7).
+{{define "publishRead" -}}
+u AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::smallint[], $4::jsonb[], $9::timestamptz[]) WITH ORDINALITY AS u(id, key, lane, handlers, due, ord)
 ), cur AS MATERIALIZED (
 	-- Per event of the call, its row as this statement's snapshot sees
@@ -135,7 +122,60 @@ WITH u AS (
 		LIMIT 1
 		FOR NO KEY UPDATE
 	) x
-), counters AS (
+), d AS (
+	SELECT * FROM unnest($5::text[], $6::text[], $7::int[]) WITH ORDINALITY AS d(event_id, handler, max_attempts, ord)
+)
+{{- end}}
+
+-- The deliveries of the call that a stale event lacks (publishNumber,
+-- publishStale).
+{{define "publishStaleAdded" -}}
+stale_added AS (
+	SELECT s.id, s.type, s.key, s.sequence, s.lane, s.due, d.handler, d.max_attempts, d.ord
+	FROM stale s JOIN d ON d.event_id = s.id
+	WHERE d.handler <> ALL (s.handlers)
+)
+{{- end}}
+
+-- The insert of stale_added (publishNumber, publishStale).
+{{define "publishStaleInsert" -}}
+dl_stale AS (
+	-- ON CONFLICT only guards a delivery no events.handlers lists (none
+	-- is written so); events.handlers is what keeps a completed (deleted)
+	-- one from coming back.
+	INSERT INTO {{.Deliveries}} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
+		available_at, created_at, updated_at)
+	SELECT a.id, a.handler, a.type, a.key, a.sequence, a.lane, 'pending', 0, a.max_attempts, a.due, $8, $8
+	FROM stale_added a
+	ORDER BY a.ord
+	ON CONFLICT (event_id, handler) DO NOTHING
+	RETURNING 1
+)
+{{- end}}
+
+-- Publish, statement 2: for the events of the call ($1, with the key and
+-- lane given and each one's handlers, as in statement 1, and $9 when
+-- its deliveries are due; $5 to $7 are every delivery of the call):
+--   - fresh: the keyed events statement 1 inserted (sequence -1). Their
+--     keys' counters are upserted in key order (two publishers of several
+--     keys cannot deadlock), which keeps each counter row locked until
+--     the transaction ends: a second publisher of the key waits, so
+--     sequences follow commit order. They are numbered per key in call
+--     order and get all their deliveries.
+--   - stale: the events that existed and lack a handler of this call,
+--     locked in id order (FOR NO KEY UPDATE, which does not conflict
+--     with the foreign key checks of delivery inserts) and re-read at
+--     their latest version, so that two transactions adding the same
+--     handler to one event cannot both add it. They get deliveries only
+--     for those handlers, with the type, key and sequence stored; the
+--     lane is the one given unless the stored key differs, then it is
+--     computed here (LaneOf: FNV-1a of the key, or of the id when
+--     unkeyed, modulo 256).
+-- Events that have every handler already are only read. Returns the
+-- deliveries inserted, how many of the call's events were found, and the
+-- ordinals (1-based) and sequences of the keyed ones.
+{{define "publishNumber" -}}
+WITH {{template "publishRead" .}}, counters AS (
 	INSERT INTO {{.Keys}} AS k (key, last_sequence)
 	SELECT c.key, count(*) FROM cur c WHERE c.sequence = -1 GROUP BY c.key
 	ORDER BY c.key
@@ -146,16 +186,10 @@ WITH u AS (
 		k.last_sequence - count(*) OVER (PARTITION BY c.key) + row_number() OVER (PARTITION BY c.key ORDER BY c.ord) AS sequence
 	FROM cur c JOIN counters k ON k.key = c.key
 	WHERE c.sequence = -1
-), d AS (
-	SELECT * FROM unnest($5::text[], $6::text[], $7::int[]) WITH ORDINALITY AS d(event_id, handler, max_attempts, ord)
 ), fresh_added AS (
 	SELECT f.id, f.type, f.key, f.sequence, f.lane, f.due, d.handler, d.max_attempts, d.ord
 	FROM fresh f JOIN d ON d.event_id = f.id
-), stale_added AS (
-	SELECT s.id, s.type, s.key, s.sequence, s.lane, s.due, d.handler, d.max_attempts, d.ord
-	FROM stale s JOIN d ON d.event_id = s.id
-	WHERE d.handler <> ALL (s.handlers)
-), names AS (
+), {{template "publishStaleAdded" .}}, names AS (
 	SELECT a.id, array_agg(a.handler ORDER BY a.ord) AS added
 	FROM (SELECT id, handler, ord FROM fresh_added UNION ALL SELECT id, handler, ord FROM stale_added) AS a
 	GROUP BY a.id
@@ -181,18 +215,7 @@ WITH u AS (
 	FROM fresh_added a
 	ORDER BY a.ord
 	RETURNING 1
-), dl_stale AS (
-	-- ON CONFLICT only guards a delivery no events.handlers lists (none
-	-- is written so); events.handlers is what keeps a completed (deleted)
-	-- one from coming back.
-	INSERT INTO {{.Deliveries}} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
-		available_at, created_at, updated_at)
-	SELECT a.id, a.handler, a.type, a.key, a.sequence, a.lane, 'pending', 0, a.max_attempts, a.due, $8, $8
-	FROM stale_added a
-	ORDER BY a.ord
-	ON CONFLICT (event_id, handler) DO NOTHING
-	RETURNING 1
-), seqs AS (
+), {{template "publishStaleInsert" .}}, seqs AS (
 	SELECT c.ord, coalesce(f.sequence, c.sequence) AS sequence
 	FROM cur c LEFT JOIN fresh f ON f.id = c.id
 	WHERE c.key IS NOT NULL
@@ -200,6 +223,30 @@ WITH u AS (
 SELECT (SELECT count(*) FROM dl_fresh) + (SELECT count(*) FROM dl_stale), (SELECT count(*) FROM cur),
 	(SELECT count(*) FROM upd),
 	ARRAY(SELECT ord FROM seqs ORDER BY ord), ARRAY(SELECT sequence FROM seqs ORDER BY ord)
+{{- end}}
+
+-- Publish, statement 2 of a call with no keyed event, in place of
+-- publishNumber (same parameters and results): only its stale part,
+-- which a call of new unkeyed events finds empty. The server initializes
+-- every CTE, insert and update of a statement's plan whether it runs or
+-- not, and for publishNumber that start was a large part of a publish of
+-- one new unkeyed event: without the key counter's upsert, the numbering
+-- and the keyed inserts, the call took 20% less time with
+-- synchronous_commit off and 11% less with it on
+-- (BenchmarkPublishFloor/publish, BENCHMARKS.md).
+{{define "publishStale" -}}
+WITH {{template "publishRead" .}}, {{template "publishStaleAdded" .}}, names AS (
+	SELECT a.id, array_agg(a.handler ORDER BY a.ord) AS added FROM stale_added a GROUP BY a.id
+), upd AS (
+	-- As publishNumber's: by the addresses cur read, only when there is
+	-- work.
+	UPDATE {{.Events}} AS e SET handlers = s.handlers || coalesce(n.added, '{}')
+	FROM stale s LEFT JOIN names n ON n.id = s.id
+	WHERE EXISTS (SELECT FROM stale) AND e.ctid = ANY (ARRAY(SELECT ctid FROM stale)) AND e.id = s.id
+	RETURNING e.id
+), {{template "publishStaleInsert" .}}
+SELECT (SELECT count(*) FROM dl_stale), (SELECT count(*) FROM cur), (SELECT count(*) FROM upd),
+	'{}'::bigint[], '{}'::bigint[]
 {{- end}}
 
 -- Publish, the wake-up (listen.go): a publish that tries to announce

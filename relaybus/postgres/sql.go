@@ -79,6 +79,7 @@ type queries struct {
 	publishPlan    string
 	publishInsert  string
 	publishNumber  string
+	publishStale   string
 	publishRestore string
 
 	claimPrelude string
@@ -135,6 +136,7 @@ func buildQueries(schema, prefix string) (queries, error) {
 		{"publishPlan", &q.publishPlan},
 		{"publishInsert", &q.publishInsert},
 		{"publishNumber", &q.publishNumber},
+		{"publishStale", &q.publishStale},
 		{"publishRestore", &q.publishRestore},
 		{"claimPrelude", &q.claimPrelude},
 		{"claimAsync", &q.claimAsync},
