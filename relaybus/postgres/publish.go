@@ -177,8 +177,8 @@ func (p *publish) run(ctx context.Context, sender batchSender, own bool) (*drive
 		p.unkeyed.eventIDs, p.unkeyed.handlers, p.unkeyed.maxAttempts, p.params.Now, p.dues).
 		QueryRow(func(row pgx.Row) error { return row.Scan(&inserted, &insertedDeliveries) })
 	// Statement 2: publishStale when no event of the call has a key, the
-	// part of publishNumber such a call can use, at a third of its cost
-	// to start (publish.sql).
+	// part of publishNumber such a call can use, which is cheaper to
+	// start (publish.sql).
 	second := s.q.publishNumber
 	if !p.keyed {
 		second = s.q.publishStale
