@@ -21,14 +21,22 @@ SELECT {{template "planSettings"}}
 -- analyzed it chooses a sequential scan of every delivery for a batch of
 -- 200 (or, with lanes on the outer side of a nested loop, repeats the id
 -- scan per lane).
+--
+-- The lanes of the leases are read once each (fenced_lanes: a probe of
+-- the primary key per distinct lane, the index scan deduplicating $2),
+-- not once per lease: a batch of 100 comes from a few lanes, and a probe
+-- per lease read each lane again for every delivery of it, and again for
+-- the epoch the completion returns.
 {{define "fenced" -}}
-fenced AS MATERIALIZED (
+fenced_lanes AS MATERIALIZED (
+	SELECT l.lane, l.epoch, l.in_flight FROM {{.Lanes}} l WHERE l.lane = ANY ($2::smallint[])
+), fenced AS MATERIALIZED (
 	SELECT x.ctid, u.id, u.claims FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::bigint[])
 		AS u(id, lane, claims, epoch)
 	CROSS JOIN LATERAL (
 		SELECT d.ctid FROM {{.Deliveries}} d
 		WHERE d.id = u.id AND d.lane = u.lane AND d.claims = u.claims AND d.status = 'pending'
-			AND EXISTS (SELECT 1 FROM {{.Lanes}} l WHERE l.lane = u.lane AND l.epoch = u.epoch AND u.id = ANY (l.in_flight))
+			AND EXISTS (SELECT 1 FROM fenced_lanes l WHERE l.lane = u.lane AND l.epoch = u.epoch AND u.id = ANY (l.in_flight))
 		LIMIT 1
 	) x
 )
@@ -80,7 +88,7 @@ WITH {{template "fenced" .}}, gone AS (
 	{{template "deleteFenced" .}}
 	RETURNING d.id, d.lane, d.claims
 )
-SELECT g.id, g.lane, g.claims, (SELECT l.epoch FROM {{.Lanes}} l WHERE l.lane = g.lane) FROM gone g
+SELECT g.id, g.lane, g.claims, (SELECT l.epoch FROM fenced_lanes l WHERE l.lane = g.lane) FROM gone g
 {{template "completedLanes" .}}
 {{- end}}
 
@@ -93,7 +101,7 @@ WITH {{template "fenced" .}}, gone AS (
 ), kept AS (
 	{{template "historyInsert" .}}
 )
-SELECT g.id, g.lane, g.claims, (SELECT l.epoch FROM {{.Lanes}} l WHERE l.lane = g.lane) FROM gone g
+SELECT g.id, g.lane, g.claims, (SELECT l.epoch FROM fenced_lanes l WHERE l.lane = g.lane) FROM gone g
 {{template "completedLanes" .}}
 {{- end}}
 
