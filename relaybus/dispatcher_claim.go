@@ -116,14 +116,11 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 }
 
 // claimLimit waits until handler slots are free and returns how many
-// deliveries to claim, or false once ctx is done. A claim for a few
-// slots costs a store round trip (and, on PostgreSQL, a claim's fixed
-// statements) like a full one: when some of a batch's slots are busy, it
-// waits up to claimGatherMax for more to free up, so a busy dispatcher
-// claims full batches rather than one delivery per finished handler. (It
-// waited only while most were busy: with handlers that finish at once,
-// a claim then took the half or so that had finished since the last one,
-// about 106 deliveries a claim of 200 in BenchmarkBusDispatch.)
+// deliveries to claim, or false once ctx is done. A claim for one or two
+// slots costs a store round trip like a full one: when most of a batch's
+// slots are busy, it waits up to claimGatherMax for more to free up, so a
+// busy dispatcher claims in batches rather than one delivery per finished
+// handler.
 func (d *dispatcher[TTx]) claimLimit(ctx context.Context) (int, bool) {
 	want := min(d.cfg.BatchSize, d.cfg.Concurrency)
 	var gatherUntil time.Time
@@ -138,7 +135,7 @@ func (d *dispatcher[TTx]) claimLimit(ctx context.Context) (int, bool) {
 			}
 			continue
 		}
-		if free < want {
+		if free < (want+1)/2 {
 			if gatherUntil.IsZero() {
 				gatherUntil = time.Now().Add(claimGatherMax)
 			}
