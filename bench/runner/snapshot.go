@@ -92,9 +92,15 @@ func (s *PGServer) Hold(ctx context.Context, dsn, kind string, d time.Duration) 
 			_, err := h.conn.Exec(context.WithoutCancel(ctx), pgmetrics.HarnessTag+" SELECT pg_sleep($1)", d.Seconds())
 			h.done <- err
 		}()
+		// Held once the session sleeps inside the statement with its
+		// snapshot: a backend_xmin alone also shows while pgx prepares
+		// the statement (Parse and Describe read the catalogs under a
+		// snapshot), a round trip before it executes, and a hold that
+		// returned then was seen without a backend_xmin by the next
+		// Check (TestHoldKeepsDeadTuples, once in CI).
 		deadline := time.Now().Add(holdSettle)
 		for {
-			if _, held, err := h.Check(ctx); err != nil {
+			if held, err := h.sleeping(ctx); err != nil {
 				return fail(err)
 			} else if held {
 				break
@@ -129,6 +135,21 @@ type pgHold struct {
 // Check implements Held.
 func (h *pgHold) Check(ctx context.Context) (int64, bool, error) {
 	return pgmetrics.BackendXminAge(ctx, h.monitor, h.pid)
+}
+
+// sleeping reports whether the long query's session is inside its
+// pg_sleep with a backend_xmin.
+func (h *pgHold) sleeping(ctx context.Context) (bool, error) {
+	var held bool
+	err := h.monitor.QueryRow(ctx, pgmetrics.HarnessTag+` SELECT coalesce(wait_event = 'PgSleep' AND backend_xmin IS NOT NULL, false)
+		FROM pg_stat_activity WHERE pid = $1`, int64(h.pid)).Scan(&held)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("runner: hold: reading the long query's session: %w", err)
+	}
+	return held, nil
 }
 
 // Release implements Held.
