@@ -61,12 +61,12 @@ func benchBusDispatch(b *testing.B, carry bool) {
 	b.ResetTimer()
 	start = time.Now()
 	var stops []func()
-	streams := 1
+	buses := 1
 	if v := os.Getenv("RELAYBUS_BENCH_BUSES"); v != "" {
 		n, err := strconv.Atoi(v)
 		require.NoError(b, err, "RELAYBUS_BENCH_BUSES")
 		require.True(b, n >= 1 && n <= busBenchConc, "RELAYBUS_BENCH_BUSES=%d: between 1 and %d", n, busBenchConc)
-		streams = n
+		buses = n
 	}
 	for p := range busBenchProcs {
 		cfg, err := pgxpool.ParseConfig(pool.Config().ConnString())
@@ -74,12 +74,12 @@ func benchBusDispatch(b *testing.B, carry bool) {
 		cfg.MaxConns = busBenchPool
 		pp, err := pgxpool.NewWithConfig(ctx, cfg)
 		require.NoError(b, err)
-		for k := range streams {
+		for k := range buses {
 			st, err := postgres.New(pp, nil)
 			require.NoError(b, err)
 			bus, err := relaybus.New(carrying(st, carry), relaybus.Config{
 				Owner:        "bus" + strconv.Itoa(p) + "." + strconv.Itoa(k),
-				Concurrency:  busBenchConc / streams,
+				Concurrency:  busBenchConc / buses,
 				BatchSize:    busBenchBatch,
 				PollInterval: 50 * time.Millisecond,
 				Now:          now,
