@@ -32,12 +32,24 @@ FOR NO KEY UPDATE
 {{- end}}
 
 -- lockOwned: every lane (owner $1, holder $2) holds, expired or not,
--- in lane order.
+-- in lane order; the lanes locked go to relaybus.relinquish, the only
+-- lanes relinquish then writes. Not the lanes the writing statement's
+-- own snapshot finds held: a claim of the same store instance may take
+-- a lane while this statement waits for another lane's lock, and a
+-- renewal of the new lease may lock that lane and queue behind us for
+-- a lane we hold; a relinquish that then locked the new lane would wait
+-- for the renewal in a cycle (a lane locked out of lane order;
+-- TestRelinquishAgainstARenewalOfALaneTakenMeanwhile). A lane taken
+-- after this statement began is the claim's: the relinquish comes
+-- before it.
 {{define "lockOwned" -}}
-SELECT l.lane FROM {{.Lanes}} l
-WHERE l.lease_owner = $1 AND l.lease_holder = $2
-ORDER BY l.lane
-FOR NO KEY UPDATE
+SELECT set_config('relaybus.relinquish', coalesce(array_agg(x.lane ORDER BY x.lane), '{}')::text, true)
+FROM (
+	SELECT l.lane FROM {{.Lanes}} l
+	WHERE l.lease_owner = $1 AND l.lease_holder = $2
+	ORDER BY l.lane
+	FOR NO KEY UPDATE
+) x
 {{- end}}
 
 -- Renew: move the expiry of the lanes that hold current leases of
@@ -105,13 +117,14 @@ SELECT count(*) FROM ended
 
 -- Relinquish: release what (owner, holder) has in flight, expired
 -- leases included (nobody took them over, so those attempts did not
--- end in a crash), and hand every such lane back. Lanes in lane
--- order (locked already, by lockOwned in the same round trip), then
--- the deliveries in physical order (as a completion).
+-- end in a crash), and hand every such lane back: the lanes lockOwned
+-- locked in the same round trip (relaybus.relinquish), in lane order,
+-- then the deliveries in physical order (as a completion).
 {{define "relinquish" -}}
 WITH l AS MATERIALIZED (
 	SELECT l.lane, l.in_flight FROM {{.Lanes}} l
-	WHERE l.lease_owner = $1 AND l.lease_holder = $2
+	WHERE l.lane = ANY (coalesce(nullif(current_setting('relaybus.relinquish', true), ''), '{}')::smallint[])
+		AND l.lease_owner = $1 AND l.lease_holder = $2
 	ORDER BY l.lane
 	FOR NO KEY UPDATE
 ), x AS MATERIALIZED (

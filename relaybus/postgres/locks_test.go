@@ -328,3 +328,109 @@ func deadlocks(t *testing.T, pool *pgxpool.Pool) int64 {
 		`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n))
 	return n
 }
+
+// TestRelinquishAgainstARenewalOfALaneTakenMeanwhile is the deadlock
+// TestNoDeadlockUnderMixedLoad met once in CI (a renewal against a
+// relinquish of the same store instance), made deterministic. The
+// relinquish's lock statement waits for lane A (a writer of the lane
+// holds it); meanwhile a claim of the same instance takes lane B < A,
+// and a renewal of both leases locks B and queues for A. When A is free,
+// the relinquish gets it. If its second statement then hands back every
+// lane the instance holds by its own snapshot, it locks B too, which it
+// never locked in lane order: it waits for the renewal, which waits for
+// it. The relinquish must hand back only the lanes its lock statement
+// locked (B was taken after it began: the relinquish is ordered before
+// that claim), and the renewal renews B's lease alone.
+func TestRelinquishAgainstARenewalOfALaneTakenMeanwhile(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, pool := setup(t, nil)
+	deadlocksBefore := deadlocks(t, pool)
+
+	// Two unkeyed events, in lanes b < a.
+	idIn := func(want func(lane int) bool) (string, int) {
+		for i := 0; ; i++ {
+			id := fmt.Sprintf("ev-%d", i)
+			if lane := driver.LaneOf("", id); want(lane) {
+				return id, lane
+			}
+		}
+	}
+	idA, laneA := idIn(func(lane int) bool { return lane > 128 })
+	idB, laneB := idIn(func(lane int) bool { return lane < 64 })
+	publish := func(id string, now time.Time) {
+		t.Helper()
+		_, err := s.EventPublish(ctx, &driver.EventPublishParams{Now: now, Events: []*driver.EventPublish{{
+			Event: &relaytype.Event{ID: id, Type: "t"}, Deliveries: []driver.DeliverySpec{{Handler: "h", MaxAttempts: 5}}}}})
+		require.NoError(t, err)
+	}
+	t0 := time.Date(2031, time.April, 1, 12, 0, 0, 0, time.UTC)
+	claim := func(now time.Time, lease time.Duration) *relaytype.Delivery {
+		t.Helper()
+		ds, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "o", Handlers: []string{"h"}, Limit: 1,
+			LeaseDuration: lease, Now: now})
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		return ds[0]
+	}
+
+	// The instance holds lane a, its lease expired at t1.
+	publish(idA, t0)
+	da := claim(t0, time.Second)
+	require.Equal(t, idA, da.EventID)
+	publish(idB, t0)
+	t1 := t0.Add(10 * time.Second)
+
+	waiting := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			var got int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got))
+			return got >= n
+		}, 10*time.Second, 5*time.Millisecond, "%d sessions waiting for a lock", n)
+	}
+
+	// A writer of lane a holds it.
+	writer, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = writer.Rollback(context.Background()) }()
+	_, err = writer.Exec(ctx, `SELECT lane FROM relaybus_lanes WHERE lane = $1 FOR NO KEY UPDATE`, laneA)
+	require.NoError(t, err)
+
+	type result struct {
+		n   int
+		oks []bool
+		err error
+	}
+	relinquished := make(chan result, 1)
+	go func() {
+		n, err := s.OwnerRelinquish(ctx, &driver.OwnerRelinquishParams{Owner: "o", Now: t1})
+		relinquished <- result{n: n, err: err}
+	}()
+	waiting(1)
+
+	// The claim passes lane a by (expired, and locked) and takes lane b.
+	db := claim(t1, time.Minute)
+	require.Equal(t, idB, db.EventID)
+
+	renewed := make(chan result, 1)
+	go func() {
+		oks, err := s.LeaseExtend(ctx, &driver.LeaseExtendParams{Owner: "o",
+			Leases: []relaytype.Lease{da.Lease(), db.Lease()}, ExpiresAt: t1.Add(time.Minute), Now: t1})
+		renewed <- result{oks: oks, err: err}
+	}()
+	waiting(2)
+	require.NoError(t, writer.Commit(ctx))
+
+	rel, ren := <-relinquished, <-renewed
+	require.NoError(t, rel.err, "relinquish")
+	require.NoError(t, ren.err, "renewal")
+	require.Equal(t, 1, rel.n, "the relinquish releases lane a's delivery")
+	require.Equal(t, []bool{false, true}, ren.oks, "lane a was handed back; lane b's lease is current")
+	require.Zero(t, deadlocks(t, pool)-deadlocksBefore, "the server broke deadlocks")
+
+	var owner *string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT lease_owner FROM relaybus_lanes WHERE lane = $1`, laneB).Scan(&owner))
+	require.NotNil(t, owner, "lane b is still held")
+}
