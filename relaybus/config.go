@@ -85,7 +85,13 @@ type Config struct {
 	// no claim took by then is completed on its own, at once.
 	CompletionBatchWindow time.Duration
 	// CompletionBatchMax sends a completion batch at once when it has this
-	// many deliveries. Default 100, [1, MaxLeasesPerCall].
+	// many deliveries. Default 100, [1, MaxLeasesPerCall]. With a
+	// driver.CompletingClaimer, successes waiting for the next claim go to
+	// the completer at once when a handler's successes (one delivery, or
+	// one keyed run) find CompletionBatchMax or more waiting already: one
+	// claim carries at most CompletionBatchMax-1 plus one run (and never
+	// more than MaxLeasesPerCall), so a hot key's run that finishes while
+	// another waits rides the claim with it.
 	CompletionBatchMax int
 	// PublishGroupWait bounds the wait of Publish's group commit (see
 	// Publish and docs/publishing.md): concurrent Publish calls of the

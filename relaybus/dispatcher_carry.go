@@ -17,11 +17,11 @@ import (
 // the claim sees the keys the completions freed: a key's next delivery is
 // claimed in the very transaction that completes the one before it).
 // Successes that no claim takes within CompletionBatchWindow, or that
-// reach CompletionBatchMax while waiting, go to the completer and are
-// written on their own as before, at once (its linger is then 0: the
-// window was spent here). A keyed success wakes an idle claim loop, as
-// the commit of its completion did before: the claim that carries it is
-// the one that may take its key's next delivery.
+// find CompletionBatchMax waiting already, go to the completer with what
+// waits and are written on their own as before, at once (its linger is
+// then 0: the window was spent here). A keyed success wakes an idle claim
+// loop, as the commit of its completion did before: the claim that
+// carries it is the one that may take its key's next delivery.
 //
 // Nothing about a delivery changes but when its completion commits: it
 // is written with the same fence, in one statement with the rest of its
@@ -96,11 +96,21 @@ func (d *dispatcher[TTx]) carryAdd(js []*job) bool {
 		c.mu.Unlock()
 		return false
 	}
+	held := c.n
 	c.groups = append(c.groups, js)
 	c.n += len(js)
 	var full [][]*job
 	switch {
-	case c.n >= d.cfg.CompletionBatchMax:
+	case held >= d.cfg.CompletionBatchMax || c.n > driver.MaxLeasesPerCall:
+		// Full only once it held CompletionBatchMax before this group:
+		// a hot key's run (up to driver.MaxKeyRun) finishing while
+		// another waits, for the claim in flight, rides the next claim
+		// with it, rather than sending both to the completer (a run of 80,
+		// the default 20 x 4, would cross the default 100 alone) and
+		// leaving that claim nothing to carry and two keys waiting for
+		// the completer's commit. One call carries at most
+		// CompletionBatchMax - 1 plus a run, within the store's
+		// driver.MaxLeasesPerCall.
 		full = c.takeLocked()
 	case len(c.groups) == 1:
 		c.timer = time.AfterFunc(d.cfg.CompletionBatchWindow, d.carryExpire)

@@ -3,6 +3,7 @@ package relaybus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -162,9 +163,66 @@ func TestClaimsCarryCompletions(t *testing.T) {
 		tb.spy.with(func(s *spyStore[*fakeTx]) { require.Empty(t, s.completeMany, "completions written on their own") })
 	})
 
+	t.Run("a success that finds the carrier below CompletionBatchMax rides the next claim with the one before", func(t *testing.T) {
+		t.Parallel()
+		// Two keys' successes, the second taking the carrier to
+		// CompletionBatchMax while a claim is in flight: the claim after
+		// carries both (it may then claim both keys' next deliveries),
+		// rather than the second sending both to the completer. A hot key's
+		// run of 80 and another's finishing during one claim, with the
+		// default CompletionBatchMax of 100, are this case.
+		cfg := testConfig()
+		cfg.CompletionBatchMax = 2
+		cfg.CompletionBatchWindow = MaxCompletionBatchWindow
+		cfg.PollInterval = time.Hour // only the keyed successes make the loop claim again
+		cfg.Concurrency = 4
+		cfg.BatchSize = 2 // the first claim comes back full: the second follows at once
+		tb, cs := setupCarry(t, cfg)
+		secondClaim := make(chan struct{})
+		require.NoError(t, tb.bus.Handle("t", "h", func(context.Context, *Delivery) error {
+			<-secondClaim // finish while the second claim is in flight
+			return nil
+		}, nil))
+		ids := publishN(t, tb.bus, "t", 2, func(i int) string { return fmt.Sprintf("k%d", i) })
+		tb.spy.with(func(s *spyStore[*fakeTx]) {
+			s.claimHook = func(n int) error {
+				if n != 2 {
+					return nil
+				}
+				close(secondClaim)
+				// Until both successes are placed: in the carrier, or
+				// written by the completer.
+				waitFor(t, "both successes placed", func() bool {
+					c := tb.bus.disp.carry
+					c.mu.Lock()
+					held := c.n
+					c.mu.Unlock()
+					written := 0
+					tb.spy.with(func(s *spyStore[*fakeTx]) {
+						for _, n := range s.completeMany {
+							written += n
+						}
+					})
+					return held+written == 2
+				})
+				return nil
+			}
+		})
+		stop := tb.start(t)
+		waitFor(t, "all completed", func() bool { return tb.countStatus(StatusCompleted) == 2 })
+		stop()
+		tb.spy.with(func(s *spyStore[*fakeTx]) { require.Empty(t, s.completeMany, "completions written on their own") })
+		calls := cs.carried()
+		require.Len(t, calls, 1, "claims that carried completions")
+		require.ElementsMatch(t, ids, calls[0].completed)
+	})
+
 	t.Run("a call that fails before its commit has them written again, shown to BeforeComplete once", func(t *testing.T) {
 		t.Parallel()
 		cfg := testConfig()
+		// A claim (the 1 ms poll) takes them before the window ends, even
+		// on a loaded machine: the test needs a call that carries them.
+		cfg.CompletionBatchWindow = MaxCompletionBatchWindow
 		var mu sync.Mutex
 		seen := map[string]int{}
 		cfg.BeforeComplete = func(_ context.Context, ds []*Delivery) error {
@@ -202,6 +260,7 @@ func TestClaimsCarryCompletions(t *testing.T) {
 	t.Run("a call whose completions committed is not written again", func(t *testing.T) {
 		t.Parallel()
 		cfg := testConfig()
+		cfg.CompletionBatchWindow = MaxCompletionBatchWindow // as above
 		tb, cs := setupCarry(t, cfg)
 		cs.hook = func(n int) (bool, bool) { return false, n == 1 }
 		require.NoError(t, tb.bus.Handle("t", "h", noop, nil))
