@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/internal/decimal"
@@ -114,25 +116,55 @@ func (s *Store) listQuery(params *driver.DeliveryListParams, after int64, limit 
 }
 
 // Statistics counts deliveries per status and handler, exactly, and
-// finds the oldest due one of each handler, in one statement (admin.sql's
-// statisticsCounts): a sequential scan of the deliveries table. It
-// writes nothing, and nothing on the claim or completion path writes for
-// it. It runs without parallel workers: they are a pool of the whole
-// server (max_parallel_workers), which an admin call should leave to the
-// application, and at the sizes measured a parallel plan was slower.
-// BenchmarkStatistics measures it; docs/operations.md has the figures,
-// and the design that would not scan, with its cost on the hot path.
+// finds the oldest due one of each handler, in one statement.
+//
+// Without statistics counters (the default) that statement is
+// admin.sql's statisticsCounts: a sequential scan of the deliveries
+// table. It writes nothing, and nothing on the claim or completion path
+// writes for it. It runs without parallel workers: they are a pool of
+// the whole server (max_parallel_workers), which an admin call should
+// leave to the application, and at the sizes measured a parallel plan
+// was slower. With them (EnableStatisticsCounters) it is
+// counters.sql's statisticsCounted, which reads the counters, the
+// deliveries in flight and one probe of an index per handler. Either
+// way the figures are exact for one snapshot. BenchmarkStatistics
+// measures both; docs/operations.md has the figures.
+//
+// Completed counts deliveries completed with CompletionHistory on (rows
+// of the history table, until Purge deletes them) and rows left
+// completed by 0.1.0; with delete on complete (the default) a completed
+// delivery leaves no row, and Completed stays 0.
 func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams) (*relaytype.Statistics, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
 	}
+	counted, err := s.StatisticsCountersEnabled(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.statistics(ctx, s.pool, params, counted)
+	var pgErr *pgconn.PgError
+	if counted && errors.As(err, &pgErr) && notSetUp(pgErr.Code) {
+		// The counters were disabled between the check and the read.
+		return s.statistics(ctx, s.pool, params, false)
+	}
+	return st, err
+}
+
+// statistics is Statistics through the counters (counted) or a scan,
+// sent on sender (the pool, or a transaction).
+func (s *Store) statistics(ctx context.Context, sender batchSender, params *driver.StatisticsParams, counted bool) (*relaytype.Statistics, error) {
 	st := &relaytype.Statistics{Handlers: map[string]relaytype.Counts{}}
 	oldest := map[string]time.Time{} // per handler
 	batch := &pgx.Batch{}
 	// The batch is one implicit transaction: the setting holds for the
 	// statement after it, and ends with it.
 	batch.Queue(s.q.statisticsSerial)
-	batch.Queue(s.q.statisticsCounts, params.Now).Query(func(rows pgx.Rows) error {
+	count := s.q.statisticsCounts
+	if counted {
+		count = s.q.statisticsCounted
+	}
+	batch.Queue(count, params.Now).Query(func(rows pgx.Rows) error {
 		var handler, status string
 		var n, processing int64
 		var due *time.Time
@@ -151,7 +183,7 @@ func (s *Store) Statistics(ctx context.Context, params *driver.StatisticsParams)
 		})
 		return err
 	})
-	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+	if err := sender.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, errorFrom("statistics", err)
 	}
 	for handler, due := range oldest {

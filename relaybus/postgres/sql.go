@@ -31,6 +31,7 @@ type sqlNames struct {
 	Schema, Prefix                           string // unquoted, for the schema script's object names
 	Events, Deliveries, Keys, Lanes, History string // quoted, schema-qualified table names
 	Paused                                   string // quoted, schema-qualified: the paused handlers
+	Counts                                   string // quoted, schema-qualified: the statistics counters (counters.sql)
 
 	ClaimQuota int // claimQuota
 	ClaimWalk  int // claimWalk
@@ -41,6 +42,7 @@ func newSQLNames(schema, prefix string) sqlNames {
 	return sqlNames{Schema: schema, Prefix: prefix,
 		Events: table("events"), Deliveries: table("deliveries"), Keys: table("keys"),
 		Lanes: table("lanes"), History: table("history"), Paused: table("paused_handlers"),
+		Counts:     table("counts"),
 		ClaimQuota: claimQuota, ClaimWalk: claimWalk}
 }
 
@@ -111,6 +113,14 @@ type queries struct {
 	statisticsSerial string
 	statisticsCounts string
 
+	statisticsCounted     string
+	countersState         string
+	countersInstall       string
+	countersRemove        string
+	countersDueIndex      string
+	countersDueIndexDrop  string
+	countersDueIndexState string
+
 	purgeDead      string
 	purgeCompleted string
 	purgeHistory   string
@@ -163,6 +173,13 @@ func buildQueries(schema, prefix string) (queries, error) {
 		{"requeueStatus", &q.requeueStatus},
 		{"statisticsSerial", &q.statisticsSerial},
 		{"statisticsCounts", &q.statisticsCounts},
+		{"statisticsCounted", &q.statisticsCounted},
+		{"countersState", &q.countersState},
+		{"countersInstall", &q.countersInstall},
+		{"countersRemove", &q.countersRemove},
+		{"countersDueIndex", &q.countersDueIndex},
+		{"countersDueIndexDrop", &q.countersDueIndexDrop},
+		{"countersDueIndexState", &q.countersDueIndexState},
 		{"purgeDead", &q.purgeDead},
 		{"purgeCompleted", &q.purgeCompleted},
 		{"purgeHistory", &q.purgeHistory},
