@@ -97,7 +97,9 @@ func (b *Bus[TTx]) ListDeliveries(ctx context.Context, params *DeliveryListParam
 // store keeps a completion history (the PostgreSQL and MongoDB stores'
 // CompletionHistory option, the memory store's RetainCompleted) or holds
 // rows a 0.1.0 store completed. The counts are read from the deliveries
-// themselves, so on a large backlog the call costs a scan of them.
+// themselves, so on a large backlog the call costs a scan of them, unless
+// the store keeps counters (the PostgreSQL store's
+// EnableStatisticsCounters).
 func (b *Bus[TTx]) Statistics(ctx context.Context) (*Statistics, error) {
 	return b.store.Statistics(ctx, &driver.StatisticsParams{Now: b.cfg.Now()})
 }

@@ -33,8 +33,8 @@ SELECT set_config('max_parallel_workers_per_gather', '0', true)
 -- flight; $1 is now. No index holds the handler of an unkeyed delivery,
 -- and none orders the keyed ones by due time, so an exact answer reads
 -- every row: the scan is the floor (docs/operations.md, "What
--- Statistics costs", has the figures and the design that would not
--- scan).
+-- Statistics costs", has the figures; counters.sql's statisticsCounted
+-- is what Statistics runs instead when statistics counters are on).
 {{define "statisticsCounts" -}}
 WITH flying AS MATERIALIZED (
 	SELECT DISTINCT f.id FROM {{.Lanes}} l CROSS JOIN LATERAL unnest(l.in_flight) AS f(id) WHERE l.lease_owner IS NOT NULL

@@ -248,7 +248,9 @@ func leasesOf(ds []*relaytype.Delivery) []relaytype.Lease {
 }
 
 // benchStore is a set-up store on a fresh database, with a pool of one
-// connection per worker and a spare.
+// connection per worker and a spare; with RELAYBUS_BENCH_COUNTERS set,
+// with statistics counters (EnableStatisticsCounters), and set to
+// "triggers", with their triggers but not their index.
 func benchStore(b *testing.B) (*postgres.Store, *pgxpool.Pool) {
 	b.Helper()
 	cfg, err := pgxpool.ParseConfig(dbtest.TestDatabase(b))
@@ -260,6 +262,16 @@ func benchStore(b *testing.B) (*postgres.Store, *pgxpool.Pool) {
 	s, err := postgres.New(pool, nil)
 	require.NoError(b, err)
 	require.NoError(b, s.Setup(b.Context()))
+	if os.Getenv("RELAYBUS_BENCH_COUNTERS") != "" {
+		// What the statistics counters cost the benchmark's writes: the
+		// same binary run with and without, in turns.
+		require.NoError(b, s.EnableStatisticsCounters(b.Context()))
+		if os.Getenv("RELAYBUS_BENCH_COUNTERS") == "triggers" {
+			// The triggers alone: their share of the cost.
+			_, err := pool.Exec(b.Context(), `DROP INDEX relaybus_deliveries_pending_due_idx`)
+			require.NoError(b, err)
+		}
+	}
 	return s, pool
 }
 

@@ -67,8 +67,10 @@ func TestStatisticsCountersLifecycle(t *testing.T) {
 	require.NoError(t, s.EnableStatisticsCounters(ctx))
 	st := requireCountsAgree(t, s, t0)
 	require.EqualValues(t, 80, st.Pending)
-	// Enabling again counts again, and changes nothing.
+	// Enabling again counts again, and changes nothing; so does Setup.
 	require.NoError(t, s.EnableStatisticsCounters(ctx))
+	requireCountsAgree(t, s, t0)
+	require.NoError(t, s.Setup(ctx))
 	requireCountsAgree(t, s, t0)
 
 	publish(t, s, pool, counterEvents("after", 30, "a", "b", "c"))

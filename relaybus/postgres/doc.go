@@ -226,8 +226,10 @@
 //   - Listings, statistics and the purge of 0.1.0's completed rows scan
 //     the table (no index on status or created_at: it would cover columns
 //     the happy path writes). Statistics is one scan, 53 ms at best at
-//     200,000 deliveries (BenchmarkStatistics); exact counts without one
-//     would need counters written on the hot path (docs/operations.md).
+//     200,000 deliveries (BenchmarkStatistics), unless statistics
+//     counters are on (Store.EnableStatisticsCounters): triggers then
+//     keep counts on every write and Statistics reads them, under a
+//     millisecond at that size (docs/operations.md has both costs).
 //   - An attempt is charged when it ends or at takeover; between a crash
 //     and the takeover the deliveries are listed as processing.
 //   - Events outlive their deliveries until Purge; after a purge a

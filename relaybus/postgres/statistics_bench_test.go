@@ -27,7 +27,9 @@ const (
 // BenchmarkStatistics measures one Statistics call on a backlog of
 // statsBenchPending deliveries (statsBenchHandlers handlers, half keyed),
 // statsBenchClaimed of them in flight and statsBenchDead dead, vacuumed
-// and analyzed as a backlog that has stood for a while would be:
+// and analyzed as a backlog that has stood for a while would be, by the
+// scan (the default: scan) and through the statistics counters
+// (EnableStatisticsCounters: counted), on the same backlog:
 //
 //	go test ./relaybus/postgres -run '^$' -bench Statistics -benchtime 20x
 //
@@ -37,27 +39,40 @@ func BenchmarkStatistics(b *testing.B) {
 	s, pool := statsBenchStore(b)
 	now := t0.Add(time.Hour)
 	params := &driver.StatisticsParams{Now: now}
-	st, err := s.Statistics(b.Context(), params)
-	require.NoError(b, err)
-	require.EqualValues(b, statsBenchPending-statsBenchClaimed-statsBenchDead, st.Pending)
-	require.EqualValues(b, statsBenchClaimed, st.Processing)
-	require.EqualValues(b, statsBenchDead, st.Dead)
-	require.Len(b, st.Handlers, statsBenchHandlers)
-	_ = pool
-	// Each call's own time too: the minimum and the median say more than
-	// the mean on a machine that other work shares.
-	var calls []time.Duration
-	for b.Loop() {
-		start := time.Now()
-		_, err := s.Statistics(b.Context(), params)
-		calls = append(calls, time.Since(start))
+	check := func(b *testing.B) {
+		st, err := s.Statistics(b.Context(), params)
 		require.NoError(b, err)
+		require.EqualValues(b, statsBenchPending-statsBenchClaimed-statsBenchDead, st.Pending)
+		require.EqualValues(b, statsBenchClaimed, st.Processing)
+		require.EqualValues(b, statsBenchDead, st.Dead)
+		require.Len(b, st.Handlers, statsBenchHandlers)
 	}
-	slices.Sort(calls)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	b.ReportMetric(ms(b.Elapsed())/float64(b.N), "ms/call")
-	b.ReportMetric(ms(calls[0]), "ms/call-min")
-	b.ReportMetric(ms(calls[len(calls)/2]), "ms/call-median")
+	run := func(b *testing.B) {
+		check(b)
+		// Each call's own time too: the minimum and the median say more
+		// than the mean on a machine that other work shares.
+		var calls []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			_, err := s.Statistics(b.Context(), params)
+			calls = append(calls, time.Since(start))
+			require.NoError(b, err)
+		}
+		slices.Sort(calls)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		b.ReportMetric(ms(b.Elapsed())/float64(b.N), "ms/call")
+		b.ReportMetric(ms(calls[0]), "ms/call-min")
+		b.ReportMetric(ms(calls[len(calls)/2]), "ms/call-median")
+	}
+	b.Run("scan", run)
+	b.Run("counted", func(b *testing.B) {
+		if on, err := s.StatisticsCountersEnabled(b.Context()); err != nil || !on {
+			require.NoError(b, s.EnableStatisticsCounters(b.Context()))
+			_, err := pool.Exec(b.Context(), "VACUUM ANALYZE relaybus_deliveries, relaybus_counts")
+			require.NoError(b, err)
+		}
+		run(b)
+	})
 }
 
 // statsBenchStore is a set-up store holding BenchmarkStatistics's
