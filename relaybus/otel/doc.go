@@ -72,11 +72,14 @@
 //	relaybus.store.lane.hot_share   gauge          1           none                               HOT share of lane updates since the last report
 //	relaybus.store.xmin.age         gauge          s           none                               age of the transaction holding the xmin horizon
 //	relaybus.store.health.warnings  counter        {warning}   health.check                       health warnings, per check
+//	relaybus.queue.deliveries       gauge          {delivery}  handler, delivery.status           deliveries per handler and status (Bus.Statistics)
+//	relaybus.queue.oldest_due.age   gauge          s           handler                            how long the handler's oldest due pending delivery has waited
 //
 // The first five come from Middleware, relaybus.delivery.finished from
 // AfterFinish, the claim, lease and publish ones from WrapStore,
-// relaybus.dispatcher.in_flight from ObserveDispatcher and the
-// relaybus.store ones from RecordStoreHealth. What each one means
+// relaybus.dispatcher.in_flight from ObserveDispatcher, the
+// relaybus.store ones from RecordStoreHealth and the relaybus.queue ones
+// from RecordStatistics. What each one means
 // exactly:
 //
 //   - relaybus.handler.calls counts calls of the middleware, which runs

@@ -29,6 +29,44 @@ func (in *Instruments) ObserveDispatcher(bus Dispatcher) (metric.Registration, e
 	}, in.inFlight)
 }
 
+// RecordStatistics records st (from relaybus.Bus.Statistics) as
+// gauges: relaybus.queue.deliveries per handler and status (pending,
+// processing, dead, completed) and relaybus.queue.oldest_due.age per
+// handler. A handler recorded before that st no longer has (its
+// deliveries are all gone) is recorded as 0, once. Call it from a
+// goroutine of your own at the interval you want the gauges refreshed:
+// on PostgreSQL a Statistics call scans the deliveries table unless the
+// store's statistics counters are on (postgres.Store.EnableStatisticsCounters),
+// so without them keep the interval long on a large backlog.
+func (in *Instruments) RecordStatistics(ctx context.Context, st *relaybus.Statistics) {
+	if st == nil {
+		return
+	}
+	in.queueMu.Lock()
+	defer in.queueMu.Unlock()
+	record := func(h string, c relaybus.Counts) {
+		for _, s := range []struct {
+			status relaybus.Status
+			n      int64
+		}{{relaybus.StatusPending, c.Pending}, {relaybus.StatusProcessing, c.Processing},
+			{relaybus.StatusDead, c.Dead}, {relaybus.StatusCompleted, c.Completed}} {
+			in.queueDeliveries.Record(ctx, s.n, metric.WithAttributeSet(attribute.NewSet(AttrHandler.String(h), AttrStatus.String(string(s.status)))))
+		}
+		in.queueOldestDue.Record(ctx, c.OldestDueAge.Seconds(), metric.WithAttributeSet(attribute.NewSet(AttrHandler.String(h))))
+	}
+	seen := make(map[string]bool, len(st.Handlers))
+	for h, c := range st.Handlers {
+		record(h, c)
+		seen[h] = true
+	}
+	for h := range in.queueSeen {
+		if !seen[h] {
+			record(h, relaybus.Counts{})
+		}
+	}
+	in.queueSeen = seen
+}
+
 // RecordStoreHealth records a store health report: give it to
 // relaybus.StoreHealthWatch.OnReport. Each gauge takes the report's
 // value: the dead rows of the deliveries table, the time since it was

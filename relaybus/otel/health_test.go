@@ -220,3 +220,35 @@ func TestObserveDispatcher(t *testing.T) {
 	require.NoError(t, reg.Unregister())
 	require.NotContains(t, tb.metrics(t), relaybusotel.NameDispatcherInFlight)
 }
+
+// TestRecordStatistics: relaybus.queue.deliveries takes each handler's
+// count per status, relaybus.queue.oldest_due.age its oldest due age,
+// and a handler that left the statistics reads 0.
+func TestRecordStatistics(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, nil)
+	ctx := context.Background()
+	tb.in.RecordStatistics(ctx, &relaybus.Statistics{Handlers: map[string]relaybus.Counts{
+		"a": {Pending: 7, Processing: 2, Dead: 1, OldestDueAge: 90 * time.Second},
+		"b": {Completed: 4},
+	}})
+	tb.in.RecordStatistics(ctx, nil) // ignored
+	ms := tb.metrics(t)
+	st := func(h string, s relaybus.Status) attribute.Distinct {
+		return attrs("relaybus.handler", h, "relaybus.delivery.status", string(s))
+	}
+	h := func(h string) attribute.Distinct { return attrs("relaybus.handler", h) }
+	require.Equal(t, map[attribute.Distinct]int64{
+		st("a", relaybus.StatusPending): 7, st("a", relaybus.StatusProcessing): 2, st("a", relaybus.StatusDead): 1, st("a", relaybus.StatusCompleted): 0,
+		st("b", relaybus.StatusPending): 0, st("b", relaybus.StatusProcessing): 0, st("b", relaybus.StatusDead): 0, st("b", relaybus.StatusCompleted): 4,
+	}, gauges[int64](t, ms[relaybusotel.NameQueueDeliveries]))
+	require.Equal(t, map[attribute.Distinct]float64{h("a"): 90, h("b"): 0}, gauges[float64](t, ms[relaybusotel.NameQueueOldestDue]))
+
+	tb.in.RecordStatistics(ctx, &relaybus.Statistics{Handlers: map[string]relaybus.Counts{"b": {Pending: 1}}})
+	ms = tb.metrics(t)
+	got := gauges[int64](t, ms[relaybusotel.NameQueueDeliveries])
+	require.EqualValues(t, 0, got[st("a", relaybus.StatusPending)], "a handler that left reads 0")
+	require.EqualValues(t, 0, got[st("a", relaybus.StatusDead)])
+	require.EqualValues(t, 1, got[st("b", relaybus.StatusPending)])
+	require.Equal(t, map[attribute.Distinct]float64{h("a"): 0, h("b"): 0}, gauges[float64](t, ms[relaybusotel.NameQueueOldestDue]))
+}

@@ -76,6 +76,14 @@ type Instruments struct {
 	storeXminAge        metric.Float64Gauge
 	storeHealthWarnings metric.Int64Counter
 
+	queueDeliveries metric.Int64Gauge
+	queueOldestDue  metric.Float64Gauge
+	// queueMu guards queueSeen, the handlers RecordStatistics recorded
+	// last, so that a handler that left the statistics reads 0 instead of
+	// its last value.
+	queueMu   sync.Mutex
+	queueSeen map[string]bool
+
 	// sets caches the measurement options of each attribute combination
 	// (attrKey -> *measOpts): handler names, event types, outcomes and
 	// error types are few, and a set built per call would allocate on
@@ -131,6 +139,9 @@ const (
 	NameStoreLaneHOTShare   = "relaybus.store.lane.hot_share"
 	NameStoreXminAge        = "relaybus.store.xmin.age"
 	NameStoreHealthWarnings = "relaybus.store.health.warnings"
+
+	NameQueueDeliveries = "relaybus.queue.deliveries"
+	NameQueueOldestDue  = "relaybus.queue.oldest_due.age"
 )
 
 // Attribute keys. The messaging.* keys are OpenTelemetry's messaging
@@ -142,6 +153,7 @@ const (
 	AttrStoreMethod   = attribute.Key("relaybus.store.method")
 	AttrOwner         = attribute.Key("relaybus.owner")
 	AttrHealthCheck   = attribute.Key("relaybus.health.check")
+	AttrStatus        = attribute.Key("relaybus.delivery.status")
 	AttrEventKey      = attribute.Key("relaybus.event.key")
 	AttrDeliveryID    = attribute.Key("relaybus.delivery.id")
 	AttrAttempt       = attribute.Key("relaybus.delivery.attempt")
@@ -270,6 +282,12 @@ func New(opts *Options) (*Instruments, error) {
 	check(err)
 	in.storeHealthWarnings, err = m.Int64Counter(NameStoreHealthWarnings, metric.WithUnit("{warning}"),
 		metric.WithDescription("Store health warnings (relaybus.CheckStoreHealth), per check."))
+	check(err)
+	in.queueDeliveries, err = m.Int64Gauge(NameQueueDeliveries, metric.WithUnit("{delivery}"),
+		metric.WithDescription("Deliveries of a handler by status (relaybus.Bus.Statistics), as RecordStatistics last recorded them."))
+	check(err)
+	in.queueOldestDue, err = m.Float64Gauge(NameQueueOldestDue, metric.WithUnit("s"),
+		metric.WithDescription("How long the oldest due pending delivery of a handler has been due (relaybus.Counts.OldestDueAge); 0 when none is."))
 	check(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("relaybus/otel: %w", err)

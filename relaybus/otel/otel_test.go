@@ -574,6 +574,9 @@ func TestDocTable(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, r.Warnings)
 	tb.in.RecordStoreHealth(ctx, r)
+	st, err := tb.bus.Statistics(ctx)
+	require.NoError(t, err)
+	tb.in.RecordStatistics(ctx, st)
 
 	got := map[string]row{}
 	for name, m := range tb.metrics(t) {
@@ -592,7 +595,7 @@ func TestDocTable(t *testing.T) {
 		got[name] = row{kind, m.Unit}
 	}
 	require.Equal(t, doc, got)
-	require.Len(t, got, 17)
+	require.Len(t, got, 19)
 }
 
 // TestFinishedCounts: relaybus.delivery.finished counts each outcome of
