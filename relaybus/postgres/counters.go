@@ -37,7 +37,11 @@ import (
 // scanning Statistics call), for at most 10 s of waiting for the lock
 // (lock_timeout), after which it fails and changes nothing. It is
 // idempotent: run again, it counts again. The schema must be set up
-// (Setup) first.
+// (Setup) first. Run it from one process (a migration step or an admin
+// command), not from every process at start: two index builds of the
+// same name at once can fail, and a concurrent build, like any CREATE
+// INDEX CONCURRENTLY, also waits for the transactions that were open when
+// it started.
 func (s *Store) EnableStatisticsCounters(ctx context.Context) error {
 	var exists, valid bool
 	if err := s.pool.QueryRow(ctx, s.q.countersDueIndexState).Scan(&exists, &valid); err != nil {
