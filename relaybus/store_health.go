@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/berkcansavur/relaybus/relaybus/driver"
@@ -55,6 +56,15 @@ const (
 	// XminAgeMax or longer: no dead row newer than its snapshot can be
 	// removed.
 	HealthCheckXmin = "xmin_horizon"
+	// HealthCheckOldestDue (with StoreHealthWatch.Statistics, per
+	// handler): the handler's oldest due pending delivery has waited
+	// OldestDueAgeMax or longer: its dispatchers do not keep up, are
+	// not running, or the handler is paused.
+	HealthCheckOldestDue = "oldest_due"
+	// HealthCheckDeadLetters (with StoreHealthWatch.Statistics, per
+	// handler): DeadNewMin or more of the handler's deliveries became dead
+	// since the previous reading (since none, at the first: all of them).
+	HealthCheckDeadLetters = "dead_letters"
 )
 
 // Defaults of HealthThresholds and StoreHealthWatch, used for zero
@@ -81,6 +91,11 @@ const (
 	// last milliseconds; a transaction older than this is a report, a
 	// dump, a forgotten psql session or a stuck application.
 	DefaultHealthXminAgeMax = 5 * time.Minute
+	// DefaultHealthOldestDueAgeMax: five minutes. A dispatcher that keeps
+	// up claims a due delivery within its poll interval.
+	DefaultHealthOldestDueAgeMax = 5 * time.Minute
+	// DefaultHealthDeadNewMin: every new dead delivery warns.
+	DefaultHealthDeadNewMin = 1
 	// DefaultHealthInterval is StoreHealthWatch.Interval when zero.
 	DefaultHealthInterval = time.Minute
 )
@@ -108,6 +123,13 @@ type HealthThresholds struct {
 	// XminAgeMax: HealthCheckXmin warns when the xmin holder's
 	// transaction is at least this old. At least a millisecond.
 	XminAgeMax time.Duration
+	// OldestDueAgeMax: HealthCheckOldestDue warns for a handler whose
+	// Counts.OldestDueAge is at least this. At least a second.
+	OldestDueAgeMax time.Duration
+	// DeadNewMin: HealthCheckDeadLetters warns for a handler with at
+	// least this many more dead deliveries than at the previous reading.
+	// At least 1.
+	DeadNewMin int64
 }
 
 // withDefaults returns th with its zero fields set and checks it.
@@ -146,6 +168,8 @@ func (th HealthThresholds) withDefaults() (HealthThresholds, error) {
 		setShare("LaneHOTShareMin", &th.LaneHOTShareMin, DefaultHealthLaneHOTShareMin),
 		setInt("LaneUpdatesMin", &th.LaneUpdatesMin, DefaultHealthLaneUpdatesMin),
 		setAge("XminAgeMax", &th.XminAgeMax, DefaultHealthXminAgeMax, time.Millisecond),
+		setAge("OldestDueAgeMax", &th.OldestDueAgeMax, DefaultHealthOldestDueAgeMax, time.Second),
+		setInt("DeadNewMin", &th.DeadNewMin, DefaultHealthDeadNewMin),
 	)
 	return th, err
 }
@@ -169,8 +193,11 @@ type HealthReport struct {
 	// LaneHOTShare is meaningless (0) when LaneUpdates is 0.
 	LaneUpdates  int64
 	LaneHOTShare float64
+	// Statistics are the deliveries' statistics read with the health
+	// (StoreHealthWatch.Statistics), or nil.
+	Statistics *Statistics
 	// Warnings are the checks past their thresholds, in the order of the
-	// HealthCheck... constants.
+	// HealthCheck... constants (the per-handler ones by handler name).
 	Warnings []HealthWarning
 }
 
@@ -236,6 +263,53 @@ func CheckStoreHealth(h *StoreHealth, prev *HealthReport, th *HealthThresholds) 
 	return r, nil
 }
 
+// CheckStatistics judges st, the deliveries' statistics (Bus.Statistics),
+// against th (nil: every default), and returns its warnings, by handler
+// name: HealthCheckOldestDue for each handler whose oldest due delivery
+// has waited OldestDueAgeMax, HealthCheckDeadLetters for each with
+// DeadNewMin more dead deliveries than in prev (nil: than none). It reads
+// nothing; StoreHealthWatch.Statistics reads st with each report.
+func CheckStatistics(st, prev *Statistics, th *HealthThresholds) ([]HealthWarning, error) {
+	if st == nil {
+		return nil, invalidf("check statistics: the statistics are nil")
+	}
+	var t HealthThresholds
+	if th != nil {
+		t = *th
+	}
+	t, err := t.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	handlers := make([]string, 0, len(st.Handlers))
+	for h := range st.Handlers {
+		handlers = append(handlers, h)
+	}
+	slices.Sort(handlers)
+	var ws []HealthWarning
+	for _, h := range handlers {
+		c := st.Handlers[h]
+		if t.OldestDueAgeMax != Disabled && c.OldestDueAge >= t.OldestDueAgeMax {
+			ws = append(ws, HealthWarning{Check: HealthCheckOldestDue, Message: fmt.Sprintf(
+				"relaybus: handler %q: its oldest due delivery has waited %v (threshold %v), with %d pending and %d processing: are its dispatchers running and keeping up, or is it paused?",
+				h, c.OldestDueAge.Round(time.Second), t.OldestDueAgeMax, c.Pending, c.Processing)})
+		}
+	}
+	for _, h := range handlers {
+		c := st.Handlers[h]
+		var before int64
+		if prev != nil {
+			before = prev.Handlers[h].Dead
+		}
+		if t.DeadNewMin != Disabled && c.Dead-before >= t.DeadNewMin {
+			ws = append(ws, HealthWarning{Check: HealthCheckDeadLetters, Message: fmt.Sprintf(
+				"relaybus: handler %q: %d deliveries became dead since the previous reading, %d dead in all: list them (ListDeliveries with StatusDead), fix the cause, then Requeue or purge them",
+				h, c.Dead-before, c.Dead)})
+		}
+	}
+	return ws, nil
+}
+
 // describeXminHolder names x for a warning: what to terminate or finish.
 func describeXminHolder(x *XminHolder) string {
 	if x.Kind == relaytype.XminHolderPrepared {
@@ -263,6 +337,14 @@ type StoreHealthWatch struct {
 	// watching goroutine: relaybus/otel's Instruments.RecordStoreHealth
 	// records the health metrics from it.
 	OnReport func(ctx context.Context, r *HealthReport)
+	// Statistics also reads Bus.Statistics at each interval, into the
+	// report's Statistics, and warns as CheckStatistics says (the
+	// oldest due delivery of each handler, new dead deliveries). On
+	// PostgreSQL that call scans the deliveries table unless its
+	// statistics counters are on (postgres.Store.EnableStatisticsCounters):
+	// turn them on, or keep the interval long, on a large backlog. A
+	// failed reading is logged at Warn, and the report goes out without.
+	Statistics bool
 }
 
 // WatchStoreHealth reads the store's health every Interval until ctx is
@@ -296,6 +378,7 @@ func (b *Bus[TTx]) WatchStoreHealth(ctx context.Context, w *StoreHealthWatch) er
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	var prev *HealthReport
+	var lastStats *Statistics // the last statistics read, for the dead deliveries' growth
 	for {
 		h, err := b.StoreHealth(ctx)
 		switch {
@@ -307,6 +390,11 @@ func (b *Bus[TTx]) WatchStoreHealth(ctx context.Context, w *StoreHealthWatch) er
 			r, err := CheckStoreHealth(h, prev, &th)
 			if err != nil {
 				return err // not reached: th is checked above
+			}
+			if cfg.Statistics {
+				if r.Statistics = b.watchStatistics(ctx, lastStats, &th, r); r.Statistics != nil {
+					lastStats = r.Statistics
+				}
 			}
 			for _, wn := range r.Warnings {
 				log.WarnContext(ctx, wn.Message, "check", wn.Check)
@@ -322,4 +410,22 @@ func (b *Bus[TTx]) WatchStoreHealth(ctx context.Context, w *StoreHealthWatch) er
 		case <-t.C:
 		}
 	}
+}
+
+// watchStatistics reads the statistics for WatchStoreHealth's report r
+// and appends their warnings to it, the dead deliveries compared with
+// last (the last statistics read); nil when the reading fails (logged).
+func (b *Bus[TTx]) watchStatistics(ctx context.Context, last *Statistics, th *HealthThresholds, r *HealthReport) *Statistics {
+	st, err := b.Statistics(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			b.cfg.Logger.WarnContext(ctx, "relaybus: store health: reading the statistics failed; trying again at the next interval", "error", err)
+		}
+		return nil
+	}
+	ws, err := CheckStatistics(st, last, th)
+	if err == nil {
+		r.Warnings = append(r.Warnings, ws...)
+	}
+	return st
 }

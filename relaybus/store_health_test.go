@@ -266,3 +266,112 @@ func TestStoreHealthUnsupported(t *testing.T) {
 	require.ErrorIs(t, b.WatchStoreHealth(t.Context(), &StoreHealthWatch{Interval: time.Millisecond}), ErrInvalid)
 	require.ErrorIs(t, b.WatchStoreHealth(t.Context(), &StoreHealthWatch{Thresholds: HealthThresholds{XminAgeMax: -7}}), ErrInvalid)
 }
+
+// TestCheckStatistics: a handler whose oldest due delivery waited past
+// the threshold warns, and so does one with new dead deliveries (all of
+// them at the first reading), by handler name; Disabled turns either
+// off; bad input is ErrInvalid.
+func TestCheckStatistics(t *testing.T) {
+	t.Parallel()
+	st := &Statistics{Handlers: map[string]Counts{
+		"b": {Pending: 3, Dead: 2, OldestDueAge: 10 * time.Minute},
+		"a": {Pending: 1, OldestDueAge: 6 * time.Minute},
+		"c": {Pending: 9, Dead: 5, OldestDueAge: time.Minute},
+	}}
+	checks := func(ws []HealthWarning) []string {
+		var out []string
+		for _, w := range ws {
+			out = append(out, w.Check+" "+strings.SplitN(w.Message, ":", 3)[1])
+		}
+		return out
+	}
+	ws, err := CheckStatistics(st, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		`oldest_due  handler "a"`, `oldest_due  handler "b"`,
+		`dead_letters  handler "b"`, `dead_letters  handler "c"`,
+	}, checks(ws))
+	require.Contains(t, ws[1].Message, "waited 10m0s (threshold 5m0s), with 3 pending and 0 processing")
+	require.Contains(t, ws[3].Message, "5 deliveries became dead since the previous reading, 5 dead in all")
+
+	prev := &Statistics{Handlers: map[string]Counts{"b": {Dead: 2}, "c": {Dead: 1}}}
+	ws, err = CheckStatistics(st, prev, &HealthThresholds{OldestDueAgeMax: Disabled, DeadNewMin: 3})
+	require.NoError(t, err)
+	require.Equal(t, []string{`dead_letters  handler "c"`}, checks(ws))
+	require.Contains(t, ws[0].Message, "4 deliveries became dead")
+
+	ws, err = CheckStatistics(st, st, &HealthThresholds{OldestDueAgeMax: 20 * time.Minute})
+	require.NoError(t, err)
+	require.Empty(t, ws)
+
+	_, err = CheckStatistics(nil, nil, nil)
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = CheckStatistics(st, nil, &HealthThresholds{OldestDueAgeMax: time.Millisecond})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = CheckStatistics(st, nil, &HealthThresholds{DeadNewMin: -2})
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// statsHealthStore is healthStore whose Statistics returns stats in
+// turn (an error where one is nil), then the last again.
+type statsHealthStore struct {
+	*healthStore
+	stats []*Statistics
+	n     int
+}
+
+func (s *statsHealthStore) Statistics(context.Context, *driver.StatisticsParams) (*Statistics, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats[min(s.n, len(s.stats)-1)]
+	s.n++
+	if st == nil {
+		return nil, errors.New("statement timeout")
+	}
+	return st, nil
+}
+
+// TestWatchStoreHealthStatistics: with Statistics, each report carries
+// the statistics read with it and their warnings; new dead deliveries
+// are counted from the last statistics read, across a failed reading
+// (whose report has none).
+func TestWatchStoreHealthStatistics(t *testing.T) {
+	t.Parallel()
+	one := &Statistics{Handlers: map[string]Counts{"h": {Pending: 1, Dead: 1}}}
+	three := &Statistics{Handlers: map[string]Counts{"h": {Pending: 1, Dead: 3, OldestDueAge: time.Hour}}}
+	hs := &statsHealthStore{
+		healthStore: &healthStore{fakeStore: newFakeStore(), next: []*StoreHealth{healthyReport()}},
+		stats:       []*Statistics{one, nil, three},
+	}
+	logs := &logRecords{}
+	cfg := testConfig()
+	cfg.Logger = slog.New(logs)
+	b, err := New[*fakeTx](hs, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	reports := make(chan *HealthReport, 3)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.WatchStoreHealth(ctx, &StoreHealthWatch{Interval: MinHealthInterval, Statistics: true,
+			OnReport: func(_ context.Context, r *HealthReport) { reports <- r }})
+	}()
+	first, second, third := <-reports, <-reports, <-reports
+	cancel()
+	require.NoError(t, <-done)
+	require.Same(t, one, first.Statistics)
+	require.Nil(t, second.Statistics, "the reading failed")
+	require.Same(t, three, third.Statistics)
+	var got []string
+	for _, w := range third.Warnings {
+		got = append(got, w.Check)
+	}
+	require.Equal(t, []string{HealthCheckOldestDue, HealthCheckDeadLetters}, got)
+	require.Contains(t, third.Warnings[1].Message, "2 deliveries became dead since the previous reading, 3 dead in all")
+	warns := logs.warnings()
+	require.Len(t, warns, 4, "%q", warns)
+	require.True(t, strings.HasSuffix(warns[0], " check=dead_letters"), warns[0])
+	require.Contains(t, warns[1], "reading the statistics failed")
+	require.True(t, strings.HasSuffix(warns[2], " check=oldest_due"), warns[2])
+	require.True(t, strings.HasSuffix(warns[3], " check=dead_letters"), warns[3])
+}

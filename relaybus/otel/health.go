@@ -75,10 +75,14 @@ func (in *Instruments) RecordStatistics(ctx context.Context, st *relaybus.Statis
 // (not recorded when there was none), and the age of the xmin holder's
 // transaction (0 when nothing holds the horizon, or the holder has no
 // transaction). Each warning adds one to relaybus.store.health.warnings
-// with its check.
+// with its check. A report with Statistics (StoreHealthWatch.Statistics)
+// records them too, as RecordStatistics does.
 func (in *Instruments) RecordStoreHealth(ctx context.Context, r *relaybus.HealthReport) {
 	if r == nil || r.Health == nil {
 		return
+	}
+	if r.Statistics != nil {
+		in.RecordStatistics(ctx, r.Statistics)
 	}
 	h := r.Health
 	none := in.none.rec

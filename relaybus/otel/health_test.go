@@ -164,6 +164,7 @@ func TestRecordStoreHealth(t *testing.T) {
 	require.NotContains(t, ms, relaybusotel.NameStoreVacuumAge, "never vacuumed: no value")
 	require.NotContains(t, ms, relaybusotel.NameStoreLaneHOTShare, "no lane update: no value")
 	require.NotContains(t, ms, relaybusotel.NameStoreHealthWarnings)
+	require.NotContains(t, ms, relaybusotel.NameQueueDeliveries, "a report without statistics")
 
 	h := &relaybus.StoreHealth{
 		At: at, DeliveriesDeadRows: 200_000, DeliveriesLiveRows: 10,
@@ -173,6 +174,7 @@ func TestRecordStoreHealth(t *testing.T) {
 	r, err := relaybus.CheckStoreHealth(h, nil, nil)
 	require.NoError(t, err)
 	r.LaneUpdates, r.LaneHOTShare = 2_000, 0.5
+	r.Statistics = &relaybus.Statistics{Handlers: map[string]relaybus.Counts{"h": {Dead: 3}}}
 	tb.in.RecordStoreHealth(ctx, r)
 	tb.in.RecordStoreHealth(ctx, nil) // ignored
 	ms = tb.metrics(t)
@@ -184,6 +186,8 @@ func TestRecordStoreHealth(t *testing.T) {
 	require.Equal(t, map[attribute.Distinct]int64{
 		check(relaybus.HealthCheckDeadRows): 1, check(relaybus.HealthCheckVacuum): 1, check(relaybus.HealthCheckXmin): 1,
 	}, sums(t, ms[relaybusotel.NameStoreHealthWarnings]))
+	require.EqualValues(t, 3, gauges[int64](t, ms[relaybusotel.NameQueueDeliveries])[attrs("relaybus.handler", "h", "relaybus.delivery.status", "dead")],
+		"a report's statistics are recorded")
 }
 
 // TestObserveDispatcher: relaybus.dispatcher.in_flight is the bus's
