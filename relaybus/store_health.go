@@ -132,6 +132,16 @@ type HealthThresholds struct {
 	DeadNewMin int64
 }
 
+// resolved is th with its defaults (every default for a nil th),
+// checked.
+func (th *HealthThresholds) resolved() (HealthThresholds, error) {
+	var t HealthThresholds
+	if th != nil {
+		t = *th
+	}
+	return t.withDefaults()
+}
+
 // withDefaults returns th with its zero fields set and checks it.
 func (th HealthThresholds) withDefaults() (HealthThresholds, error) {
 	setInt := func(name string, v *int64, def int64) error {
@@ -208,11 +218,7 @@ func CheckStoreHealth(h *StoreHealth, prev *HealthReport, th *HealthThresholds) 
 	if h == nil {
 		return nil, invalidf("check store health: the report is nil")
 	}
-	var t HealthThresholds
-	if th != nil {
-		t = *th
-	}
-	t, err := t.withDefaults()
+	t, err := th.resolved()
 	if err != nil {
 		return nil, err
 	}
@@ -273,11 +279,7 @@ func CheckStatistics(st, prev *Statistics, th *HealthThresholds) ([]HealthWarnin
 	if st == nil {
 		return nil, invalidf("check statistics: the statistics are nil")
 	}
-	var t HealthThresholds
-	if th != nil {
-		t = *th
-	}
-	t, err := t.withDefaults()
+	t, err := th.resolved()
 	if err != nil {
 		return nil, err
 	}
