@@ -203,8 +203,8 @@ func TestStatisticsCountersWhileWriting(t *testing.T) {
 
 // TestStatisticsCountersDoNotSerializePublishers: a publish of a handler
 // inside a transaction that stays open does not keep another publish of
-// the same handler waiting for its commit: the second adds to another
-// counter row (SKIP LOCKED) or a new one. Unkeyed events: a key's
+// the same handler waiting for its commit: each inserts a counter row of
+// its own. Unkeyed events: a key's
 // counter row (the keys table) does serialize the publishes of one key,
 // with counters or without.
 func TestStatisticsCountersDoNotSerializePublishers(t *testing.T) {
@@ -228,5 +228,25 @@ func TestStatisticsCountersDoNotSerializePublishers(t *testing.T) {
 	require.EqualValues(t, 4, st.Pending)
 	var rows int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM public.relaybus_counts WHERE handler = 'a' AND status = 'pending'`).Scan(&rows))
-	require.Equal(t, 2, rows, "one counter row per concurrent writer")
+	require.Equal(t, 2, rows, "a counter row per writing statement")
+}
+
+// TestStatisticsCountersFold: every 256th counter row folds the rows of
+// its (handler, status) into one, so a handler's rows stay a few hundred
+// however many statements wrote them, and the counts stay exact.
+func TestStatisticsCountersFold(t *testing.T) {
+	t.Parallel()
+	s, pool := setup(t, nil)
+	ctx := t.Context()
+	require.NoError(t, s.EnableStatisticsCounters(ctx))
+	const calls = 1_000
+	for i := range calls {
+		_, err := s.EventPublish(ctx, &driver.EventPublishParams{Events: counterEventsKeyed(fmt.Sprintf("f%d", i), 1, false, "a"), Now: t0})
+		require.NoError(t, err)
+	}
+	st := requireCountsAgree(t, s, t0)
+	require.EqualValues(t, calls, st.Pending)
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM public.relaybus_counts WHERE handler = 'a' AND status = 'pending'`).Scan(&rows))
+	require.Less(t, rows, 300, "the rows were not folded")
 }
