@@ -20,9 +20,9 @@ import (
 // measured).
 //
 // They cost every writer: each publish, completion, bury, requeue and
-// purge statement runs a trigger that adds to a counter row (one row
-// version per statement and handler), and each delivery published adds
-// one more index entry. The counters are a property of the schema, not
+// purge statement runs a trigger that inserts a counter row per handler
+// and status it changed (folded into one every 256th), and each delivery
+// published adds one more index entry. The counters are a property of the schema, not
 // of a store instance: once enabled, every process writing to the
 // tables keeps them, whatever its version or options; the roles that
 // write deliveries need INSERT and UPDATE on <prefix>counts and USAGE
