@@ -21,6 +21,16 @@ SELECT 'completed' FROM {{.History}} WHERE id = $1
 SELECT set_config('max_parallel_workers_per_gather', '0', true)
 {{- end}}
 
+-- The ids in flight: those the lanes with an owner list (a completion
+-- leaves its id there until the lane is handed back). Shared by both
+-- Statistics statements (statisticsCounts, counters.sql's
+-- statisticsCounted).
+{{define "statisticsFlying" -}}
+flying AS MATERIALIZED (
+	SELECT DISTINCT f.id FROM {{.Lanes}} l CROSS JOIN LATERAL unnest(l.in_flight) AS f(id) WHERE l.lease_owner IS NOT NULL
+)
+{{- end}}
+
 -- Statistics (admin.go): exact counts and the oldest due delivery, in
 -- one statement, read-only (no statement of the claim or completion
 -- path writes anything for it). A pending delivery that is in flight
@@ -36,9 +46,7 @@ SELECT set_config('max_parallel_workers_per_gather', '0', true)
 -- Statistics costs", has the figures; counters.sql's statisticsCounted
 -- is what Statistics runs instead when statistics counters are on).
 {{define "statisticsCounts" -}}
-WITH flying AS MATERIALIZED (
-	SELECT DISTINCT f.id FROM {{.Lanes}} l CROSS JOIN LATERAL unnest(l.in_flight) AS f(id) WHERE l.lease_owner IS NOT NULL
-)
+WITH {{template "statisticsFlying" .}}
 SELECT d.handler, d.status,
 	count(*) FILTER (WHERE fl.id IS NULL),
 	count(*) FILTER (WHERE fl.id IS NOT NULL),

@@ -30,10 +30,21 @@ CREATE TABLE IF NOT EXISTS {{.Counts}} (
 CREATE INDEX IF NOT EXISTS "{{.Prefix}}counts_handler_status_idx" ON {{.Counts}} (handler, status);
 {{- end}}
 
--- Add n to (handler, status), and fold every 256th time: the body
--- shared by both trigger functions. hs, ss and ns are the loop's arrays,
--- i its index, added the id of the row just inserted.
+-- The variables of both trigger functions: the (handler, status, n)
+-- deltas of the statement as three arrays, and the id of the counter
+-- row just inserted.
+{{define "countersDeclare" -}}
+DECLARE
+	hs text[];
+	ss text[];
+	ns bigint[];
+	added bigint;
+{{- end}}
+
+-- Add each delta to its (handler, status), and fold every 256th time:
+-- the end of both trigger functions.
 {{define "countersAdd" -}}
+	FOR i IN 1 .. coalesce(array_length(hs, 1), 0) LOOP
 		INSERT INTO {{.Counts}} (handler, status, n) VALUES (hs[i], ss[i], ns[i]) RETURNING id INTO added;
 		IF added % 256 = 0 THEN
 			WITH folded AS (
@@ -44,6 +55,8 @@ CREATE INDEX IF NOT EXISTS "{{.Prefix}}counts_handler_status_idx" ON {{.Counts}}
 			)
 			INSERT INTO {{.Counts}} (handler, status, n) SELECT hs[i], ss[i], sum(n) FROM folded HAVING count(*) > 0;
 		END IF;
+	END LOOP;
+	RETURN NULL;
 {{- end}}
 
 -- The trigger functions. One call per statement (FOR EACH STATEMENT),
@@ -55,11 +68,7 @@ CREATE INDEX IF NOT EXISTS "{{.Prefix}}counts_handler_status_idx" ON {{.Counts}}
 {{define "countersFunctions" -}}
 CREATE OR REPLACE FUNCTION "{{.Schema}}"."{{.Prefix}}count_deliveries"() RETURNS trigger
 LANGUAGE plpgsql AS $relaybus$
-DECLARE
-	hs text[];
-	ss text[];
-	ns bigint[];
-	added bigint;
+{{template "countersDeclare"}}
 BEGIN
 	IF TG_OP = 'TRUNCATE' THEN
 		DELETE FROM {{.Counts}} WHERE status <> 'history';
@@ -73,27 +82,19 @@ BEGIN
 	ELSE
 		SELECT array_agg(handler), array_agg(status), array_agg(n) INTO hs, ss, ns
 		FROM (
-			SELECT handler, status, sum(n)::bigint AS n FROM (
-				SELECT o.handler, o.status, -1 AS n FROM relaybus_old o JOIN relaybus_new w ON w.id = o.id WHERE w.status <> o.status
-				UNION ALL
-				SELECT w.handler, w.status, 1 FROM relaybus_old o JOIN relaybus_new w ON w.id = o.id WHERE w.status <> o.status
-			) d GROUP BY 1, 2 HAVING sum(n) <> 0
+			SELECT v.handler, v.status, sum(v.n)::bigint AS n
+			FROM relaybus_old o JOIN relaybus_new w ON w.id = o.id AND w.status <> o.status
+			CROSS JOIN LATERAL (VALUES (o.handler, o.status, -1), (w.handler, w.status, 1)) AS v(handler, status, n)
+			GROUP BY 1, 2 HAVING sum(v.n) <> 0
 		) x;
 	END IF;
-	FOR i IN 1 .. coalesce(array_length(hs, 1), 0) LOOP
-{{template "countersAdd" .}}
-	END LOOP;
-	RETURN NULL;
+	{{template "countersAdd" .}}
 END
 $relaybus$;
 
 CREATE OR REPLACE FUNCTION "{{.Schema}}"."{{.Prefix}}count_history"() RETURNS trigger
 LANGUAGE plpgsql AS $relaybus$
-DECLARE
-	hs text[];
-	ss text[];
-	ns bigint[];
-	added bigint;
+{{template "countersDeclare"}}
 BEGIN
 	IF TG_OP = 'TRUNCATE' THEN
 		DELETE FROM {{.Counts}} WHERE status = 'history';
@@ -105,17 +106,13 @@ BEGIN
 		SELECT array_agg(handler), array_agg('history'::text), array_agg(n) INTO hs, ss, ns
 		FROM (SELECT handler, -count(*) AS n FROM relaybus_old GROUP BY 1) x;
 	END IF;
-	FOR i IN 1 .. coalesce(array_length(hs, 1), 0) LOOP
-{{template "countersAdd" .}}
-	END LOOP;
-	RETURN NULL;
+	{{template "countersAdd" .}}
 END
 $relaybus$;
 {{- end}}
 
--- The triggers, by name <prefix>count_<table>_<op> (countersState
--- counts them). History rows are never updated.
-{{define "countersTriggers" -}}
+-- The seven triggers, if they exist.
+{{define "countersDropTriggers" -}}
 DROP TRIGGER IF EXISTS "{{.Prefix}}count_deliveries_insert" ON {{.Deliveries}};
 DROP TRIGGER IF EXISTS "{{.Prefix}}count_deliveries_delete" ON {{.Deliveries}};
 DROP TRIGGER IF EXISTS "{{.Prefix}}count_deliveries_update" ON {{.Deliveries}};
@@ -123,6 +120,12 @@ DROP TRIGGER IF EXISTS "{{.Prefix}}count_deliveries_truncate" ON {{.Deliveries}}
 DROP TRIGGER IF EXISTS "{{.Prefix}}count_history_insert" ON {{.History}};
 DROP TRIGGER IF EXISTS "{{.Prefix}}count_history_delete" ON {{.History}};
 DROP TRIGGER IF EXISTS "{{.Prefix}}count_history_truncate" ON {{.History}};
+{{- end}}
+
+-- The triggers, by name <prefix>count_<table>_<op> (countersState
+-- counts them). History rows are never updated.
+{{define "countersTriggers" -}}
+{{template "countersDropTriggers" .}}
 CREATE TRIGGER "{{.Prefix}}count_deliveries_insert" AFTER INSERT ON {{.Deliveries}}
 	REFERENCING NEW TABLE AS relaybus_new FOR EACH STATEMENT EXECUTE FUNCTION "{{.Schema}}"."{{.Prefix}}count_deliveries"();
 CREATE TRIGGER "{{.Prefix}}count_deliveries_delete" AFTER DELETE ON {{.Deliveries}}
@@ -198,13 +201,7 @@ SELECT to_regclass('{{.Counts}}') IS NOT NULL
 -- transaction (the due index is dropped after it, concurrently).
 {{define "countersRemove" -}}
 SELECT set_config('lock_timeout', '10s', true);
-DROP TRIGGER IF EXISTS "{{.Prefix}}count_deliveries_insert" ON {{.Deliveries}};
-DROP TRIGGER IF EXISTS "{{.Prefix}}count_deliveries_delete" ON {{.Deliveries}};
-DROP TRIGGER IF EXISTS "{{.Prefix}}count_deliveries_update" ON {{.Deliveries}};
-DROP TRIGGER IF EXISTS "{{.Prefix}}count_deliveries_truncate" ON {{.Deliveries}};
-DROP TRIGGER IF EXISTS "{{.Prefix}}count_history_insert" ON {{.History}};
-DROP TRIGGER IF EXISTS "{{.Prefix}}count_history_delete" ON {{.History}};
-DROP TRIGGER IF EXISTS "{{.Prefix}}count_history_truncate" ON {{.History}};
+{{template "countersDropTriggers" .}}
 DROP FUNCTION IF EXISTS "{{.Schema}}"."{{.Prefix}}count_deliveries"();
 DROP FUNCTION IF EXISTS "{{.Schema}}"."{{.Prefix}}count_history"();
 DROP TABLE IF EXISTS {{.Counts}};
@@ -218,20 +215,17 @@ DROP TABLE IF EXISTS {{.Counts}};
 -- in due order, skipping the ids in flight (a few hundred at most
 -- before it meets one that is not). $1 is now.
 {{define "statisticsCounted" -}}
-WITH flying AS MATERIALIZED (
-	SELECT DISTINCT f.id FROM {{.Lanes}} l CROSS JOIN LATERAL unnest(l.in_flight) AS f(id) WHERE l.lease_owner IS NOT NULL
-), fly AS MATERIALIZED (
+WITH {{template "statisticsFlying" .}}, fly AS MATERIALIZED (
 	SELECT d.handler, count(*) AS n FROM flying f JOIN {{.Deliveries}} d ON d.id = f.id WHERE d.status = 'pending' GROUP BY 1
 ), c AS MATERIALIZED (
 	SELECT handler, status, sum(n)::bigint AS n FROM {{.Counts}} GROUP BY 1, 2 HAVING sum(n) <> 0
 )
 SELECT c.handler, CASE c.status WHEN 'history' THEN 'completed' ELSE c.status END,
-	c.n - CASE WHEN c.status = 'pending' THEN coalesce(fl.n, 0) ELSE 0 END,
-	CASE WHEN c.status = 'pending' THEN coalesce(fl.n, 0) ELSE 0 END,
+	c.n - coalesce(fl.n, 0), coalesce(fl.n, 0),
 	CASE WHEN c.status = 'pending' THEN (
 		SELECT d.available_at FROM {{.Deliveries}} d
 		WHERE d.handler = c.handler AND d.status = 'pending' AND d.available_at <= $1
 			AND d.id NOT IN (SELECT f.id FROM flying f)
 		ORDER BY d.handler, d.available_at LIMIT 1) END
-FROM c LEFT JOIN fly fl ON fl.handler = c.handler
+FROM c LEFT JOIN fly fl ON fl.handler = c.handler AND c.status = 'pending'
 {{- end}}
