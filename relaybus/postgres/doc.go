@@ -70,12 +70,16 @@
 // # Publishing
 //
 // A publish is one round trip: publish.sql's publishInsert and
-// publishNumber (publishStale for a call without keys), sent as one
-// pipelined batch whose second statement needs nothing the client
-// learns from the first (EventPublishTx has the details). EventPublish, the Bus's Publish, sends the same batch without
-// BEGIN and COMMIT: the server runs a pipeline in one implicit
-// transaction, committed when the batch ends and rolled back whole when
-// one of its statements fails. docs/publishing.md has what each keeps of
+// publishNumber, sent as one pipelined batch whose second statement
+// needs nothing the client learns from the first (EventPublishTx has the
+// details). A call with no keyed event sends the first alone, and the
+// second (publishStale) only when an event of the call existed: then in
+// a second round trip in the caller's transaction, and in the store's
+// own by sending the call again whole. EventPublish, the Bus's Publish,
+// sends its batch without BEGIN and COMMIT: the server runs a pipeline
+// in one implicit transaction, committed when the batch ends and rolled
+// back whole when one of its statements fails. docs/publishing.md has
+// what each keeps of
 // the guarantees, and the group commit above it.
 //
 // # SQL

@@ -26,3 +26,15 @@ func (s *Store) StatisticsBoth(ctx context.Context, params *driver.StatisticsPar
 	})
 	return counted, scanned, err
 }
+
+// PublishBothLeft is how many more calls with no keyed event send both
+// publish statements in one batch (publish.go's run); SetPublishBothLeft
+// sets it, so that a test counts a call of the path it means.
+func (s *Store) PublishBothLeft() int32 { return s.publishBothLeft.Load() }
+
+// SetPublishBothLeft sets what PublishBothLeft returns.
+func (s *Store) SetPublishBothLeft(n int32) { s.publishBothLeft.Store(n) }
+
+// PublishStaleSQL is the text of publishStale, the second statement of a
+// call with no keyed event.
+func (s *Store) PublishStaleSQL() string { return s.q.publishStale }

@@ -3,10 +3,13 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/berkcansavur/relaybus/relaybus/driver"
 	"github.com/berkcansavur/relaybus/relaybus/relaytype"
@@ -15,9 +18,11 @@ import (
 var _ driver.EventPublisher = (*Store)(nil)
 
 // EventPublishTx inserts events and their deliveries in tx, in one round
-// trip whatever their number, keyed or not, new or republished: two
-// statements of publish.sql sent as one pipelined batch, the second
-// depending on nothing the client learns from the first. publishInsert
+// trip whatever their number: two statements of publish.sql sent as one
+// pipelined batch, the second depending on nothing the client learns
+// from the first; for a call with no keyed event, the first alone, and
+// the second in a round trip of its own only when an event of the call
+// existed (run has the details). publishInsert
 // inserts the events that do not exist yet and the deliveries of the new
 // unkeyed ones; publishNumber numbers the new keyed events (locking their
 // keys' counters until tx ends, so sequences follow commit order), gives
@@ -44,7 +49,8 @@ func (s *Store) EventPublishTx(ctx context.Context, tx pgx.Tx, params *driver.Ev
 }
 
 // EventPublish is EventPublishTx in a transaction of the store's own
-// that costs no round trip of its own: the batch is sent without BEGIN
+// that costs no round trip of its own (a call with no keyed event of
+// which an event existed is sent twice: see run): the batch is sent without BEGIN
 // or COMMIT on a connection of the pool, so the server runs its
 // statements in one implicit transaction, committed when the batch ends
 // (at its Sync message) and rolled back, whole, when one of them fails;
@@ -158,39 +164,188 @@ func (s *Store) newPublish(params *driver.EventPublishParams) (*publish, error) 
 	return p, nil
 }
 
-// run sends the call's batch on sender and reads its results; own says
-// the sender is the pool (the batch's implicit transaction), not the
-// caller's transaction.
+// The batches a call sends (publishOut.send).
+type publishStep int
+
+const (
+	// publishBoth: publishInsert and the second statement (publishNumber,
+	// or publishStale for a call with no keyed event) in one batch.
+	publishBoth publishStep = iota
+	// publishFirst: the first statement alone, for a call with no keyed
+	// event: publishInsertAlone in the store's own transaction (it fails
+	// when an event of the call existed), publishInsert in the caller's.
+	publishFirst
+	// publishSecond: publishStale alone, in the caller's transaction
+	// after a publishFirst that did not insert every event.
+	publishSecond
+)
+
+// publishBothAfterExisted is how many calls with no keyed event send
+// both statements in one batch after one such call found an event of it
+// existed (run).
+const publishBothAfterExisted = 64
+
+// errEventExisted is the failure publishInsertAlone gives a call of
+// which an event existed: its text, in the server's message.
+const errEventExisted = "relaybus: publish: an event of the call exists"
+
+// eventExisted reports whether err is publishInsertAlone's failure.
+func eventExisted(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "22P02" && strings.Contains(pgErr.Message, errEventExisted)
+}
+
+// publishOut is what a call's statements return, summed over its batches.
+type publishOut struct {
+	inserted           []string
+	insertedDeliveries int64
+	numbered           int64
+	found, updated     int64
+	ords, sequences    []int64
+	// second: a second statement ran, and found counts the call's
+	// events it found.
+	second bool
+}
+
+// run sends the call's statements on sender and reads their results; own
+// says the sender is the pool (the batch's implicit transaction), not
+// the caller's transaction.
+//
+// A call with a keyed event is one batch of both statements. One with
+// none needs its second statement (publishStale) only when an event of
+// the call existed, which a new id's call never finds: it sends the
+// first alone, and in the store's own transaction publishInsertAlone,
+// which fails (rolling the transaction back whole) when an event
+// existed; the call is then sent again as one batch of both. In the
+// caller's transaction, which a failure would end, it sends publishInsert
+// and then, only when it did not insert every event, publishStale in a
+// second round trip: the snapshot that one takes after the first's
+// answer sees every event another transaction committed meanwhile, as
+// the second statement of one batch does.
+//
+// A call that finds an event existed costs more than one batch of both
+// would have: two round trips in the caller's transaction, and in the
+// store's own about four (pgx forgets the statements of a batch that
+// failed, then deallocates and prepares them again, and the connection's
+// next call alone prepares its first statement again). So after one, the
+// store's next publishBothAfterExisted calls with no keyed event send one
+// batch of both, as before: a publisher that republishes most of what it
+// sends (BenchmarkPublishOwnRepublished) pays the probe once in that many
+// calls.
 func (p *publish) run(ctx context.Context, sender batchSender, own bool) (*driver.EventPublishResult, error) {
-	s, n := p.s, len(p.ids)
-	var (
-		inserted           []string
-		insertedDeliveries int64
-		numbered           int64
-		found, updated     int64
-		ords               []int64
-		sequences          []int64
-	)
+	n := len(p.ids)
+	var out publishOut
+	var err error
+	s := p.s
+	switch {
+	case p.keyed:
+		err = out.send(ctx, p, sender, own, publishBoth)
+	case s.publishBothLeft.Load() > 0:
+		s.publishBothLeft.Add(-1)
+		err = out.send(ctx, p, sender, own, publishBoth)
+	case own:
+		if err = out.send(ctx, p, sender, own, publishFirst); eventExisted(err) {
+			s.publishBothLeft.Store(publishBothAfterExisted)
+			out = publishOut{}
+			err = out.send(ctx, p, sender, own, publishBoth)
+		}
+	default:
+		if err = out.send(ctx, p, sender, own, publishFirst); err == nil && len(out.inserted) < n {
+			s.publishBothLeft.Store(publishBothAfterExisted)
+			err = out.send(ctx, p, sender, own, publishSecond)
+		}
+	}
+	if err != nil {
+		return nil, errorFrom("publish", err)
+	}
+	if out.second && out.found != int64(n) {
+		// Statement 1 found or inserted every event, so only a
+		// concurrent delete (a Purge) can make one vanish.
+		return nil, fmt.Errorf("relaybus/postgres: publish: %d of %d events vanished during the publish (purged concurrently?)", int64(n)-out.found, n)
+	}
+	if !out.second && len(out.inserted) != n {
+		return nil, fmt.Errorf("relaybus/postgres: publish: %d of %d events inserted and no second statement", len(out.inserted), n)
+	}
+	if len(out.ords) != len(out.sequences) {
+		return nil, fmt.Errorf("relaybus/postgres: publish: %d sequences for %d keyed events", len(out.sequences), len(out.ords))
+	}
+	res := &driver.EventPublishResult{Inserted: make([]bool, n), Sequences: make([]int64, n),
+		Deliveries: int(out.insertedDeliveries + out.numbered)}
+	if len(out.inserted) == n {
+		for i := range res.Inserted {
+			res.Inserted[i] = true
+		}
+	} else if len(out.inserted) > 0 {
+		isNew := make(map[string]bool, len(out.inserted))
+		for _, id := range out.inserted {
+			isNew[id] = true
+		}
+		for i, id := range p.ids {
+			res.Inserted[i] = isNew[id]
+		}
+	}
+	for j, ord := range out.ords {
+		if ord < 1 || ord > int64(n) {
+			return nil, fmt.Errorf("relaybus/postgres: publish: sequence for event %d of %d", ord, n)
+		}
+		res.Sequences[ord-1] = out.sequences[j]
+	}
+	return res, nil
+}
+
+// send sends one batch of the call's statements (step says which) on
+// sender, after publishPlan and, in the caller's transaction (not own),
+// before publishRestore, and adds what they return to out. A batch with
+// the first statement may try to announce the call's deliveries.
+func (out *publishOut) send(ctx context.Context, p *publish, sender batchSender, own bool, step publishStep) error {
+	s := p.s
 	batch := &pgx.Batch{}
 	batch.Queue(s.q.publishPlan)
-	batch.Queue(s.q.publishInsert, p.ids, p.types, p.keys, p.payloads, p.headers, p.createdAts, p.handlers, p.lanes,
-		p.unkeyed.eventIDs, p.unkeyed.handlers, p.unkeyed.maxAttempts, p.params.Now, p.dues).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&inserted, &insertedDeliveries) })
-	// Statement 2: publishStale when no event of the call has a key, the
-	// part of publishNumber such a call can use, which is cheaper to
-	// start (publish.sql).
-	second := s.q.publishNumber
-	if !p.keyed {
-		second = s.q.publishStale
+	if step != publishSecond {
+		alone := step == publishFirst && own
+		first := s.q.publishInsert
+		if alone {
+			first = s.q.publishAlone
+		}
+		var inserted []string
+		var deliveries int64
+		q := batch.Queue(first, p.ids, p.types, p.keys, p.payloads, p.headers, p.createdAts, p.handlers, p.lanes,
+			p.unkeyed.eventIDs, p.unkeyed.handlers, p.unkeyed.maxAttempts, p.params.Now, p.dues)
+		q.QueryRow(func(row pgx.Row) error {
+			var err error
+			if alone {
+				var never *int32 // the check's column: NULL, or the statement failed
+				err = row.Scan(&inserted, &deliveries, &never)
+			} else {
+				err = row.Scan(&inserted, &deliveries)
+			}
+			out.inserted, out.insertedDeliveries = inserted, out.insertedDeliveries+deliveries
+			return err
+		})
 	}
-	batch.Queue(second, p.ids, p.keys, p.lanes, p.handlers,
-		p.all.eventIDs, p.all.handlers, p.all.maxAttempts, p.params.Now, p.dues).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&numbered, &found, &updated, &ords, &sequences) })
+	if step != publishFirst {
+		// Statement 2: publishStale when no event of the call has a key,
+		// the part of publishNumber such a call can use, which is cheaper
+		// to start (publish.sql).
+		second := s.q.publishNumber
+		if !p.keyed {
+			second = s.q.publishStale
+		}
+		batch.Queue(second, p.ids, p.keys, p.lanes, p.handlers,
+			p.all.eventIDs, p.all.handlers, p.all.maxAttempts, p.params.Now, p.dues).
+			QueryRow(func(row pgx.Row) error {
+				var numbered int64
+				err := row.Scan(&numbered, &out.found, &out.updated, &out.ords, &out.sequences)
+				out.numbered += numbered
+				out.second = true
+				return err
+			})
+	}
 	var wake *publishWakeTry
-	if p.deliveries > 0 {
+	if p.deliveries > 0 && step != publishSecond {
 		wq, err := s.wakeQueries()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if wake = s.wakeAtPublish(); wake != nil {
 			// A notification is delivered at commit, and only then. When
@@ -209,33 +364,5 @@ func (p *publish) run(ctx context.Context, sender batchSender, own bool) (*drive
 	if wake != nil {
 		s.wakeTried(wake, err)
 	}
-	if err != nil {
-		return nil, errorFrom("publish", err)
-	}
-	if found != int64(n) {
-		// Statement 1 found or inserted every event, so only a
-		// concurrent delete (a Purge) can make one vanish.
-		return nil, fmt.Errorf("relaybus/postgres: publish: %d of %d events vanished during the publish (purged concurrently?)", int64(n)-found, n)
-	}
-	if len(ords) != len(sequences) {
-		return nil, fmt.Errorf("relaybus/postgres: publish: %d sequences for %d keyed events", len(sequences), len(ords))
-	}
-	res := &driver.EventPublishResult{Inserted: make([]bool, n), Sequences: make([]int64, n),
-		Deliveries: int(insertedDeliveries + numbered)}
-	if len(inserted) > 0 {
-		isNew := make(map[string]bool, len(inserted))
-		for _, id := range inserted {
-			isNew[id] = true
-		}
-		for i, id := range p.ids {
-			res.Inserted[i] = isNew[id]
-		}
-	}
-	for j, ord := range ords {
-		if ord < 1 || ord > int64(n) {
-			return nil, fmt.Errorf("relaybus/postgres: publish: sequence for event %d of %d", ord, n)
-		}
-		res.Sequences[ord-1] = sequences[j]
-	}
-	return res, nil
+	return err
 }

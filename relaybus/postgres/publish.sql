@@ -15,10 +15,13 @@
 -- inserted with sequence -1 and no handlers, the mark that it is new:
 -- only its own transaction can see it before publishNumber gives it its
 -- sequence, in the same round trip, so a republished event never
--- consumes a sequence number. A call with no keyed event sends
--- publishStale in place of publishNumber: the part of it such a call can
--- use (the republished events' missing deliveries), which is cheaper to
--- start (publishStale below).
+-- consumes a sequence number. A call with no keyed event needs no
+-- numbering, and its second statement only when an event of it existed
+-- (publishStale, the part of publishNumber such a call can use: the
+-- republished events' missing deliveries). It sends publishInsert alone
+-- (publishInsertAlone in the store's own transaction, which fails when an
+-- event existed), and publishStale after it only when an event existed
+-- (publish.go's run).
 
 -- The planner settings of a publish (see planSettings in claim.sql),
 -- sent before its statements in the same round trip: enable_seqscan off
@@ -50,6 +53,31 @@ SELECT set_config('enable_seqscan', current_setting('relaybus.plan_seqscan'), tr
 -- speculative insertion costs a WAL record per row). Returns the ids
 -- inserted and the deliveries.
 {{define "publishInsert" -}}
+{{template "publishInsertWrites" .}}
+SELECT ARRAY(SELECT id FROM ins), (SELECT count(*) FROM dl)
+{{- end}}
+
+-- Publish, statement 1 alone, for a call with no keyed event in a
+-- transaction of the store's own (EventPublish): publishInsert, which
+-- fails the statement, and so the whole implicit transaction, when an
+-- event of the call was not inserted (it existed, or a concurrent
+-- publish of its id committed while the insert waited for it). A call of
+-- new events is then this one statement: nothing is left for
+-- publishStale to do. One that fails so is sent again whole, with
+-- publishStale (publish.go: errEventExisted). The error is a failed cast
+-- of a text that names it, made of a count the statement reads, so that
+-- the planner cannot fold it into a failure of every call.
+{{define "publishInsertAlone" -}}
+{{template "publishInsertWrites" .}}
+SELECT ARRAY(SELECT id FROM ins), (SELECT count(*) FROM dl),
+	CASE WHEN (SELECT count(*) FROM ins) < cardinality($1::text[])
+		THEN ('relaybus: publish: an event of the call exists (' || (SELECT count(*) FROM ins) || ' inserted)')::int
+	END
+{{- end}}
+
+-- What publishInsert and publishInsertAlone write: the events of the
+-- call that do not exist (ins) and their deliveries (dl).
+{{define "publishInsertWrites" -}}
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::timestamptz[], $7::jsonb[], $8::smallint[],
 			$13::timestamptz[])
@@ -72,7 +100,6 @@ WITH u AS (
 	ORDER BY d.ord
 	RETURNING 1
 )
-SELECT ARRAY(SELECT id FROM ins), (SELECT count(*) FROM dl)
 {{- end}}
 
 -- The reads every publish's second statement starts with (publishNumber,

@@ -35,6 +35,40 @@ func BenchmarkPublishOwn(b *testing.B) {
 	m.report(b, int64(b.N), "event")
 }
 
+// BenchmarkPublishOwnRepublished is BenchmarkPublishOwn with calls that
+// republish an event that exists with its handlers: every call (all), or
+// one call in a hundred (1%, the others new). A call of unkeyed events of
+// which one existed costs more round trips than a new one in the store's
+// own transaction (publish.go's run).
+func BenchmarkPublishOwnRepublished(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		every int
+	}{{"all", 1}, {"1%", 100}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, pool := benchStore(b)
+			publish := func(id string) {
+				_, err := s.EventPublish(b.Context(), &driver.EventPublishParams{Now: t0, Events: []*driver.EventPublish{{
+					Event:      &relaytype.Event{ID: id, Type: "t", Payload: make([]byte, 128)},
+					Deliveries: []driver.DeliverySpec{{Handler: "a", MaxAttempts: 3}},
+				}}})
+				require.NoError(b, err)
+			}
+			publish("old")
+			m := startMeasure(b, pool)
+			for i := 0; b.Loop(); i++ {
+				if i%c.every == 0 {
+					publish("old")
+				} else {
+					publish(fmt.Sprintf("e%d", i))
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			m.report(b, int64(b.N), "event")
+		})
+	}
+}
+
 // BenchmarkBusPublishParallel measures the harness's publish cells in a
 // test: goroutines publishing through one Bus on a pool of 5, with group
 // commit (the default) and without: P=32 batch=1, and P=8 batch=10.

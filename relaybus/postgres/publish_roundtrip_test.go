@@ -27,13 +27,14 @@ type wire struct {
 	roundTrips int
 	statements int
 	batches    int
+	sql        []string // the statements' texts, in the order sent
 }
 
 func (w *wire) reset() (roundTrips, statements int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	roundTrips, statements = w.roundTrips, w.statements
-	w.roundTrips, w.statements, w.batches = 0, 0, 0
+	w.roundTrips, w.statements, w.batches, w.sql = 0, 0, 0, nil
 	return roundTrips, statements
 }
 
@@ -65,9 +66,10 @@ func (c *wireConn) Read(b []byte) (int, error) {
 }
 
 // The tracer counts statements.
-func (w *wire) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func (w *wire) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	w.mu.Lock()
 	w.statements++
+	w.sql = append(w.sql, d.SQL)
 	w.mu.Unlock()
 	return ctx
 }
@@ -85,12 +87,27 @@ func (w *wire) batchCount() int {
 	defer w.mu.Unlock()
 	return w.batches
 }
-func (w *wire) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+func (w *wire) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
 	w.mu.Lock()
 	w.statements++
+	w.sql = append(w.sql, d.SQL)
 	w.mu.Unlock()
 }
 func (w *wire) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// sent returns how many statements of text sql were sent since the last
+// reset.
+func (w *wire) sent(sql string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, s := range w.sql {
+		if s == sql {
+			n++
+		}
+	}
+	return n
+}
 
 // wiredStore is a set-up store on a fresh database whose pool (one
 // connection, never pinged) counts its round trips and statements.
@@ -125,14 +142,19 @@ func wiredStoreConns(t *testing.T, conns int32) (*postgres.Store, *pgxpool.Pool,
 	return s, pool, w
 }
 
-// TestPublishRoundTrips pins what a publish costs on the wire: one round
-// trip for PublishTx's statements and one for a whole EventPublish (its
-// own transaction), whatever the events: new or republished, keyed or
-// not, one or a thousand. Three statements per call (the planner
-// settings, then the two of the publish), one more when the call tries to
-// announce itself to wake-up listeners (at most once per wake-up
-// interval), and in the caller's transaction one more that puts its
-// planner settings back.
+// TestPublishRoundTrips pins what a publish costs on the wire, for
+// EventPublish (its own transaction) and EventPublishTx. A call with a
+// keyed event is one round trip whatever its size: three statements in
+// its own transaction (the planner settings, then the two of the
+// publish), and in the caller's one more that puts the planner settings
+// back. A call with no keyed event whose events are all new is one
+// round trip of one statement less: the first alone. One with no keyed
+// event of which an event existed takes two round trips: in its own
+// transaction the first alone fails and the call is sent again whole; in
+// the caller's, the second statement follows in a round trip of its own.
+// Any call that adds deliveries may add one statement (in its first
+// batch) that announces it to wake-up listeners, at most once per
+// wake-up interval.
 func TestPublishRoundTrips(t *testing.T) {
 	t.Parallel()
 	s, pool, w := wiredStore(t)
@@ -153,16 +175,21 @@ func TestPublishRoundTrips(t *testing.T) {
 		}
 		return eps
 	}
-	own := func(eps []*driver.EventPublish) {
-		_, err := s.EventPublish(ctx, &driver.EventPublishParams{Events: eps, Now: t0})
-		require.NoError(t, err)
-	}
 	// A publish that adds deliveries may leave a notification to be sent
 	// outside it, on the pool, up to wakeLateDelay (100 ms) later: wait
 	// that out before a call is counted, or its round trips count too.
 	quiet := func() { time.Sleep(150 * time.Millisecond) }
-	check := true
-	inTx := func(eps []*driver.EventPublish) {
+	// stale is how many times the last call counted sent publishStale.
+	var stale int
+	own := func(eps []*driver.EventPublish) (rt, st int) {
+		quiet()
+		w.reset()
+		_, err := s.EventPublish(ctx, &driver.EventPublishParams{Events: eps, Now: t0})
+		require.NoError(t, err)
+		stale = w.sent(s.PublishStaleSQL())
+		return w.reset()
+	}
+	inTx := func(eps []*driver.EventPublish) (rt, st int) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }() // a failed check leaves no connection held
@@ -170,41 +197,84 @@ func TestPublishRoundTrips(t *testing.T) {
 		w.reset()
 		_, err = s.EventPublishTx(ctx, tx, &driver.EventPublishParams{Events: eps, Now: t0})
 		require.NoError(t, err)
-		rt, st := w.reset()
-		if check {
-			require.Equal(t, 1, rt, "PublishTx of %d events: round trips", len(eps))
-			require.LessOrEqual(t, st, 5, "PublishTx: statements")
-			require.GreaterOrEqual(t, st, 4, "PublishTx: statements")
-		}
+		stale = w.sent(s.PublishStaleSQL())
+		rt, st = w.reset()
 		require.NoError(t, tx.Commit(ctx))
+		return rt, st
 	}
 	// The first use of each statement on a connection prepares it: one
-	// more round trip, once.
+	// more round trip, once. A statement that failed is prepared again
+	// at its next use (pgx forgets it): the first statement alone of the
+	// republished unkeyed call in its own transaction, so the fresh call
+	// after that one warms it up again.
+	own(events(1, false))
+	own(events(1, false, "e1"))
+	s.SetPublishBothLeft(0)
 	own(events(1, false))
 	own(events(1, true))
-	check = false
 	inTx(events(1, true))
-	check = true
+	inTx(events(1, false, "e1"))
+	s.SetPublishBothLeft(0)
+	inTx(events(1, false))
 
+	// cost is a call's round trips, its statements (at least, at most),
+	// whether it sent publishStale, and when not 0 the round trips it may
+	// take at most (rt is then the least).
+	type cost struct {
+		rt, minSt, maxSt int
+		stale            bool
+		maxRt            int
+	}
 	cases := []struct {
-		name string
-		eps  func() []*driver.EventPublish
+		name    string
+		eps     func() []*driver.EventPublish
+		own, tx cost
 	}{
-		{"one unkeyed event", func() []*driver.EventPublish { return events(1, false) }},
-		{"one keyed event", func() []*driver.EventPublish { return events(1, true) }},
-		{"1000 keyed events", func() []*driver.EventPublish { return events(1000, true) }},
-		{"republished and new", func() []*driver.EventPublish { return events(3, true, "e1", "e2", "e5") }},
+		{"one unkeyed event", func() []*driver.EventPublish { return events(1, false) }, cost{1, 2, 3, false, 0}, cost{1, 3, 4, false, 0}},
+		{"1000 unkeyed events", func() []*driver.EventPublish { return events(1000, false) }, cost{1, 2, 3, false, 0}, cost{1, 3, 4, false, 0}},
+		{"one keyed event", func() []*driver.EventPublish { return events(1, true) }, cost{1, 3, 4, false, 0}, cost{1, 4, 5, false, 0}},
+		{"1000 keyed events", func() []*driver.EventPublish { return events(1000, true) }, cost{1, 3, 4, false, 0}, cost{1, 4, 5, false, 0}},
+		{"republished and new, keyed", func() []*driver.EventPublish { return events(3, true, "e1", "e2", "e5") }, cost{1, 3, 4, false, 0}, cost{1, 4, 5, false, 0}},
+		// In its own transaction: the batch of the first alone fails (its
+		// statements after the failure are not run, and pgx may not report
+		// them), pgx deallocates the batch's statements, prepares them
+		// again, and sends both.
+		{"republished and new, unkeyed", func() []*driver.EventPublish { return events(3, false, "e1", "e2", "e5") }, cost{4, 4, 8, true, 0}, cost{2, 6, 7, true, 0}},
+	}
+	check := func(what string, c cost, rt, st int) {
+		t.Helper()
+		t.Logf("%s: %d round trips, %d statements, publishStale %d", what, rt, st, stale)
+		if c.maxRt == 0 {
+			require.Equal(t, c.rt, rt, "%s: round trips", what)
+		} else {
+			require.GreaterOrEqual(t, rt, c.rt, "%s: round trips", what)
+			require.LessOrEqual(t, rt, c.maxRt, "%s: round trips", what)
+		}
+		require.GreaterOrEqual(t, st, c.minSt, "%s: statements", what)
+		require.LessOrEqual(t, st, c.maxSt, "%s: statements", what)
+		require.Equal(t, c.stale, stale == 1, "%s: publishStale sent %d times", what, stale)
 	}
 	for _, c := range cases {
-		quiet()
-		w.reset()
-		own(c.eps())
-		rt, st := w.reset()
-		require.Equal(t, 1, rt, "EventPublish, %s: round trips", c.name)
-		require.LessOrEqual(t, st, 4, "EventPublish, %s: statements", c.name)
-		require.GreaterOrEqual(t, st, 3, "EventPublish, %s: statements", c.name)
-		t.Logf("EventPublish, %s: %d round trip, %d statements", c.name, rt, st)
-		inTx(c.eps())
+		s.SetPublishBothLeft(0)
+		rt, st := own(c.eps())
+		check("EventPublish, "+c.name, c.own, rt, st)
+		if c.own.stale {
+			// After a call that found an event existed, the next calls
+			// with no keyed event send both statements in one batch.
+			require.Positive(t, s.PublishBothLeft(), "after %s", c.name)
+			rt, st = own(events(1, false))
+			// One more round trip when it tries to announce itself: the
+			// failed batch's wake-up statement is prepared again.
+			check("EventPublish, a new unkeyed event after it", cost{1, 3, 4, true, 2}, rt, st)
+		}
+		s.SetPublishBothLeft(0)
+		rt, st = inTx(c.eps())
+		check("EventPublishTx, "+c.name, c.tx, rt, st)
+		if c.tx.stale {
+			require.Positive(t, s.PublishBothLeft(), "after %s", c.name)
+			rt, st = inTx(events(1, false))
+			check("EventPublishTx, a new unkeyed event after it", cost{1, 4, 5, true, 0}, rt, st)
+		}
 	}
 }
 
@@ -268,5 +338,74 @@ func TestPublishLaneOfAStoredKey(t *testing.T) {
 		var lane int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT lane FROM relaybus_deliveries WHERE id = $1::bigint`, d.ID).Scan(&lane))
 		require.Equal(t, driver.LaneOf(stored, id), lane, "lane of stored key %q", stored)
+	}
+}
+
+// TestPublishSameNewIDConcurrently pins the race a publish's second
+// statement is for: a call of a new unkeyed event whose insert waits for
+// another transaction that publishes the same id, and which then
+// commits. The waiting insert skips the event, and the call must still
+// give it the delivery of the handler the other call did not have: in
+// the store's own transaction (its first statement alone fails, and the
+// call is sent again whole) and in the caller's (the second statement,
+// in a round trip of its own).
+func TestPublishSameNewIDConcurrently(t *testing.T) {
+	t.Parallel()
+	for _, own := range []bool{true, false} {
+		t.Run(fmt.Sprintf("own=%v", own), func(t *testing.T) {
+			t.Parallel()
+			s, pool, _ := wiredStoreConns(t, 3)
+			ctx := t.Context()
+			params := func(handlers ...string) *driver.EventPublishParams {
+				ep := &driver.EventPublish{Event: &relaytype.Event{ID: "x", Type: "t", Payload: []byte("p")}}
+				for _, h := range handlers {
+					ep.Deliveries = append(ep.Deliveries, driver.DeliverySpec{Handler: h, MaxAttempts: 3})
+				}
+				return &driver.EventPublishParams{Events: []*driver.EventPublish{ep}, Now: t0}
+			}
+			first, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = first.Rollback(ctx) }()
+			res, err := s.EventPublishTx(ctx, first, params("a"))
+			require.NoError(t, err)
+			require.Equal(t, []bool{true}, res.Inserted)
+
+			type outcome struct {
+				res *driver.EventPublishResult
+				err error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				if own {
+					res, err := s.EventPublish(ctx, params("a", "b"))
+					done <- outcome{res, err}
+					return
+				}
+				var res *driver.EventPublishResult
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					var err error
+					res, err = s.EventPublishTx(ctx, tx, params("a", "b"))
+					return err
+				})
+				done <- outcome{res, err}
+			}()
+			// The second call's insert waits for the first's row.
+			require.Eventually(t, func() bool {
+				var waiting int
+				err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&waiting)
+				return err == nil && waiting > 0
+			}, 10*time.Second, 5*time.Millisecond, "the second publish never waited for the first")
+			require.NoError(t, first.Commit(ctx))
+
+			got := <-done
+			require.NoError(t, got.err)
+			require.Equal(t, []bool{false}, got.res.Inserted, "the event existed when the second call's insert went on")
+			require.Equal(t, 1, got.res.Deliveries, "the second call adds the delivery of b alone")
+			var handlers []string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg(handler ORDER BY handler) FROM relaybus_deliveries WHERE event_id = 'x'`).Scan(&handlers))
+			require.Equal(t, []string{"a", "b"}, handlers)
+			require.NoError(t, pool.QueryRow(ctx, `SELECT handlers FROM relaybus_events WHERE id = 'x'`).Scan(&handlers))
+			require.ElementsMatch(t, []string{"a", "b"}, handlers)
+		})
 	}
 }

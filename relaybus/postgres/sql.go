@@ -80,6 +80,7 @@ type queries struct {
 
 	publishPlan    string
 	publishInsert  string
+	publishAlone   string
 	publishNumber  string
 	publishStale   string
 	publishRestore string
@@ -145,6 +146,7 @@ func buildQueries(schema, prefix string) (queries, error) {
 	}{
 		{"publishPlan", &q.publishPlan},
 		{"publishInsert", &q.publishInsert},
+		{"publishInsertAlone", &q.publishAlone},
 		{"publishNumber", &q.publishNumber},
 		{"publishStale", &q.publishStale},
 		{"publishRestore", &q.publishRestore},

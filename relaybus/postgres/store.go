@@ -115,6 +115,11 @@ type Store struct {
 	// of the ring of lanes (see claimTake); random at New, so that the
 	// claimers of several processes start in different places.
 	takeCursor atomic.Int32
+	// publishBothLeft is how many more calls with no keyed event send
+	// both publish statements in one batch, as a call with a keyed
+	// event does, instead of the first alone: set when such a call found
+	// that an event of it existed (publish.go's run).
+	publishBothLeft atomic.Int32
 	// wake is the wake-up statements and the coalescing of the
 	// announcements of publishes (listen.go).
 	wake wakeState
