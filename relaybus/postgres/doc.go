@@ -75,7 +75,9 @@
 // details). A call with no keyed event sends the first alone, and the
 // second (publishStale) only when an event of the call existed: then in
 // a second round trip in the caller's transaction, and in the store's
-// own by sending the call again whole. EventPublish, the Bus's Publish,
+// own by sending the call again whole. A call of one event sends its
+// first statement with scalar parameters (publishInsertOne), a cheaper
+// statement with the same writes. EventPublish, the Bus's Publish,
 // sends its batch without BEGIN and COMMIT: the server runs a pipeline
 // in one implicit transaction, committed when the batch ends and rolled
 // back whole when one of its statements fails. docs/publishing.md has

@@ -100,14 +100,15 @@ func explain(t *testing.T, pool *pgxpool.Pool, generic bool, sql string, types s
 	_, err = tx.Exec(ctx, fmt.Sprintf("PREPARE %s(%s) AS %s", name, types, sql))
 	require.NoError(t, err)
 	// EXECUTE takes no bind parameters: each argument goes in as a
-	// literal, rendered by the server from the value pgx sends.
+	// literal (NULL for a nil one), rendered by the server from the value
+	// pgx sends.
 	typeList := strings.Split(types, ",")
 	require.Len(t, typeList, len(args))
 	params := make([]string, len(args))
 	for i, a := range args {
 		typ := strings.TrimSpace(typeList[i])
 		var lit string
-		require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf("SELECT quote_literal($1::%s::text)", typ), a).Scan(&lit))
+		require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf("SELECT quote_nullable($1::%s::text)", typ), a).Scan(&lit))
 		params[i] = lit + "::" + typ
 	}
 	var raw []byte
@@ -443,6 +444,13 @@ func TestPublishPlansOnAFreshTable(t *testing.T) {
 					p.unkeyed.eventIDs, p.unkeyed.handlers, p.unkeyed.maxAttempts, now, p.dues})
 			for _, table := range []string{"relaybus_events", "relaybus_deliveries", "relaybus_keys"} {
 				require.Empty(t, plan.scans(table), "publishInsert reads %s:\n%s", table, plan.text)
+			}
+			// The call's own first statement: one event (publish.go).
+			plan = explain(t, pool, true, s.q.publishOne, "text, text, text, bytea, jsonb, timestamptz, text[], smallint, timestamptz, int[], timestamptz",
+				[]any{p.ids[0], p.types[0], p.keys[0], p.payloads[0], p.headers[0], p.createdAts[0], p.all.handlers, p.lanes[0], p.dues[0],
+					p.all.maxAttempts, now})
+			for _, table := range []string{"relaybus_events", "relaybus_deliveries", "relaybus_keys"} {
+				require.Empty(t, plan.scans(table), "publishInsertOne reads %s:\n%s", table, plan.text)
 			}
 		})
 	}

@@ -22,7 +22,8 @@ var _ driver.EventPublisher = (*Store)(nil)
 // pipelined batch, the second depending on nothing the client learns
 // from the first; for a call with no keyed event, the first alone, and
 // the second in a round trip of its own only when an event of the call
-// existed (run has the details). publishInsert
+// existed (run has the details). publishInsert (publishInsertOne for a
+// call of one event, its columns as scalars: the same writes, cheaper)
 // inserts the events that do not exist yet and the deliveries of the new
 // unkeyed ones; publishNumber numbers the new keyed events (locking their
 // keys' counters until tx ends, so sequences follow commit order), gives
@@ -294,23 +295,45 @@ func (p *publish) run(ctx context.Context, sender batchSender, own bool) (*drive
 }
 
 // send sends one batch of the call's statements (step says which) on
-// sender, after publishPlan and, in the caller's transaction (not own),
-// before publishRestore, and adds what they return to out. A batch with
+// sender, after the planner settings (publishPlanOwn in the store's own
+// transaction; in the caller's, publishPlan, and publishRestore last),
+// and adds what they return to out. The first statement of a call of one
+// event is publishInsertOne (or publishInsertOneAlone), of any other
+// publishInsert (or publishInsertAlone). A batch with
 // the first statement may try to announce the call's deliveries.
 func (out *publishOut) send(ctx context.Context, p *publish, sender batchSender, own bool, step publishStep) error {
 	s := p.s
 	batch := &pgx.Batch{}
-	batch.Queue(s.q.publishPlan)
+	if own {
+		batch.Queue(s.q.publishPlanOwn)
+	} else {
+		batch.Queue(s.q.publishPlan)
+	}
 	if step != publishSecond {
 		alone := step == publishFirst && own
-		first := s.q.publishInsert
-		if alone {
-			first = s.q.publishAlone
+		var q *pgx.QueuedQuery
+		if len(p.ids) == 1 {
+			// One event: its columns as scalars (publishInsertOne).
+			first := s.q.publishOne
+			if alone {
+				first = s.q.publishOneAlone
+			}
+			names, maxAttempts := p.all.handlers, p.all.maxAttempts
+			if names == nil { // an event without deliveries: handlers '{}', not NULL
+				names, maxAttempts = []string{}, []int32{}
+			}
+			q = batch.Queue(first, p.ids[0], p.types[0], p.keys[0], p.payloads[0], p.headers[0], p.createdAts[0],
+				names, p.lanes[0], p.dues[0], maxAttempts, p.params.Now)
+		} else {
+			first := s.q.publishInsert
+			if alone {
+				first = s.q.publishAlone
+			}
+			q = batch.Queue(first, p.ids, p.types, p.keys, p.payloads, p.headers, p.createdAts, p.handlers, p.lanes,
+				p.unkeyed.eventIDs, p.unkeyed.handlers, p.unkeyed.maxAttempts, p.params.Now, p.dues)
 		}
 		var inserted []string
 		var deliveries int64
-		q := batch.Queue(first, p.ids, p.types, p.keys, p.payloads, p.headers, p.createdAts, p.handlers, p.lanes,
-			p.unkeyed.eventIDs, p.unkeyed.handlers, p.unkeyed.maxAttempts, p.params.Now, p.dues)
 		q.QueryRow(func(row pgx.Row) error {
 			var err error
 			if alone {

@@ -2,10 +2,10 @@
 -- (publish.go), in the order they are sent. Part of the store's one
 -- template set: see sql.go.
 
--- A publish is two statements (after publishPlan, which sets the planner
--- settings, and before publishRestore in the caller's transaction), sent
--- together in one round trip (one
--- pipelined batch: in the caller's transaction, or in the implicit
+-- A publish is two statements (after publishPlan or publishPlanOwn,
+-- which set the planner settings, and before publishRestore in the
+-- caller's transaction), sent together in one round trip (one pipelined
+-- batch: in the caller's transaction, or in the implicit
 -- transaction of the batch for EventPublish), the second using nothing
 -- the client learns from the first. publishInsert inserts the events that
 -- do not exist yet and the deliveries of the new unkeyed ones;
@@ -21,7 +21,9 @@
 -- republished events' missing deliveries). It sends publishInsert alone
 -- (publishInsertAlone in the store's own transaction, which fails when an
 -- event existed), and publishStale after it only when an event existed
--- (publish.go's run).
+-- (publish.go's run). A call of one event sends publishInsertOne (or
+-- publishInsertOneAlone) in place of publishInsert (or
+-- publishInsertAlone): the same writes, its columns as scalars.
 
 -- The planner settings of a publish (see planSettings in claim.sql),
 -- sent before its statements in the same round trip: enable_seqscan off
@@ -36,6 +38,14 @@
 SELECT set_config('relaybus.plan_seqscan', current_setting('enable_seqscan'), true),
 	set_config('relaybus.plan_cache', current_setting('plan_cache_mode'), true),
 	{{template "planSettings"}}
+{{- end}}
+
+-- The planner settings of a publish in a transaction of the store's own
+-- (EventPublish): publishPlan without keeping the values it had, which
+-- nothing after the publish's statements would read (the implicit
+-- transaction ends with the batch).
+{{define "publishPlanOwn" -}}
+SELECT {{template "planSettings"}}
 {{- end}}
 
 {{define "publishRestore" -}}
@@ -73,6 +83,53 @@ SELECT ARRAY(SELECT id FROM ins), (SELECT count(*) FROM dl),
 	CASE WHEN (SELECT count(*) FROM ins) < cardinality($1::text[])
 		THEN ('relaybus: publish: an event of the call exists (' || (SELECT count(*) FROM ins) || ' inserted)')::int
 	END
+{{- end}}
+
+-- Publish, statement 1 of a call of one event, in place of
+-- publishInsert (same results): the event's columns as scalar
+-- parameters ($1 to $6; $7 its handlers, $8 its lane, $9 when its
+-- deliveries are due) and its deliveries' max attempts ($10, in the
+-- order of $7), $11 the publish's time. The same writes without the
+-- unnest of thirteen arrays and the joins that match deliveries to
+-- their events: a call of one new unkeyed event took about a third less
+-- time with synchronous_commit off and a fifth less with it on
+-- (BenchmarkPublishOwn, BENCHMARKS.md). A keyed event is inserted with
+-- sequence -1 and no handlers, and gets its deliveries from
+-- publishNumber, as in publishInsert.
+{{define "publishInsertOne" -}}
+{{template "publishInsertOneWrites" .}}
+SELECT ARRAY(SELECT id FROM ins), (SELECT count(*) FROM dl)
+{{- end}}
+
+-- publishInsertOne for a call of one unkeyed event in a transaction of
+-- the store's own: it fails as publishInsertAlone does when the event
+-- was not inserted.
+{{define "publishInsertOneAlone" -}}
+{{template "publishInsertOneWrites" .}}
+SELECT ARRAY(SELECT id FROM ins), (SELECT count(*) FROM dl),
+	CASE WHEN (SELECT count(*) FROM ins) < 1
+		THEN ('relaybus: publish: an event of the call exists (' || (SELECT count(*) FROM ins) || ' inserted)')::int
+	END
+{{- end}}
+
+-- What publishInsertOne and publishInsertOneAlone write: the event if it
+-- does not exist (ins), and its deliveries when it has no key (dl).
+{{define "publishInsertOneWrites" -}}
+WITH ins AS (
+	INSERT INTO {{.Events}} (id, type, key, sequence, payload, headers, created_at, handlers)
+	VALUES ($1, $2, $3, CASE WHEN $3::text IS NULL THEN 0 ELSE -1 END, $4, $5, $6,
+		CASE WHEN $3::text IS NULL THEN $7::text[] ELSE '{}' END)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id, type, key
+), dl AS (
+	INSERT INTO {{.Deliveries}} (event_id, handler, event_type, key, sequence, lane, status, attempts, max_attempts,
+		available_at, created_at, updated_at)
+	SELECT ins.id, d.handler, ins.type, NULL, 0, $8, 'pending', 0, d.max_attempts, $9, $11, $11
+	FROM ins CROSS JOIN unnest($7::text[], $10::int[]) WITH ORDINALITY AS d(handler, max_attempts, ord)
+	WHERE ins.key IS NULL
+	ORDER BY d.ord
+	RETURNING 1
+)
 {{- end}}
 
 -- What publishInsert and publishInsertAlone write: the events of the

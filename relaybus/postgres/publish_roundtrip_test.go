@@ -207,15 +207,24 @@ func TestPublishRoundTrips(t *testing.T) {
 	// at its next use (pgx forgets it): the first statement alone of the
 	// republished unkeyed call in its own transaction, so the fresh call
 	// after that one warms it up again.
-	own(events(1, false))
-	own(events(1, false, "e1"))
-	s.SetPublishBothLeft(0)
-	own(events(1, false))
-	own(events(1, true))
-	inTx(events(1, true))
-	inTx(events(1, false, "e1"))
-	s.SetPublishBothLeft(0)
-	inTx(events(1, false))
+	// A call of one event sends publishInsertOne where one of more
+	// sends publishInsert: both are warmed up.
+	for _, n := range []int{1, 2} {
+		own(events(n, false))
+		own(events(n, true))
+		inTx(events(n, true))
+		inTx(events(n, false))
+	}
+	for _, eps := range [][]*driver.EventPublish{events(0, false, "e1"), events(1, false, "e1")} {
+		own(eps)
+		s.SetPublishBothLeft(0)
+		own(events(1, false))
+		own(events(2, false))
+		inTx(eps)
+		s.SetPublishBothLeft(0)
+		inTx(events(1, false))
+		inTx(events(2, false))
+	}
 
 	// cost is a call's round trips, its statements (at least, at most),
 	// whether it sent publishStale, and when not 0 the round trips it may
@@ -240,6 +249,7 @@ func TestPublishRoundTrips(t *testing.T) {
 		// them), pgx deallocates the batch's statements, prepares them
 		// again, and sends both.
 		{"republished and new, unkeyed", func() []*driver.EventPublish { return events(3, false, "e1", "e2", "e5") }, cost{4, 4, 8, true, 0}, cost{2, 6, 7, true, 0}},
+		{"one unkeyed event, republished", func() []*driver.EventPublish { return events(0, false, "e2") }, cost{4, 4, 8, true, 0}, cost{2, 6, 7, true, 0}},
 	}
 	check := func(what string, c cost, rt, st int) {
 		t.Helper()
@@ -348,25 +358,35 @@ func TestPublishLaneOfAStoredKey(t *testing.T) {
 // give it the delivery of the handler the other call did not have: in
 // the store's own transaction (its first statement alone fails, and the
 // call is sent again whole) and in the caller's (the second statement,
-// in a round trip of its own).
+// in a round trip of its own). The second call publishes the event
+// alone (publishInsertOne) or with a new one (publishInsert).
 func TestPublishSameNewIDConcurrently(t *testing.T) {
 	t.Parallel()
-	for _, own := range []bool{true, false} {
-		t.Run(fmt.Sprintf("own=%v", own), func(t *testing.T) {
+	for _, c := range []struct {
+		own  bool
+		with bool // the second call also publishes a new event, y
+	}{{true, false}, {false, false}, {true, true}, {false, true}} {
+		own := c.own
+		t.Run(fmt.Sprintf("own=%v/with-a-new-event=%v", c.own, c.with), func(t *testing.T) {
 			t.Parallel()
 			s, pool, _ := wiredStoreConns(t, 3)
 			ctx := t.Context()
-			params := func(handlers ...string) *driver.EventPublishParams {
+			params := func(second bool, handlers ...string) *driver.EventPublishParams {
 				ep := &driver.EventPublish{Event: &relaytype.Event{ID: "x", Type: "t", Payload: []byte("p")}}
 				for _, h := range handlers {
 					ep.Deliveries = append(ep.Deliveries, driver.DeliverySpec{Handler: h, MaxAttempts: 3})
 				}
-				return &driver.EventPublishParams{Events: []*driver.EventPublish{ep}, Now: t0}
+				eps := []*driver.EventPublish{ep}
+				if second && c.with {
+					eps = append(eps, &driver.EventPublish{Event: &relaytype.Event{ID: "y", Type: "t", Payload: []byte("p")},
+						Deliveries: []driver.DeliverySpec{{Handler: "a", MaxAttempts: 3}}})
+				}
+				return &driver.EventPublishParams{Events: eps, Now: t0}
 			}
 			first, err := pool.Begin(ctx)
 			require.NoError(t, err)
 			defer func() { _ = first.Rollback(ctx) }()
-			res, err := s.EventPublishTx(ctx, first, params("a"))
+			res, err := s.EventPublishTx(ctx, first, params(false, "a"))
 			require.NoError(t, err)
 			require.Equal(t, []bool{true}, res.Inserted)
 
@@ -377,14 +397,14 @@ func TestPublishSameNewIDConcurrently(t *testing.T) {
 			done := make(chan outcome, 1)
 			go func() {
 				if own {
-					res, err := s.EventPublish(ctx, params("a", "b"))
+					res, err := s.EventPublish(ctx, params(true, "a", "b"))
 					done <- outcome{res, err}
 					return
 				}
 				var res *driver.EventPublishResult
 				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 					var err error
-					res, err = s.EventPublishTx(ctx, tx, params("a", "b"))
+					res, err = s.EventPublishTx(ctx, tx, params(true, "a", "b"))
 					return err
 				})
 				done <- outcome{res, err}
@@ -399,8 +419,12 @@ func TestPublishSameNewIDConcurrently(t *testing.T) {
 
 			got := <-done
 			require.NoError(t, got.err)
-			require.Equal(t, []bool{false}, got.res.Inserted, "the event existed when the second call's insert went on")
-			require.Equal(t, 1, got.res.Deliveries, "the second call adds the delivery of b alone")
+			wantInserted, wantDeliveries := []bool{false}, 1
+			if c.with {
+				wantInserted, wantDeliveries = []bool{false, true}, 2
+			}
+			require.Equal(t, wantInserted, got.res.Inserted, "the event existed when the second call's insert went on")
+			require.Equal(t, wantDeliveries, got.res.Deliveries, "the second call adds the delivery of b alone to x")
 			var handlers []string
 			require.NoError(t, pool.QueryRow(ctx, `SELECT array_agg(handler ORDER BY handler) FROM relaybus_deliveries WHERE event_id = 'x'`).Scan(&handlers))
 			require.Equal(t, []string{"a", "b"}, handlers)

@@ -78,12 +78,15 @@ func renderSchema(schema, prefix string) (string, error) {
 type queries struct {
 	names sqlNames // for the statements rendered per call (DeliveryList)
 
-	publishPlan    string
-	publishInsert  string
-	publishAlone   string
-	publishNumber  string
-	publishStale   string
-	publishRestore string
+	publishPlan     string
+	publishPlanOwn  string
+	publishInsert   string
+	publishAlone    string
+	publishOne      string
+	publishOneAlone string
+	publishNumber   string
+	publishStale    string
+	publishRestore  string
 
 	claimPrelude string
 	claimAsync   string
@@ -145,8 +148,11 @@ func buildQueries(schema, prefix string) (queries, error) {
 		dst  *string
 	}{
 		{"publishPlan", &q.publishPlan},
+		{"publishPlanOwn", &q.publishPlanOwn},
 		{"publishInsert", &q.publishInsert},
 		{"publishInsertAlone", &q.publishAlone},
+		{"publishInsertOne", &q.publishOne},
+		{"publishInsertOneAlone", &q.publishOneAlone},
 		{"publishNumber", &q.publishNumber},
 		{"publishStale", &q.publishStale},
 		{"publishRestore", &q.publishRestore},
