@@ -95,10 +95,11 @@ type Config struct {
 	CompletionBatchMax int
 	// PublishGroupWait bounds the wait of Publish's group commit (see
 	// Publish and docs/publishing.md): concurrent Publish calls of the
-	// bus are written in one transaction of the store's. A call that
-	// finds no group being written is sent at once, alone, so a single
-	// caller never waits; a call that finds one being written joins the
-	// next group, which is sent when the groups being written have
+	// bus are written in one transaction of the store's. Up to two
+	// writes (groups or lone calls) are in flight at once. A call that
+	// finds fewer being written, and no group forming, is sent at once,
+	// alone, so a single caller never waits; a call that finds two being
+	// written joins the next group, which is sent when one of them has
 	// finished, when it is full (MaxEventsPerPublish events), or at the
 	// latest PublishGroupWait after its first call joined it, whichever
 	// comes first. Default 2ms, [0, MaxPublishGroupWait] (0 means the

@@ -22,7 +22,7 @@
 // commits, and nothing is visible to dispatchers before. Publish does the
 // same in a transaction of its own, and gathers concurrent calls into
 // group commits (Config.PublishGroupWait): one transaction for the calls
-// that arrive while another is being written, each call still returning
+// that arrive while two others are being written, each call still returning
 // its own outcome once its events committed. With the PostgreSQL store a
 // PublishTx is one round trip, and so is a whole Publish (see
 // docs/publishing.md).

@@ -40,9 +40,11 @@ func (b *Bus[TTx]) PublishTx(ctx context.Context, tx TTx, events ...*Event) erro
 //
 // Group commit: concurrent Publish calls of one bus are written together,
 // in one transaction of the store's (see Config.PublishGroupWait, and
-// docs/publishing.md). A call that finds no group being written is sent at
-// once, alone; calls that arrive while one is being written join the
-// next group. What a group changes for a call, and what it does not:
+// docs/publishing.md). Up to two writes (groups or lone calls) are in
+// flight at once: a call that finds fewer is sent at once, alone; calls
+// that arrive while two are being written join the next group, sent when
+// one of them finishes. What a group changes for a call, and what it does
+// not:
 //
 //   - Each call returns when its own events committed, with its own
 //     error. Every call is validated before it joins a group, so the
@@ -57,9 +59,10 @@ func (b *Bus[TTx]) PublishTx(ctx context.Context, tx TTx, events ...*Event) erro
 //     ordered as any two concurrent calls are, by commit. A call that
 //     starts after another returned always follows it.
 //   - A call that republishes an event ID another call of the forming
-//     group publishes is not put in that group but in the next: it sees
-//     the first call's event as existing, exactly as if it had come
-//     after it.
+//     group publishes is not put in that group but in the next, so no
+//     transaction holds an ID twice; the two groups are then written as
+//     two concurrent calls of one event ID are: the event is stored once,
+//     and the transaction that comes second sees it as existing.
 //   - A call whose ctx ends before its group is sent leaves the group
 //     and returns ctx's error: nothing of it is written. A call whose ctx
 //     ends after its group was sent returns ctx's error at once, and its

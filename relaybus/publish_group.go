@@ -10,14 +10,15 @@ import (
 	"github.com/berkcansavur/relaybus/relaybus/driver"
 )
 
-// publishGroups is Publish's group commit, leader/follower: a call that
-// finds no group being written and none forming writes at once, alone,
-// on its own goroutine and context (so a single caller pays nothing for
-// the grouping but a mutex); a call that finds one being written joins
-// the forming group, which is written by a goroutine of its own when the
-// groups being written have all finished, when it is full, or wait after
-// it formed, whichever comes first. Bus.Publish documents what a group
-// promises each call.
+// publishGroups is Publish's group commit, leader/follower, with up to
+// publishWritersMax writes in flight: a call that finds fewer being
+// written and no group forming writes at once, alone, on its own
+// goroutine and context (so a single caller pays nothing for the grouping
+// but a mutex); a call that finds publishWritersMax being written joins
+// the forming group, which is written by a goroutine of its own when one
+// of them has finished, when it is full, or wait after it formed,
+// whichever comes first. Bus.Publish documents what a group promises each
+// call.
 type publishGroups struct {
 	wait            time.Duration
 	now             func() time.Time
@@ -56,6 +57,11 @@ type publishCall struct {
 	done chan error
 }
 
+// publishWritersMax is how many writes (groups and lone calls) are in
+// flight at once: two, so that a group is sent while the other commits
+// (docs/publishing.md, "Group commit").
+const publishWritersMax = 2
+
 func newPublishGroups(wait time.Duration, now func() time.Time, maxPayloadBytes int, write func(context.Context, *driver.EventPublishParams) error) *publishGroups {
 	return &publishGroups{wait: wait, now: now, maxPayloadBytes: maxPayloadBytes, write: write}
 }
@@ -64,7 +70,7 @@ func newPublishGroups(wait time.Duration, now func() time.Time, maxPayloadBytes 
 // and returns the call's outcome.
 func (g *publishGroups) publish(ctx context.Context, params *driver.EventPublishParams) error {
 	g.mu.Lock()
-	if g.writing == 0 && g.forming == nil {
+	if g.writing < publishWritersMax && g.forming == nil {
 		// Nothing to wait for: the leader goes at once, alone.
 		g.writing++
 		g.mu.Unlock()
@@ -181,11 +187,11 @@ func (g *publishGroups) sendLocked(f *publishGroup) {
 	go g.run(f)
 }
 
-// finishedLocked ends a write, and sends the forming group when it was
-// the last being written.
+// finishedLocked ends a write, and sends the forming group now that fewer
+// than publishWritersMax are being written.
 func (g *publishGroups) finishedLocked() {
 	g.writing--
-	if g.writing == 0 && g.forming != nil {
+	if g.writing < publishWritersMax && g.forming != nil {
 		g.sendLocked(g.forming)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,25 +17,58 @@ import (
 )
 
 // gateStore is the memory store with its publishes watched: each
-// EventPublishTx call's event IDs are recorded, the first call can be held
-// until the test opens the gate, and events named in refuse are refused as
-// a database refuses data it cannot store (an ErrInvalid error).
+// EventPublishTx call's event IDs are recorded, a call whose first event
+// ID begins with "first" can be held until the test releases it, and
+// events named in refuse are refused as a database refuses data it cannot
+// store (an ErrInvalid error).
 type gateStore struct {
 	driver.Store[*memory.Tx]
 
-	mu     sync.Mutex
-	calls  [][]string // event IDs of each EventPublishTx call, in call order
-	hold   chan struct{}
-	held   chan struct{} // closed when the first call is being held
-	refuse map[string]bool
+	mu      sync.Mutex
+	calls   [][]string // event IDs of each EventPublishTx call, in call order
+	holding bool
+	holds   map[string]chan struct{} // a held call's release, by its first event ID
+	opened  map[string]bool          // the releases closed
+	held    chan string              // receives the first event ID of each call being held
+	refuse  map[string]bool
 }
 
 func newGateStore(hold bool) *gateStore {
-	g := &gateStore{Store: memory.New(nil), refuse: map[string]bool{}, held: make(chan struct{})}
-	if hold {
-		g.hold = make(chan struct{})
+	return &gateStore{Store: memory.New(nil), refuse: map[string]bool{}, holding: hold, holds: map[string]chan struct{}{}, opened: map[string]bool{}, held: make(chan string, 16)}
+}
+
+// holdOfLocked returns the release of the held call id (nil when such calls are
+// not held); the caller holds g.mu.
+func (g *gateStore) holdOfLocked(id string) chan struct{} {
+	if !g.holding || !strings.HasPrefix(id, "first") {
+		return nil
 	}
-	return g
+	h, ok := g.holds[id]
+	if !ok {
+		h = make(chan struct{})
+		g.holds[id] = h
+	}
+	return h
+}
+
+// release lets the held call id go on.
+func (g *gateStore) release(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.holdOfLocked(id))
+	g.opened[id] = true
+}
+
+// releaseAll lets every held call go on, and holds no call after it.
+func (g *gateStore) releaseAll() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, h := range g.holds {
+		if !g.opened[id] {
+			close(h)
+		}
+	}
+	g.holding = false
 }
 
 func (g *gateStore) EventPublishTx(ctx context.Context, tx *memory.Tx, p *driver.EventPublishParams) (*driver.EventPublishResult, error) {
@@ -44,7 +78,7 @@ func (g *gateStore) EventPublishTx(ctx context.Context, tx *memory.Tx, p *driver
 	}
 	g.mu.Lock()
 	g.calls = append(g.calls, ids)
-	first := len(g.calls) == 1
+	hold := g.holdOfLocked(ids[0])
 	var refused []string
 	for _, id := range ids {
 		if g.refuse[id] {
@@ -52,10 +86,10 @@ func (g *gateStore) EventPublishTx(ctx context.Context, tx *memory.Tx, p *driver
 		}
 	}
 	g.mu.Unlock()
-	if first && g.hold != nil {
-		close(g.held)
+	if hold != nil {
+		g.held <- ids[0]
 		select {
-		case <-g.hold:
+		case <-hold:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -103,13 +137,48 @@ func publishAsync(ctx context.Context, b *Bus[*memory.Tx], events ...*Event) <-c
 	return ch
 }
 
-// holdFirst starts a Publish that the gate store holds, so that the calls
-// after it gather in the next group; it returns that Publish's outcome.
+// heldIDs are the event IDs of the calls holdFirst starts: as many as
+// groups are written at once, each its own lone call.
+func heldIDs() []string {
+	ids := []string{"first"}
+	for i := 1; i < publishWritersMax; i++ {
+		ids = append(ids, fmt.Sprint("first", i))
+	}
+	return ids
+}
+
+// heldCalls are the transactions of holdFirst's calls, in the order they
+// were made, followed by then.
+func heldCalls(then ...[]string) [][]string {
+	var calls [][]string
+	for _, id := range heldIDs() {
+		calls = append(calls, []string{id})
+	}
+	return append(calls, then...)
+}
+
+// holdFirst starts, one after the other, as many Publish calls as are
+// written at once (heldIDs), each held by the gate store, so that the calls
+// after them gather in the next group; it returns their outcome: the first
+// error among them, or nil.
 func holdFirst(t *testing.T, b *Bus[*memory.Tx], gs *gateStore) <-chan error {
 	t.Helper()
-	first := publishAsync(t.Context(), b, &Event{ID: "first", Type: "t"})
-	<-gs.held
-	return first
+	var outs []<-chan error
+	for _, id := range heldIDs() {
+		outs = append(outs, publishAsync(t.Context(), b, &Event{ID: id, Type: "t"}))
+		require.Equal(t, id, <-gs.held, "the calls held in the order they were made")
+	}
+	done := make(chan error, 1)
+	go func() {
+		var first error
+		for _, out := range outs {
+			if err := <-out; err != nil && first == nil {
+				first = err
+			}
+		}
+		done <- first
+	}()
+	return done
 }
 
 func deliveriesOf(t *testing.T, s driver.Store[*memory.Tx], eventID string) []*Delivery {
@@ -140,16 +209,48 @@ func TestPublishGroupGathersConcurrentCalls(t *testing.T) {
 		outs = append(outs, publishAsync(t.Context(), b, &Event{ID: fmt.Sprint("g", i, "a"), Type: "t"}, &Event{ID: fmt.Sprint("g", i, "b"), Type: "t"}))
 		joined(t, b, i+1)
 	}
-	close(gs.hold)
+	gs.releaseAll()
 	require.NoError(t, <-first)
 	for _, out := range outs {
 		require.NoError(t, <-out)
 	}
-	require.Equal(t, [][]string{{"first"}, {"g0a", "g0b", "g1a", "g1b", "g2a", "g2b", "g3a", "g3b", "g4a", "g4b"}}, gs.publishCalls(),
-		"the five calls that came while one was written are one transaction, in the order they came")
+	require.Equal(t, heldCalls([]string{"g0a", "g0b", "g1a", "g1b", "g2a", "g2b", "g3a", "g3b", "g4a", "g4b"}), gs.publishCalls(),
+		"the five calls that came while the most groups at once were written are one transaction, in the order they came")
 	for _, id := range []string{"first", "g0a", "g4b"} {
 		require.Len(t, deliveriesOf(t, gs, id), 2, "event %s", id)
 	}
+}
+
+// TestPublishGroupSentWhenAWriterFinishes: with the most groups at once
+// being written, the forming group goes as soon as one of them finishes,
+// not when all have.
+func TestPublishGroupSentWhenAWriterFinishes(t *testing.T) {
+	t.Parallel()
+	b, gs := groupBus(t, MaxPublishGroupWait, true)
+	var held []<-chan error
+	for _, id := range heldIDs() {
+		held = append(held, publishAsync(t.Context(), b, &Event{ID: id, Type: "t"}))
+		require.Equal(t, id, <-gs.held)
+	}
+	next := publishAsync(t.Context(), b, &Event{ID: "next", Type: "t"})
+	joined(t, b, 1)
+	start := time.Now()
+	gs.release(heldIDs()[0])
+	require.NoError(t, <-held[0])
+	require.NoError(t, <-next)
+	require.Less(t, time.Since(start), MaxPublishGroupWait/2, "the group waited for its wait, not for the write that finished")
+	for _, out := range held[1:] {
+		select {
+		case err := <-out:
+			t.Fatalf("a held call returned (%v) before it was released", err)
+		default:
+		}
+	}
+	gs.releaseAll()
+	for _, out := range held[1:] {
+		require.NoError(t, <-out)
+	}
+	require.Equal(t, heldCalls([]string{"next"}), gs.publishCalls())
 }
 
 func TestPublishGroupSameKeyInCallOrder(t *testing.T) {
@@ -161,7 +262,7 @@ func TestPublishGroupSameKeyInCallOrder(t *testing.T) {
 		outs = append(outs, publishAsync(t.Context(), b, &Event{ID: fmt.Sprint("k", i), Type: "t", Key: "account-1"}))
 		joined(t, b, i+1)
 	}
-	close(gs.hold)
+	gs.releaseAll()
 	require.NoError(t, <-first)
 	for _, out := range outs {
 		require.NoError(t, <-out)
@@ -184,7 +285,7 @@ func TestPublishGroupFailingEventFailsOnlyItsCall(t *testing.T) {
 	joined(t, b, 2)
 	good2 := publishAsync(t.Context(), b, &Event{ID: "good2", Type: "t", Key: "k"})
 	joined(t, b, 3)
-	close(gs.hold)
+	gs.releaseAll()
 	require.NoError(t, <-first)
 	require.NoError(t, <-good1)
 	err := <-bad
@@ -192,7 +293,7 @@ func TestPublishGroupFailingEventFailsOnlyItsCall(t *testing.T) {
 	require.ErrorContains(t, err, `"bad"`)
 	require.NoError(t, <-good2)
 
-	require.Equal(t, [][]string{{"first"}, {"good1", "bad", "bad-sibling", "good2"}, {"good1"}, {"bad", "bad-sibling"}, {"good2"}}, gs.publishCalls(),
+	require.Equal(t, heldCalls([]string{"good1", "bad", "bad-sibling", "good2"}, []string{"good1"}, []string{"bad", "bad-sibling"}, []string{"good2"}), gs.publishCalls(),
 		"the refused group, then each call alone in the order they came")
 	require.Empty(t, deliveriesOf(t, gs, "bad"))
 	require.Empty(t, deliveriesOf(t, gs, "bad-sibling"), "the failing call is atomic")
@@ -217,10 +318,10 @@ func TestPublishGroupCallCancelledBeforeSendLeaves(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorContains(t, err, "nothing was written")
 	joined(t, b, 1)
-	close(gs.hold)
+	gs.releaseAll()
 	require.NoError(t, <-first)
 	require.NoError(t, <-stay)
-	require.Equal(t, [][]string{{"first"}, {"stay"}}, gs.publishCalls())
+	require.Equal(t, heldCalls([]string{"stay"}), gs.publishCalls())
 	require.Empty(t, deliveriesOf(t, gs, "leave"))
 }
 
@@ -236,12 +337,12 @@ func TestPublishGroupAllCallsCancelledBeforeSend(t *testing.T) {
 	b.groups.mu.Lock()
 	require.Nil(t, b.groups.forming, "an emptied group is dropped")
 	b.groups.mu.Unlock()
-	close(gs.hold)
+	gs.releaseAll()
 	require.NoError(t, <-first)
-	require.Equal(t, [][]string{{"first"}}, gs.publishCalls())
+	require.Equal(t, heldCalls(), gs.publishCalls())
 }
 
-// cancelStore holds the second publish (a group's) until released, and
+// cancelStore holds a group's publish (one not held by the gate store) until released, and
 // reports whether that publish's context was cancelled.
 type cancelStore struct {
 	*gateStore
@@ -251,7 +352,7 @@ type cancelStore struct {
 }
 
 func (c *cancelStore) EventPublishTx(ctx context.Context, tx *memory.Tx, p *driver.EventPublishParams) (*driver.EventPublishResult, error) {
-	if p.Events[0].Event.ID != "first" {
+	if !strings.HasPrefix(p.Events[0].Event.ID, "first") {
 		close(c.inGroup)
 		select {
 		case <-c.release:
@@ -276,8 +377,7 @@ func TestPublishGroupCallCancelledAfterSend(t *testing.T) {
 			b, err := New[*memory.Tx](cs, cfg)
 			require.NoError(t, err)
 			require.NoError(t, b.Declare("t", "h1", nil))
-			first := publishAsync(t.Context(), b, &Event{ID: "first", Type: "t"})
-			<-gs.held
+			first := holdFirst(t, b, gs)
 			ctx, cancel := context.WithCancel(t.Context())
 			gone := publishAsync(ctx, b, &Event{ID: "gone", Type: "t"})
 			joined(t, b, 1)
@@ -286,7 +386,7 @@ func TestPublishGroupCallCancelledAfterSend(t *testing.T) {
 				stay = publishAsync(t.Context(), b, &Event{ID: "stay", Type: "t"})
 				joined(t, b, 2)
 			}
-			close(gs.hold)
+			gs.releaseAll()
 			require.NoError(t, <-first)
 			<-cs.inGroup // the group is being written
 			cancel()
@@ -321,12 +421,13 @@ func TestPublishGroupDuplicateIDGoesToNextGroup(t *testing.T) {
 		return b.groups.forming != nil && len(b.groups.forming.calls) == 1 && b.groups.forming.calls[0].params.Events[0].Event.ID == "dup" &&
 			len(b.groups.forming.calls[0].params.Events) == 1
 	})
-	close(gs.hold)
+	waitFor(t, "the first group written", func() bool { return len(gs.publishCalls()) == publishWritersMax+1 })
+	gs.releaseAll()
 	require.NoError(t, <-first)
 	require.NoError(t, <-a)
 	require.NoError(t, <-dup)
 	calls := gs.publishCalls()
-	require.Equal(t, [][]string{{"first"}, {"dup", "a2"}, {"dup"}}, calls)
+	require.Equal(t, heldCalls([]string{"dup", "a2"}, []string{"dup"}), calls)
 	require.Len(t, deliveriesOf(t, gs, "dup"), 2, "the republish added no delivery")
 }
 
@@ -338,8 +439,8 @@ func TestPublishGroupWaitBoundsTheWait(t *testing.T) {
 	// The first write is still held: the next group goes after the wait
 	// without it.
 	require.NoError(t, <-next)
-	require.Equal(t, [][]string{{"first"}, {"next"}}, gs.publishCalls())
-	close(gs.hold)
+	require.Equal(t, heldCalls([]string{"next"}), gs.publishCalls())
+	gs.releaseAll()
 	require.NoError(t, <-first)
 }
 
@@ -359,15 +460,15 @@ func TestPublishGroupFullGroupIsSent(t *testing.T) {
 	over := publishAsync(t.Context(), b, events("over", 2)...)
 	// over does not fit: big's group goes now (not after the wait), over
 	// forms the next.
-	waitFor(t, "the full group written", func() bool { return len(gs.publishCalls()) == 2 })
-	close(gs.hold)
+	waitFor(t, "the full group written", func() bool { return len(gs.publishCalls()) == publishWritersMax+1 })
+	gs.releaseAll()
 	require.NoError(t, <-first)
 	require.NoError(t, <-big)
 	require.NoError(t, <-over)
 	calls := gs.publishCalls()
-	require.Len(t, calls, 3)
-	require.Len(t, calls[1], MaxEventsPerPublish-1)
-	require.Equal(t, []string{"over0", "over1"}, calls[2])
+	require.Len(t, calls, publishWritersMax+2)
+	require.Len(t, calls[publishWritersMax], MaxEventsPerPublish-1)
+	require.Equal(t, []string{"over0", "over1"}, calls[publishWritersMax+1])
 }
 
 func TestPublishGroupDisabled(t *testing.T) {

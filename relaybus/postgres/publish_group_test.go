@@ -35,6 +35,51 @@ func sequenceOf(t *testing.T, pool *pgxpool.Pool, id string) int64 {
 	return seq
 }
 
+// heldWrites is how many writes Publish has in flight at once
+// (publishWritersMax in relaybus/publish_group.go): holdWrites holds that
+// many so that the calls after them gather in a group.
+const heldWrites = 2
+
+// holdWrites takes, in a transaction it returns uncommitted, the key
+// counters of keys k and held1 (at 100 and 0), then starts Publish calls
+// of one event each, "first" of key k and "first1" of key held1, one after
+// the other, each waiting for its key's counter before the next starts.
+// The calls made after it gather in the next group until the transaction
+// ends; the channel gets the first error of the held calls, or nil.
+func holdWrites(t *testing.T, b *relaybus.Bus[pgx.Tx], pool *pgxpool.Pool) (pgx.Tx, <-chan error) {
+	t.Helper()
+	ctx := t.Context()
+	lock, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = lock.Exec(ctx, `INSERT INTO relaybus_keys (key, last_sequence) VALUES ('k', 100), ('held1', 0)`)
+	require.NoError(t, err)
+	outs := make([]chan error, heldWrites)
+	for i := range heldWrites {
+		id, key := "first", "k"
+		if i > 0 {
+			id, key = fmt.Sprint("first", i), fmt.Sprint("held", i)
+		}
+		outs[i] = make(chan error, 1)
+		go func() { outs[i] <- b.Publish(ctx, &relaybus.Event{ID: id, Type: "t", Key: key}) }()
+		waitFor(t, fmt.Sprintf("%d publishes waiting for their keys", i+1), func() bool {
+			var waiting int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+			return waiting == i+1
+		})
+	}
+	done := make(chan error, 1)
+	go func() {
+		var first error
+		for _, out := range outs {
+			if err := <-out; err != nil && first == nil {
+				first = err
+			}
+		}
+		done <- first
+	}()
+	return lock, done
+}
+
 // TestPublishGroupConcurrent publishes from many goroutines through one
 // Bus: every call returns nil, every event is stored with a delivery per
 // handler, each key's sequences are 1..n without gap or repeat, the
@@ -98,19 +143,9 @@ func TestPublishGroupSameKeyInCallOrder(t *testing.T) {
 	s, pool, w := wiredStoreConns(t, 4)
 	b := groupBus(t, s, relaybus.MaxPublishGroupWait)
 	ctx := t.Context()
-	// Another transaction holds the key's counter: the first Publish waits
-	// for it, and the calls after it gather in the next group.
-	lock, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = lock.Exec(ctx, `INSERT INTO relaybus_keys (key, last_sequence) VALUES ('k', 100)`)
-	require.NoError(t, err)
-	first := make(chan error, 1)
-	go func() { first <- b.Publish(ctx, &relaybus.Event{ID: "first", Type: "t", Key: "k"}) }()
-	waitFor(t, "the first publish waiting for the key", func() bool {
-		var waiting bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
-		return waiting
-	})
+	// Another transaction holds the keys' counters: the first Publish
+	// calls wait for it, and the calls after them gather in the next group.
+	lock, first := holdWrites(t, b, pool)
 	w.reset()
 	var outs []chan error
 	for i := range 4 {
@@ -163,17 +198,7 @@ func TestPublishGroupRefusedEventFailsOnlyItsCall(t *testing.T) {
 	require.NoError(t, s.Setup(ctx))
 	b := groupBus(t, s, relaybus.MaxPublishGroupWait)
 
-	lock, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = lock.Exec(ctx, `INSERT INTO relaybus_keys (key, last_sequence) VALUES ('k', 0)`)
-	require.NoError(t, err)
-	first := make(chan error, 1)
-	go func() { first <- b.Publish(ctx, &relaybus.Event{ID: "first", Type: "t", Key: "k"}) }()
-	waitFor(t, "the first publish waiting for the key", func() bool {
-		var waiting bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
-		return waiting
-	})
+	lock, first := holdWrites(t, b, pool)
 	calls := [][]*relaybus.Event{
 		{{ID: "good1", Type: "t", Key: "k"}},
 		{{ID: "bad", Type: "t", Key: "k"}, {ID: "bad-sibling", Type: "t", Payload: []byte("x"), Headers: map[string]string{"currency": "€"}}},
@@ -196,8 +221,8 @@ func TestPublishGroupRefusedEventFailsOnlyItsCall(t *testing.T) {
 	require.NoError(t, err)
 	ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{"first", "good1", "good2"}, ids, "the refused call wrote nothing, and took no sequence")
-	require.Equal(t, int64(3), sequenceOf(t, pool, "good2"))
+	require.Equal(t, []string{"first1", "first", "good1", "good2"}, ids, "the refused call wrote nothing, and took no sequence")
+	require.Equal(t, int64(103), sequenceOf(t, pool, "good2"))
 }
 
 // waitFor polls cond until it holds, failing the test after 10s.
