@@ -2,6 +2,7 @@ package relaybus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,14 +28,13 @@ type gateStore struct {
 	mu      sync.Mutex
 	calls   [][]string // event IDs of each EventPublishTx call, in call order
 	holding bool
-	holds   map[string]chan struct{} // a held call's release, by its first event ID
-	opened  map[string]bool          // the releases closed
+	holds   map[string]chan struct{} // a held call's release, by its first event ID, until released
 	held    chan string              // receives the first event ID of each call being held
 	refuse  map[string]bool
 }
 
 func newGateStore(hold bool) *gateStore {
-	return &gateStore{Store: memory.New(nil), refuse: map[string]bool{}, holding: hold, holds: map[string]chan struct{}{}, opened: map[string]bool{}, held: make(chan string, 16)}
+	return &gateStore{Store: memory.New(nil), refuse: map[string]bool{}, holding: hold, holds: map[string]chan struct{}{}, held: make(chan string, 16)}
 }
 
 // holdOfLocked returns the release of the held call id (nil when such calls are
@@ -56,17 +56,15 @@ func (g *gateStore) release(id string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	close(g.holdOfLocked(id))
-	g.opened[id] = true
+	delete(g.holds, id)
 }
 
 // releaseAll lets every held call go on, and holds no call after it.
 func (g *gateStore) releaseAll() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for id, h := range g.holds {
-		if !g.opened[id] {
-			close(h)
-		}
+	for _, h := range g.holds {
+		close(h)
 	}
 	g.holding = false
 }
@@ -157,28 +155,32 @@ func heldCalls(then ...[]string) [][]string {
 	return append(calls, then...)
 }
 
-// holdFirst starts, one after the other, as many Publish calls as are
-// written at once (heldIDs), each held by the gate store, so that the calls
-// after them gather in the next group; it returns their outcome: the first
-// error among them, or nil.
-func holdFirst(t *testing.T, b *Bus[*memory.Tx], gs *gateStore) <-chan error {
+// startHeld starts, one after the other, as many Publish calls as are
+// written at once (heldIDs), each held by the gate store, and returns
+// their outcomes in that order.
+func startHeld(t *testing.T, b *Bus[*memory.Tx], gs *gateStore) []<-chan error {
 	t.Helper()
 	var outs []<-chan error
 	for _, id := range heldIDs() {
 		outs = append(outs, publishAsync(t.Context(), b, &Event{ID: id, Type: "t"}))
 		require.Equal(t, id, <-gs.held, "the calls held in the order they were made")
 	}
-	done := make(chan error, 1)
-	go func() {
-		var first error
+	return outs
+}
+
+// holdFirst starts the held calls (startHeld), so that the calls after
+// them gather in the next group; the function it returns waits for the
+// held calls and returns their errors joined (nil when all succeeded).
+func holdFirst(t *testing.T, b *Bus[*memory.Tx], gs *gateStore) func() error {
+	t.Helper()
+	outs := startHeld(t, b, gs)
+	return func() error {
+		var errs []error
 		for _, out := range outs {
-			if err := <-out; err != nil && first == nil {
-				first = err
-			}
+			errs = append(errs, <-out)
 		}
-		done <- first
-	}()
-	return done
+		return errors.Join(errs...)
+	}
 }
 
 func deliveriesOf(t *testing.T, s driver.Store[*memory.Tx], eventID string) []*Delivery {
@@ -210,7 +212,7 @@ func TestPublishGroupGathersConcurrentCalls(t *testing.T) {
 		joined(t, b, i+1)
 	}
 	gs.releaseAll()
-	require.NoError(t, <-first)
+	require.NoError(t, first())
 	for _, out := range outs {
 		require.NoError(t, <-out)
 	}
@@ -227,11 +229,7 @@ func TestPublishGroupGathersConcurrentCalls(t *testing.T) {
 func TestPublishGroupSentWhenAWriterFinishes(t *testing.T) {
 	t.Parallel()
 	b, gs := groupBus(t, MaxPublishGroupWait, true)
-	var held []<-chan error
-	for _, id := range heldIDs() {
-		held = append(held, publishAsync(t.Context(), b, &Event{ID: id, Type: "t"}))
-		require.Equal(t, id, <-gs.held)
-	}
+	held := startHeld(t, b, gs)
 	next := publishAsync(t.Context(), b, &Event{ID: "next", Type: "t"})
 	joined(t, b, 1)
 	start := time.Now()
@@ -263,7 +261,7 @@ func TestPublishGroupSameKeyInCallOrder(t *testing.T) {
 		joined(t, b, i+1)
 	}
 	gs.releaseAll()
-	require.NoError(t, <-first)
+	require.NoError(t, first())
 	for _, out := range outs {
 		require.NoError(t, <-out)
 	}
@@ -286,7 +284,7 @@ func TestPublishGroupFailingEventFailsOnlyItsCall(t *testing.T) {
 	good2 := publishAsync(t.Context(), b, &Event{ID: "good2", Type: "t", Key: "k"})
 	joined(t, b, 3)
 	gs.releaseAll()
-	require.NoError(t, <-first)
+	require.NoError(t, first())
 	require.NoError(t, <-good1)
 	err := <-bad
 	require.ErrorIs(t, err, ErrInvalid)
@@ -319,7 +317,7 @@ func TestPublishGroupCallCancelledBeforeSendLeaves(t *testing.T) {
 	require.ErrorContains(t, err, "nothing was written")
 	joined(t, b, 1)
 	gs.releaseAll()
-	require.NoError(t, <-first)
+	require.NoError(t, first())
 	require.NoError(t, <-stay)
 	require.Equal(t, heldCalls([]string{"stay"}), gs.publishCalls())
 	require.Empty(t, deliveriesOf(t, gs, "leave"))
@@ -338,7 +336,7 @@ func TestPublishGroupAllCallsCancelledBeforeSend(t *testing.T) {
 	require.Nil(t, b.groups.forming, "an emptied group is dropped")
 	b.groups.mu.Unlock()
 	gs.releaseAll()
-	require.NoError(t, <-first)
+	require.NoError(t, first())
 	require.Equal(t, heldCalls(), gs.publishCalls())
 }
 
@@ -387,7 +385,7 @@ func TestPublishGroupCallCancelledAfterSend(t *testing.T) {
 				joined(t, b, 2)
 			}
 			gs.releaseAll()
-			require.NoError(t, <-first)
+			require.NoError(t, first())
 			<-cs.inGroup // the group is being written
 			cancel()
 			err = <-gone
@@ -423,7 +421,7 @@ func TestPublishGroupDuplicateIDGoesToNextGroup(t *testing.T) {
 	})
 	waitFor(t, "the first group written", func() bool { return len(gs.publishCalls()) == publishWritersMax+1 })
 	gs.releaseAll()
-	require.NoError(t, <-first)
+	require.NoError(t, first())
 	require.NoError(t, <-a)
 	require.NoError(t, <-dup)
 	calls := gs.publishCalls()
@@ -441,7 +439,7 @@ func TestPublishGroupWaitBoundsTheWait(t *testing.T) {
 	require.NoError(t, <-next)
 	require.Equal(t, heldCalls([]string{"next"}), gs.publishCalls())
 	gs.releaseAll()
-	require.NoError(t, <-first)
+	require.NoError(t, first())
 }
 
 func TestPublishGroupFullGroupIsSent(t *testing.T) {
@@ -462,7 +460,7 @@ func TestPublishGroupFullGroupIsSent(t *testing.T) {
 	// forms the next.
 	waitFor(t, "the full group written", func() bool { return len(gs.publishCalls()) == publishWritersMax+1 })
 	gs.releaseAll()
-	require.NoError(t, <-first)
+	require.NoError(t, first())
 	require.NoError(t, <-big)
 	require.NoError(t, <-over)
 	calls := gs.publishCalls()

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -45,8 +46,9 @@ const heldWrites = 2
 // of one event each, "first" of key k and "first1" of key held1, one after
 // the other, each waiting for its key's counter before the next starts.
 // The calls made after it gather in the next group until the transaction
-// ends; the channel gets the first error of the held calls, or nil.
-func holdWrites(t *testing.T, b *relaybus.Bus[pgx.Tx], pool *pgxpool.Pool) (pgx.Tx, <-chan error) {
+// ends; the function it returns waits for the held calls and returns
+// their errors joined (nil when all succeeded).
+func holdWrites(t *testing.T, b *relaybus.Bus[pgx.Tx], pool *pgxpool.Pool) (pgx.Tx, func() error) {
 	t.Helper()
 	ctx := t.Context()
 	lock, err := pool.Begin(ctx)
@@ -67,17 +69,13 @@ func holdWrites(t *testing.T, b *relaybus.Bus[pgx.Tx], pool *pgxpool.Pool) (pgx.
 			return waiting == i+1
 		})
 	}
-	done := make(chan error, 1)
-	go func() {
-		var first error
+	return lock, func() error {
+		var errs []error
 		for _, out := range outs {
-			if err := <-out; err != nil && first == nil {
-				first = err
-			}
+			errs = append(errs, <-out)
 		}
-		done <- first
-	}()
-	return lock, done
+		return errors.Join(errs...)
+	}
 }
 
 // TestPublishGroupConcurrent publishes from many goroutines through one
@@ -155,7 +153,7 @@ func TestPublishGroupSameKeyInCallOrder(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // the calls join in this order
 	}
 	require.NoError(t, lock.Commit(ctx))
-	require.NoError(t, <-first)
+	require.NoError(t, first())
 	for _, out := range outs {
 		require.NoError(t, <-out)
 	}
@@ -211,7 +209,7 @@ func TestPublishGroupRefusedEventFailsOnlyItsCall(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	require.NoError(t, lock.Commit(ctx))
-	require.NoError(t, <-first)
+	require.NoError(t, first())
 	require.NoError(t, <-outs[0])
 	err = <-outs[1]
 	require.ErrorIs(t, err, relaybus.ErrInvalid, "LATIN1 has no euro sign")
