@@ -75,7 +75,7 @@ func (w *windowRun) prepareFromTemplate(ctx context.Context, key templateKey, na
 	w.dsn, w.dbCreated = dsn, true
 	w.sample.Ignored = append(w.sample.Ignored, t.ignored...)
 	w.prefixes = append(w.prefixes, t.prefix)
-	w.procs = append(w.procs, &startedProc{p: t.preload})
+	w.addProc(&startedProc{p: t.preload})
 	if err := linkOrCopy(filepath.Join(t.dir, templateRecordFile), filepath.Join(w.dir, "preload"+validate.RecordFileExt)); err != nil {
 		return fmt.Errorf("runner: the template's preload records: %w", err)
 	}

@@ -46,9 +46,12 @@ type windowRun struct {
 	// faults the window injected, with their times.
 	faults []validate.Fault
 	// procs: every worker started for the window that writes records, in
-	// start order: the manifest's process list.
-	procs  []*startedProc
-	phases *phases
+	// start order: the manifest's process list. Workers may be started
+	// from several goroutines at once (scenario 6's base preloads its
+	// kinds side by side), so procsMu guards it.
+	procsMu sync.Mutex
+	procs   []*startedProc
+	phases  *phases
 }
 
 // startedProc is one worker of a window's process list: the worker (nil
@@ -72,14 +75,30 @@ func (w *windowRun) config(role, name string, pool int) protocol.Config {
 func (w *windowRun) start(cfg protocol.Config) (Worker, error) {
 	p, err := w.step.Launch(w.side.Bin, cfg, filepath.Join(w.dir, cfg.Name+".log"))
 	if err == nil && cfg.RecordPath != "" {
-		w.procs = append(w.procs, &startedProc{w: p, p: validate.Process{Name: cfg.Name, Role: cfg.Role, Record: filepath.Base(cfg.RecordPath),
+		w.addProc(&startedProc{w: p, p: validate.Process{Name: cfg.Name, Role: cfg.Role, Record: filepath.Base(cfg.RecordPath),
 			CompletionRecords: w.side.CompletionRecords && cfg.Role == protocol.RoleDispatcher}})
 	}
 	return p, err
 }
 
+// addProc appends s to the process list.
+func (w *windowRun) addProc(s *startedProc) {
+	w.procsMu.Lock()
+	defer w.procsMu.Unlock()
+	w.procs = append(w.procs, s)
+}
+
+// procList is a copy of the process list as it stands.
+func (w *windowRun) procList() []*startedProc {
+	w.procsMu.Lock()
+	defer w.procsMu.Unlock()
+	return slices.Clone(w.procs)
+}
+
 // mark applies f to what the process list says of worker p.
 func (w *windowRun) mark(p Worker, f func(*validate.Process)) {
+	w.procsMu.Lock()
+	defer w.procsMu.Unlock()
 	for _, s := range w.procs {
 		if s.w == p {
 			f(&s.p)
@@ -98,9 +117,12 @@ func (w *windowRun) processes(ctx context.Context) []validate.Process {
 			killed[f.Process] = true
 		}
 	}
-	out := make([]validate.Process, 0, len(w.procs))
-	for _, s := range w.procs {
+	procs := w.procList()
+	out := make([]validate.Process, 0, len(procs))
+	for _, s := range procs {
+		w.procsMu.Lock()
 		p := s.p
+		w.procsMu.Unlock()
 		if s.w != nil {
 			_, err := s.w.Wait(ctx)
 			switch {
