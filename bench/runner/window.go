@@ -48,7 +48,8 @@ type windowRun struct {
 	// procs: every worker started for the window that writes records, in
 	// start order: the manifest's process list. Workers may be started
 	// from several goroutines at once (scenario 6's base preloads its
-	// kinds side by side), so procsMu guards it.
+	// kinds side by side), so procsMu guards it and the sample's Ignored
+	// list, which runOnce appends to.
 	procsMu sync.Mutex
 	procs   []*startedProc
 	phases  *phases
@@ -154,7 +155,9 @@ func (w *windowRun) runOnce(ctx context.Context, cfg protocol.Config) (*protocol
 		return nil, err
 	}
 	if m, err := p.WaitReady(tctx); err == nil {
+		w.procsMu.Lock()
 		w.sample.Ignored = append(w.sample.Ignored, m.Ignored...)
+		w.procsMu.Unlock()
 	}
 	select {
 	case <-p.Exited():
