@@ -367,15 +367,47 @@ func readTables(b *testing.B, pool *pgxpool.Pool) map[string]tableCounters {
 	return out
 }
 
+// walRecords logs the WAL written since startMeasure by record type
+// (pg_walinspect, in PostgreSQL's contrib since 15): count and bytes per
+// unit, full-page images apart, the largest first. Server-wide: run
+// alone on the server.
+func (m *measure) walRecords(b *testing.B, units int64, unit string) {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := m.pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_walinspect"); err != nil {
+		b.Logf("WAL by record type: %v", err)
+		return
+	}
+	rows, err := m.pool.Query(ctx, `SELECT "resource_manager/record_type", count, record_size, fpi_size
+		FROM pg_get_wal_stats($1::pg_lsn, pg_current_wal_lsn(), true)
+		WHERE count > 0 ORDER BY combined_size DESC LIMIT 12`, m.lsn)
+	require.NoError(b, err)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "WAL by record type, per %s (%d of them):\n", unit, units)
+	var kind string
+	var count, rec, fpi int64
+	_, err = pgx.ForEachRow(rows, []any{&kind, &count, &rec, &fpi}, func() error {
+		fmt.Fprintf(&sb, "  %-24s %6.3f records/%s  %7.1f B/%s  FPI %7.1f B/%s\n", kind,
+			float64(count)/float64(units), unit, float64(rec)/float64(units), unit, float64(fpi)/float64(units), unit)
+		return nil
+	})
+	require.NoError(b, err)
+	fmt.Fprint(os.Stderr, sb.String())
+}
+
 // report reports the per-unit costs since startMeasure. With
 // RELAYBUS_BENCH_TOP_STATEMENTS set it logs the statements that took the
-// most time.
+// most time; with RELAYBUS_BENCH_WAL_RECORDS set, the WAL by record
+// type.
 func (m *measure) report(b *testing.B, units int64, unit string) {
 	b.Helper()
 	ctx := context.Background()
 	var wal float64
 	require.NoError(b, m.pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)", m.lsn).Scan(&wal))
 	b.ReportMetric(wal/float64(units), "WAL-B/"+unit)
+	if os.Getenv("RELAYBUS_BENCH_WAL_RECORDS") != "" {
+		m.walRecords(b, units, unit)
+	}
 	// Backends report their statistics at most once a second.
 	time.Sleep(benchStatsFlush)
 	// WAL flushes to disk (server-wide: run alone on the server).
