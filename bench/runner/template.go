@@ -73,7 +73,9 @@ func (w *windowRun) prepareFromTemplate(ctx context.Context, key templateKey, na
 		return err
 	}
 	w.dsn, w.dbCreated = dsn, true
+	w.mu.Lock()
 	w.sample.Ignored = append(w.sample.Ignored, t.ignored...)
+	w.mu.Unlock()
 	w.prefixes = append(w.prefixes, t.prefix)
 	w.addProc(&startedProc{p: t.preload})
 	if err := linkOrCopy(filepath.Join(t.dir, templateRecordFile), filepath.Join(w.dir, "preload"+validate.RecordFileExt)); err != nil {

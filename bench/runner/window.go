@@ -48,11 +48,11 @@ type windowRun struct {
 	// procs: every worker started for the window that writes records, in
 	// start order: the manifest's process list. Workers may be started
 	// from several goroutines at once (scenario 6's base preloads its
-	// kinds side by side), so procsMu guards it and the sample's Ignored
+	// kinds side by side), so mu guards it and the sample's Ignored
 	// list, which runOnce appends to.
-	procsMu sync.Mutex
-	procs   []*startedProc
-	phases  *phases
+	mu     sync.Mutex
+	procs  []*startedProc
+	phases *phases
 }
 
 // startedProc is one worker of a window's process list: the worker (nil
@@ -84,22 +84,26 @@ func (w *windowRun) start(cfg protocol.Config) (Worker, error) {
 
 // addProc appends s to the process list.
 func (w *windowRun) addProc(s *startedProc) {
-	w.procsMu.Lock()
-	defer w.procsMu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.procs = append(w.procs, s)
 }
 
 // procList is a copy of the process list as it stands.
-func (w *windowRun) procList() []*startedProc {
-	w.procsMu.Lock()
-	defer w.procsMu.Unlock()
-	return slices.Clone(w.procs)
+func (w *windowRun) procList() []startedProc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]startedProc, len(w.procs))
+	for i, s := range w.procs {
+		out[i] = *s
+	}
+	return out
 }
 
 // mark applies f to what the process list says of worker p.
 func (w *windowRun) mark(p Worker, f func(*validate.Process)) {
-	w.procsMu.Lock()
-	defer w.procsMu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, s := range w.procs {
 		if s.w == p {
 			f(&s.p)
@@ -121,9 +125,7 @@ func (w *windowRun) processes(ctx context.Context) []validate.Process {
 	procs := w.procList()
 	out := make([]validate.Process, 0, len(procs))
 	for _, s := range procs {
-		w.procsMu.Lock()
 		p := s.p
-		w.procsMu.Unlock()
 		if s.w != nil {
 			_, err := s.w.Wait(ctx)
 			switch {
@@ -155,9 +157,9 @@ func (w *windowRun) runOnce(ctx context.Context, cfg protocol.Config) (*protocol
 		return nil, err
 	}
 	if m, err := p.WaitReady(tctx); err == nil {
-		w.procsMu.Lock()
+		w.mu.Lock()
 		w.sample.Ignored = append(w.sample.Ignored, m.Ignored...)
-		w.procsMu.Unlock()
+		w.mu.Unlock()
 	}
 	select {
 	case <-p.Exited():
