@@ -40,7 +40,10 @@ const (
 // RELAYBUS_BENCH_BUSES=k splits each process into k Buses of its own
 // Owner on the process's pool, each with a k-th of its Concurrency: k
 // claim loops over disjoint lanes, the shape of claim streams built as
-// separate owners.
+// separate owners. RELAYBUS_BENCH_KEYS=n preloads a keyed backlog, event
+// i of key i mod n (the harness's keyed cell is n=10000), and
+// RELAYBUS_BENCH_PROCS=p runs p processes instead of busBenchProcs (that
+// cell runs one).
 func BenchmarkBusDispatch(b *testing.B) {
 	for _, carry := range []bool{true, false} {
 		b.Run("carry="+onOff(carry), func(b *testing.B) { benchBusDispatch(b, carry) })
@@ -50,7 +53,14 @@ func BenchmarkBusDispatch(b *testing.B) {
 func benchBusDispatch(b *testing.B, carry bool) {
 	s, pool := benchStore(b)
 	total := b.N * benchParallelBatch
-	preload(b, s, pool, total, func(int) string { return "" })
+	keys := benchEnvInt(b, "RELAYBUS_BENCH_KEYS", 0, 1, 1<<30)
+	procs := benchEnvInt(b, "RELAYBUS_BENCH_PROCS", busBenchProcs, 1, 16)
+	preload(b, s, pool, total, func(i int) string {
+		if keys == 0 {
+			return ""
+		}
+		return "k" + strconv.Itoa(i%keys)
+	})
 	var completed atomic.Int64
 	var start time.Time
 	// The preload is due at t0; the Buses' clock starts a minute later.
@@ -61,14 +71,8 @@ func benchBusDispatch(b *testing.B, carry bool) {
 	b.ResetTimer()
 	start = time.Now()
 	var stops []func()
-	buses := 1
-	if v := os.Getenv("RELAYBUS_BENCH_BUSES"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(b, err, "RELAYBUS_BENCH_BUSES")
-		require.True(b, n >= 1 && n <= busBenchConc, "RELAYBUS_BENCH_BUSES=%d: between 1 and %d", n, busBenchConc)
-		buses = n
-	}
-	for p := range busBenchProcs {
+	buses := benchEnvInt(b, "RELAYBUS_BENCH_BUSES", 1, 1, busBenchConc)
+	for p := range procs {
 		cfg, err := pgxpool.ParseConfig(pool.Config().ConnString())
 		require.NoError(b, err)
 		cfg.MaxConns = busBenchPool
@@ -108,4 +112,19 @@ func benchBusDispatch(b *testing.B, carry bool) {
 	}
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "deliveries/s")
 	m.report(b, int64(total), "delivery")
+}
+
+// benchEnvInt returns the integer in the environment variable name, def
+// when it is unset, and fails the benchmark when it is not a number
+// between lo and hi.
+func benchEnvInt(b *testing.B, name string, def, lo, hi int) int {
+	b.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(b, err, name)
+	require.True(b, n >= lo && n <= hi, "%s=%d: between %d and %d", name, n, lo, hi)
+	return n
 }
