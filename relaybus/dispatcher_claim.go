@@ -62,6 +62,15 @@ func (d *dispatcher[TTx]) claimLoop(ctx context.Context) {
 		// Only this loop starts work, so what is in flight now is all
 		// that can be in flight when the claim returns.
 		busy := d.inFlight(nil)-len(cr.jobs) > 0
+		if ctx.Err() != nil {
+			// The shutdown began: claim nothing more. Read after busy, so
+			// a claim never sees a dispatcher drained by the shutdown
+			// itself (its cancelled handlers released) as idle, and takes
+			// a suspect only to release it unstarted. The carried
+			// completions go to the completer, which the shutdown flushes.
+			d.enqueueCompletions(cr.groups)
+			return
+		}
 		p.Limit, p.Now, p.Busy = limit, now, busy
 		// The claim runs to its end even when the shutdown begins
 		// meanwhile: a claim cancelled on the client may still commit on

@@ -167,3 +167,60 @@ func TestShutdownWhileASuspectWaits(t *testing.T) {
 	log.none(t, "the suspect was never started")
 	require.Equal(t, int64(1), tb.bus.DispatcherStats().Released)
 }
+
+// TestShutdownDrainedIsNotIdle: the shutdown cancels the busy handler,
+// whose release leaves the dispatcher with nothing in flight; a claim
+// loop iteration that was already under way when the shutdown began must
+// not take that drained state for idle and claim the waiting suspect (it
+// would only release it unstarted). The fake store's HandlersPaused holds
+// the iteration until the shutdown has drained the dispatcher, the
+// interleaving that made TestShutdownWhileASuspectWaits flaky.
+func TestShutdownDrainedIsNotIdle(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, testConfig())
+	tb.markSuspect("s")
+	log := newRunLog("a1") // returns only when the shutdown cancels it
+	require.NoError(t, tb.bus.Handle("t", "h", log.handler, nil))
+	require.NoError(t, tb.bus.Publish(context.Background(), &Event{ID: "a1", Type: "t"}))
+	stop := tb.start(t)
+	require.Equal(t, "a1", <-log.started)
+	require.NoError(t, tb.bus.Publish(context.Background(), &Event{ID: "s", Type: "t"}))
+	log.none(t, "a1 runs and the suspect waits")
+
+	stopped := make(chan struct{})
+	var once sync.Once
+	tb.store.mu.Lock()
+	tb.store.pausedHook = func(ctx context.Context) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return
+		}
+		go func() { stop(); close(stopped) }()
+		<-ctx.Done()
+		// Drained: a1 released and its worker's slot freed.
+		// Polled here, on the claim loop's goroutine, where t.Fatal
+		// must not be called.
+		d := tb.bus.disp
+		for deadline := time.Now().Add(5 * time.Second); d.inFlight(nil) > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Error("the shutdown did not drain the dispatcher in 5s")
+				return
+			}
+		}
+	}
+	tb.store.mu.Unlock()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claim loop never read the paused handlers, or the shutdown never ended")
+	}
+
+	for _, d := range tb.store.snapshot() {
+		require.Equal(t, StatusPending, d.Status, d.EventID)
+		require.Zero(t, d.Attempts, "%s: a release spent an attempt", d.EventID)
+	}
+	log.none(t, "the suspect was never started")
+	st := tb.bus.DispatcherStats()
+	require.Equal(t, int64(1), st.Released, "the suspect was claimed after the shutdown began")
+}

@@ -42,6 +42,10 @@ type fakeStore struct {
 	paused      map[string]PausedHandler
 	pausedReads int
 	pausedErr   error
+	// pausedHook, when set, runs at the start of HandlersPaused, outside
+	// the lock, with the call's context: a test's way to act at that
+	// point of a claim loop's iteration.
+	pausedHook func(ctx context.Context)
 }
 
 type fakeTx struct {
@@ -450,9 +454,15 @@ func (s *fakeStore) HandlerResume(_ context.Context, p *driver.HandlerResumePara
 	return ok, nil
 }
 
-func (s *fakeStore) HandlersPaused(_ context.Context, p *driver.HandlersPausedParams) ([]PausedHandler, error) {
+func (s *fakeStore) HandlersPaused(ctx context.Context, p *driver.HandlersPausedParams) ([]PausedHandler, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	hook := s.pausedHook
+	s.mu.Unlock()
+	if hook != nil {
+		hook(ctx)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
