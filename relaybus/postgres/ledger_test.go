@@ -3,9 +3,11 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -15,16 +17,20 @@ import (
 	"github.com/berkcansavur/relaybus/relaybus/relaytype"
 )
 
-func tokenDelivery(t *testing.T, lane int, epoch, claims int64) *relaytype.Delivery {
+func tokenDelivery(t *testing.T, id int64, lane int, epoch, claims int64) *relaytype.Delivery {
 	t.Helper()
-	return &relaytype.Delivery{LeaseToken: driver.LaneToken{Lane: lane, Epoch: epoch, Claims: claims}.String()}
+	return &relaytype.Delivery{ID: strconv.FormatInt(id, 10), Handler: "h",
+		LeaseToken: driver.LaneToken{Lane: lane, Epoch: epoch, Claims: claims}.String()}
 }
 
 // TestLedgerCounts checks the ledger's own bookkeeping: picks per hold, a
-// new epoch starting afresh, every uncertain outcome dropping the entry.
+// new epoch starting afresh, every uncertain outcome dropping the entry,
+// and the unfinished picks it names.
 func TestLedgerCounts(t *testing.T) {
 	var l ledger
-	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 3, 1, 1), tokenDelivery(t, 3, 1, 1), tokenDelivery(t, 7, 2, 1)})
+	keyed := tokenDelivery(t, 11, 3, 1, 1)
+	keyed.Key = "k"
+	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 10, 3, 1, 1), keyed, tokenDelivery(t, 20, 7, 2, 1)})
 	hints := func() map[int16][3]int64 {
 		h := l.hints()
 		out := map[int16][3]int64{}
@@ -33,38 +39,63 @@ func TestLedgerCounts(t *testing.T) {
 		}
 		return out
 	}
+	// open returns the unfinished picks the hints name, as "lane/id/handler/key".
+	open := func() []string {
+		h := l.hints()
+		var out []string
+		for i, id := range h.openIDs {
+			key := "NULL"
+			if h.openKeys[i] != nil {
+				key = *h.openKeys[i]
+			}
+			out = append(out, fmt.Sprintf("%d/%d/%s/%s", h.openLanes[i], id, h.openHandlers[i], key))
+		}
+		return out
+	}
 	require.Equal(t, map[int16][3]int64{3: {1, 2, 2}, 7: {2, 1, 1}}, hints())
+	require.ElementsMatch(t, []string{"3/10/h/NULL", "3/11/h/k", "7/20/h/NULL"}, open())
 
-	l.finished(driver.LaneToken{Lane: 3, Epoch: 1, Claims: 1}, true)
+	l.finished(10, driver.LaneToken{Lane: 3, Epoch: 1, Claims: 1}, true)
 	require.Equal(t, [3]int64{1, 2, 1}, hints()[3], "one of lane 3's two finished")
+	require.ElementsMatch(t, []string{"3/11/h/k", "7/20/h/NULL"}, open())
+	l.finished(10, driver.LaneToken{Lane: 3, Epoch: 1, Claims: 1}, true)
+	require.NotContains(t, hints(), int16(3), "a second finish of the same pick drops the entry")
+	require.ElementsMatch(t, []string{"7/20/h/NULL"}, open())
 
 	// A newer epoch of lane 3: the lane was taken again.
-	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 3, 4, 2)})
+	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 12, 3, 4, 2)})
 	require.Equal(t, [3]int64{4, 1, 1}, hints()[3])
 	// A write under the old epoch says nothing of the new hold.
-	l.finished(driver.LaneToken{Lane: 3, Epoch: 1, Claims: 1}, true)
+	l.finished(12, driver.LaneToken{Lane: 3, Epoch: 1, Claims: 1}, true)
 	require.NotContains(t, hints(), int16(3), "a finish under another epoch drops the entry")
 
-	// A fence that did not hold, or more finishes than picks.
-	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 5, 1, 1)})
-	l.finished(driver.LaneToken{Lane: 5, Epoch: 1, Claims: 1}, false)
+	// A fence that did not hold, a finish of a pick the entry does not
+	// hold, a pick claimed twice.
+	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 30, 5, 1, 1)})
+	l.finished(30, driver.LaneToken{Lane: 5, Epoch: 1, Claims: 1}, false)
 	require.NotContains(t, hints(), int16(5))
-	l.finished(driver.LaneToken{Lane: 7, Epoch: 2, Claims: 1}, true)
+	l.finished(21, driver.LaneToken{Lane: 7, Epoch: 2, Claims: 1}, true)
+	require.NotContains(t, hints(), int16(7), "a finish of a delivery the hold never gave")
+	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 20, 7, 2, 1)})
+	l.finished(20, driver.LaneToken{Lane: 7, Epoch: 2, Claims: 1}, true)
 	require.Equal(t, [3]int64{2, 1, 0}, hints()[7])
-	l.finished(driver.LaneToken{Lane: 7, Epoch: 2, Claims: 1}, true)
-	require.NotContains(t, hints(), int16(7), "a second finish of a hold of one")
+	require.Empty(t, open())
+	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 40, 6, 1, 1)})
+	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 40, 6, 1, 1)})
+	require.NotContains(t, hints(), int16(6), "a pick claimed twice in one hold")
 
 	// An older epoch than the entry's cannot come from this instance.
-	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 9, 5, 1)})
-	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 9, 4, 1)})
+	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 50, 9, 5, 1)})
+	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 51, 9, 4, 1)})
 	require.NotContains(t, hints(), int16(9))
 
-	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 1, 1, 1)})
+	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 60, 1, 1, 1)})
 	l.forget(driver.LaneToken{Lane: 1, Epoch: 1, Claims: 1})
 	require.NotContains(t, hints(), int16(1))
-	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 2, 1, 1)})
+	l.claimed([]*relaytype.Delivery{tokenDelivery(t, 70, 2, 1, 1)})
 	l.reset()
 	require.Empty(t, hints())
+	require.Empty(t, open())
 }
 
 // TestLedgerHintGuard checks claimOwn's use of a hint: trusted only when
@@ -94,7 +125,8 @@ func TestLedgerHintGuard(t *testing.T) {
 		_, err = tx.Exec(ctx, s.q.claimLock, "w", s.holder, now)
 		require.NoError(t, err)
 		rows, err := tx.Query(ctx, s.q.claimOwn, "w", s.holder, now, []string{"h"}, 10, false, now.Add(time.Hour), true,
-			[]int16{int16(tok.Lane)}, []int64{tok.Epoch}, []int32{picks}, []int32{0}, []string{}, []int32{})
+			[]int16{int16(tok.Lane)}, []int64{tok.Epoch}, []int32{picks}, []int32{0}, []string{}, []int32{},
+			[]int16{}, []int64{}, []string{}, []*string{})
 		require.NoError(t, err)
 		rows.Close()
 		require.NoError(t, rows.Err())
@@ -148,15 +180,42 @@ func TestLedgerMatchesDatabase(t *testing.T) {
 			return d
 		}
 		pick := func(label string) int { return rapid.IntRange(0, len(held)-1).Draw(rt, label) }
+		// claimed adds what a claim of s returned to held, and checks the
+		// per-key rule, which claimOwn keeps from the ledger's unfinished
+		// picks where its hint holds: nothing of a key already held.
+		claimed := func(ds []*relaytype.Delivery) {
+			for _, d := range ds {
+				for _, h := range held {
+					if d.Key != "" && h.Key == d.Key && h.Handler == d.Handler {
+						rt.Fatalf("delivery %s of key %s claimed while %s of the same key is held", d.ID, d.Key, h.ID)
+					}
+				}
+				held = append(held, d)
+			}
+		}
 		steps := rapid.IntRange(1, 25).Draw(rt, "steps")
 		for range steps {
-			op := rapid.IntRange(0, 10).Draw(rt, "op")
+			op := rapid.IntRange(0, 11).Draw(rt, "op")
 			switch {
 			case op <= 2:
 				ds, err := s.DeliveryClaim(ctx, &driver.DeliveryClaimParams{Owner: "w", Handlers: []string{"h"},
 					Limit: rapid.IntRange(1, 8).Draw(rt, "limit"), LeaseDuration: time.Minute, Now: now, Busy: len(held) > 0})
 				require.NoError(rt, err)
-				held = append(held, ds...)
+				claimed(ds)
+			case op == 11 && len(held) > 0:
+				// A claim that carries completions (DeliveryCompleteClaim):
+				// its claimOwn subtracts them from the ledger's hint.
+				var ls []relaytype.Lease
+				for range rapid.IntRange(1, len(held)).Draw(rt, "carried") {
+					ls = append(ls, take(pick("carry")).Lease())
+				}
+				res, err := s.DeliveryCompleteClaim(ctx, &driver.DeliveryCompleteClaimParams{
+					Complete: driver.DeliveryCompleteManyParams{Leases: ls, Now: now},
+					Claim: driver.DeliveryClaimParams{Owner: "w", Handlers: []string{"h"},
+						Limit: rapid.IntRange(1, 8).Draw(rt, "limit"), LeaseDuration: time.Minute, Now: now, Busy: len(held) > 0},
+				})
+				require.NoError(rt, err)
+				claimed(res.Claimed)
 			case op == 3 && len(held) > 0:
 				var ls []relaytype.Lease
 				for range rapid.IntRange(1, len(held)).Draw(rt, "batch") {
@@ -233,6 +292,25 @@ func checkLedger(rt *rapid.T, ctx context.Context, s *Store, pool *pgxpool.Pool)
 		}
 		require.Equal(rt, pending, h.outstanding[i], "lane %d at epoch %d, %d picks: the ledger counts %d unfinished, the database %d",
 			lane, epoch, picks, h.outstanding[i], pending)
+		// And it names them: claimOwn reads the keys in flight from them.
+		rows, err := pool.Query(ctx, `SELECT d.id::text || '/' || d.handler || '/' || coalesce(d.key, 'NULL')
+			FROM relaybus_lanes l JOIN relaybus_deliveries d ON d.id = ANY (l.in_flight) AND d.status = 'pending'
+			WHERE l.lane = $1`, lane)
+		require.NoError(rt, err)
+		inDB, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(rt, err)
+		var named []string
+		for j, id := range h.openIDs {
+			if h.openLanes[j] != lane {
+				continue
+			}
+			key := "NULL"
+			if h.openKeys[j] != nil {
+				key = *h.openKeys[j]
+			}
+			named = append(named, fmt.Sprintf("%d/%s/%s", id, h.openHandlers[j], key))
+		}
+		require.ElementsMatch(rt, inDB, named, "lane %d at epoch %d: the ledger's unfinished picks are not the database's", lane, epoch)
 	}
 }
 
@@ -263,4 +341,48 @@ func publishN(t *testing.T, s *Store, pool *pgxpool.Pool, now time.Time, n int, 
 	_, err = s.EventPublishTx(t.Context(), tx, &driver.EventPublishParams{Events: eps, Now: now})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(t.Context()))
+}
+
+// TestCarriedCompletionFreesItsKey: a claim that carries the completion
+// of a key's delivery claims the key's next one in the same round trip,
+// whether the store instance's ledger knows the lane (claimOwn reads the
+// keys in flight from its unfinished picks, less the carried completion's
+// deletes) or not (it probes in_flight).
+func TestCarriedCompletionFreesItsKey(t *testing.T) {
+	t.Parallel()
+	for _, known := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ledger_knows=%v", known), func(t *testing.T) {
+			ctx := t.Context()
+			s, pool := ledgerStore(t)
+			now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+			publishN(t, s, pool, now, 3, "k")
+			claim := driver.DeliveryClaimParams{Owner: "w", Handlers: []string{"h"}, Limit: 10, LeaseDuration: time.Hour, Now: now}
+			ds, err := s.DeliveryClaim(ctx, &claim)
+			require.NoError(t, err)
+			require.Len(t, ds, 1, "only the key's head")
+			require.Equal(t, int64(1), ds[0].Sequence)
+			if !known {
+				s.ledger.reset()
+			}
+			require.Equal(t, known, len(s.ledger.hints().lanes) == 1)
+			claim.Busy = false
+			res, err := s.DeliveryCompleteClaim(ctx, &driver.DeliveryCompleteClaimParams{
+				Complete: driver.DeliveryCompleteManyParams{Leases: []relaytype.Lease{ds[0].Lease()}, Now: now},
+				Claim:    claim,
+			})
+			require.NoError(t, err)
+			require.Equal(t, []bool{true}, res.Completed)
+			require.Len(t, res.Claimed, 1, "the carried completion freed the key: its next delivery comes in the same claim")
+			require.Equal(t, int64(2), res.Claimed[0].Sequence)
+			before, err := driver.ParseLaneToken(ds[0].LeaseToken)
+			require.NoError(t, err)
+			after, err := driver.ParseLaneToken(res.Claimed[0].LeaseToken)
+			require.NoError(t, err)
+			require.Equal(t, before.Epoch, after.Epoch, "claimed from the lane held, not by handing it back and taking it again")
+			// And the key stays blocked while that one is in flight.
+			ds, err = s.DeliveryClaim(ctx, &claim)
+			require.NoError(t, err)
+			require.Empty(t, ds, "the key's third delivery while its second is in flight")
+		})
+	}
 }
