@@ -112,8 +112,8 @@ FROM (
 -- of those picks are not finished yet ($12); $13 and $14 the claim's
 -- key runs (driver.DeliveryClaimParams.KeyRuns): handlers, and the most
 -- deliveries of one key each takes as a run; $15 to $18 the ledger's
--- unfinished picks of the lanes of $9, one entry each: lane, id,
--- handler, key (NULL when unkeyed).
+-- unfinished picks of the lanes of $9 that have a keyed one, one entry
+-- each: lane, id, handler, key (NULL when unkeyed).
 --
 --   own:     the lanes (claimLock's, or claimTake's), through the
 --            primary key, locked in lane order, with the room left
@@ -132,15 +132,17 @@ FROM (
 --            per key, however long the key's backlog. Only a head may
 --            run (the per-key rule), and only while nothing of its key
 --            is in flight.
---   flying:  what is in flight: where the ledger's hint holds, its
---            unfinished picks ($15 to $18: lane, id, handler, key), less
---            the ones a completion carried by this claim deleted
+--   flying:  what is in flight: the keys it blocks, and what rec keeps
+--            of in_flight. Where the ledger's hint holds and names the
+--            lane's unfinished picks ($15 to $18: lane, id, handler,
+--            key; only for a lane with a keyed one), those, less the
+--            ones a completion carried by this claim deleted
 --            (relaybus.completed_ids, see completedLanes), read from no
---            table; elsewhere, in lanes that have heads, each id of
---            in_flight probed through the primary key (a completion
---            deletes the row and leaves the id in in_flight). The keys
---            it blocks. Lanes without a hint and without keyed work are
---            not probed.
+--            table; where no hint holds, in lanes that have heads, each
+--            id of in_flight probed through the primary key (a
+--            completion deletes the row and leaves the id in
+--            in_flight). A lane with a hint and nothing keyed in flight,
+--            or without keyed work, is not probed.
 --   cand:    the oldest due unkeyed deliveries of each lane (an
 --            ordered scan of the unkeyed index that stops at the limit
 --            or at the lane's room) and the due heads, not in flight,
@@ -172,8 +174,9 @@ FROM (
 --            is a prefix.
 --   picks:   pick and extra, what the claim returns and records.
 --   rec:     write each lane that gave something: the picks appended
---            to in_flight (to what flying found still in flight where
---            it knows it; elsewhere the ids of completed deliveries are
+--            to in_flight (to what flying knows is still in flight,
+--            where it probed or the hint named the lane's unfinished
+--            picks; elsewhere the ids of completed deliveries are
 --            left there until the lane is handed back: a hold gives at
 --            most twice claimQuota ids), its picks counted, a new
 --            expiry; hand back a lane that gave nothing and has
@@ -300,8 +303,11 @@ WITH RECURSIVE own AS MATERIALIZED (
 	SELECT o.lane, p.ids, coalesce(p.n, 0) AS picked,
 		p.n IS NULL AND CASE WHEN o.known IS NOT NULL THEN o.known = 0 ELSE NOT EXISTS (
 			SELECT 1 FROM {{.Deliveries}} d WHERE d.id = ANY (o.in_flight) AND d.status = 'pending') END AS release,
-		-- What is still in flight, where flying knows it.
-		CASE WHEN o.known IS NOT NULL OR EXISTS (SELECT 1 FROM heads h WHERE h.lane = o.lane AND (h.r).id IS NOT NULL)
+		-- What is still in flight, where flying knows it: it probed, or
+		-- the hint named the lane's unfinished picks.
+		CASE WHEN CASE WHEN o.known IS NULL
+				THEN EXISTS (SELECT 1 FROM heads h WHERE h.lane = o.lane AND (h.r).id IS NOT NULL)
+				ELSE o.lane = ANY ($15::smallint[]) END
 			THEN ARRAY(SELECT f.id FROM flying f WHERE f.lane = o.lane) END AS live
 	FROM own o
 	LEFT JOIN (

@@ -30,16 +30,18 @@ import (
 // fifths of a busy dispatcher's claim time.
 //
 // The claim passes the ledger to claimOwn as hints: per lane, the epoch,
-// the picks it saw and how many of them are not finished, and the
-// unfinished picks themselves (id, handler, key). claimOwn uses a hint
-// only when the lane's epoch and picks are the ones the hint names (the
-// lane is locked then, so they cannot change under it); otherwise, and
-// for every lane without a hint, it probes as before. Where the hint
-// holds, the unfinished picks are exactly the lane's deliveries in
-// flight, so they also stand in for the probe of every id of in_flight
-// that a lane with keyed work needed to learn which keys are blocked
+// the picks it saw and how many of them are not finished, and, for a
+// lane with a keyed pick unfinished, the unfinished picks themselves
+// (id, handler, key). claimOwn uses a hint only when the lane's epoch
+// and picks are the ones the hint names (the lane is locked then, so
+// they cannot change under it); otherwise, and for every lane without a
+// hint, it probes as before. Where the hint holds, the unfinished picks
+// are exactly the lane's deliveries in flight, so they stand in for the
+// probe of every id of in_flight that a lane with keyed work needed to
+// learn which keys are blocked and which ids to keep in in_flight
 // (claimOwn's flying): measured, a fifth of the buffers a keyed claim
-// read. The ledger
+// read. A lane with only unkeyed picks unfinished needs neither, and its
+// picks are not passed. The ledger
 // errs only towards not knowing: an entry is dropped (the lane probed
 // again) whenever a write's outcome is uncertain (an error, a fence that
 // did not hold, a completion inside the caller's transaction, which may
@@ -66,23 +68,24 @@ type ledgerLane struct {
 	picks    int // deliveries claimed from the lane at this epoch
 	finished int // of them, finished by a committed write
 	// open are the picks not finished, by delivery id: picks - finished
-	// of them. Where the hint holds, they are exactly what the lane has
-	// in flight, which claimOwn then need not probe for.
-	open map[int64]openPick
+	// of them, keyed of them keyed. Where the hint holds, they are
+	// exactly what the lane has in flight, which claimOwn then need not
+	// probe for.
+	open  map[int64]openPick
+	keyed int
 }
 
-// openPick is what claimOwn needs of a delivery in flight: its
-// (handler, key), the key it blocks (key "" and keyed false: none).
+// openPick is what claimOwn needs of a delivery in flight: the (handler,
+// key) it blocks (key nil: none).
 type openPick struct {
 	handler string
-	key     string
-	keyed   bool
+	key     *string
 }
 
 // claimHints are the ledger's hints for claimOwn: one entry per lane in
-// lanes, epochs, picks and outstanding, and one per unfinished pick of
-// those lanes in the open arrays (its lane, id, handler and key, NULL
-// when unkeyed).
+// lanes, epochs, picks and outstanding, and, in the open arrays, one per
+// unfinished pick (its lane, id, handler and key, nil when unkeyed) of
+// each of those lanes that has a keyed one.
 type claimHints struct {
 	lanes       []int16
 	epochs      []int64
@@ -110,15 +113,14 @@ func (l *ledger) hints() claimHints {
 		h.epochs = append(h.epochs, e.epoch)
 		h.picks = append(h.picks, int32(e.picks))
 		h.outstanding = append(h.outstanding, int32(e.picks-e.finished))
+		if e.keyed == 0 {
+			continue
+		}
 		for id, p := range e.open {
 			h.openLanes = append(h.openLanes, lane)
 			h.openIDs = append(h.openIDs, id)
 			h.openHandlers = append(h.openHandlers, p.handler)
-			var key *string
-			if p.keyed {
-				key = &p.key
-			}
-			h.openKeys = append(h.openKeys, key)
+			h.openKeys = append(h.openKeys, p.key)
 		}
 	}
 	return h
@@ -141,30 +143,34 @@ func (l *ledger) claimed(ds []*relaytype.Delivery) {
 			continue // cannot happen: scanDelivery wrote it
 		}
 		lane := int16(t.Lane)
-		id, err := strconv.ParseInt(d.ID, 10, 64)
-		if err != nil {
-			// Cannot happen either (scanDelivery formats it); a pick the
-			// ledger cannot name leaves the lane unknown.
-			delete(l.lanes, lane)
-			continue
-		}
 		e := l.lanes[lane]
 		switch {
 		case e == nil || t.Epoch > e.epoch:
-			e = &ledgerLane{epoch: t.Epoch, open: map[int64]openPick{}}
+			e = &ledgerLane{epoch: t.Epoch}
 			l.lanes[lane] = e
 		case t.Epoch < e.epoch:
 			delete(l.lanes, lane)
 			continue
 		}
-		if _, dup := e.open[id]; dup {
-			// Claimed twice in one hold without a finish in between:
-			// not from this instance's committed claims.
+		id, err := strconv.ParseInt(d.ID, 10, 64)
+		if _, dup := e.open[id]; err != nil || dup {
+			// Neither can happen (scanDelivery formats the id, and a
+			// hold gives a delivery once until it is finished): a pick
+			// the ledger cannot name leaves the lane unknown.
 			delete(l.lanes, lane)
 			continue
 		}
 		e.picks++
-		e.open[id] = openPick{handler: d.Handler, key: d.Key, keyed: d.Key != ""}
+		if e.open == nil {
+			e.open = make(map[int64]openPick, claimQuota)
+		}
+		p := openPick{handler: d.Handler}
+		if d.Key != "" {
+			key := d.Key
+			p.key = &key
+			e.keyed++
+		}
+		e.open[id] = p
 	}
 }
 
@@ -180,11 +186,15 @@ func (l *ledger) finished(id int64, token driver.LaneToken, ok bool) {
 	if e == nil {
 		return
 	}
-	if _, open := e.open[id]; !ok || e.epoch != token.Epoch || !open {
+	p, open := e.open[id]
+	if !ok || e.epoch != token.Epoch || !open {
 		delete(l.lanes, lane)
 		return
 	}
 	delete(e.open, id)
+	if p.key != nil {
+		e.keyed--
+	}
 	e.finished++
 }
 
