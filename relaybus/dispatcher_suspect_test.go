@@ -149,6 +149,17 @@ func TestSeveralSuspectsInOneClaim(t *testing.T) {
 // delivery is released, and both are pending with no attempt spent.
 func TestShutdownWhileASuspectWaits(t *testing.T) {
 	t.Parallel()
+	tb, log, stop := suspectWaits(t)
+	require.Equal(t, 1, tb.countStatus(StatusProcessing), "the busy dispatcher claimed the suspect")
+	stop()
+	requireSuspectUntouched(t, tb, log)
+}
+
+// suspectWaits starts a dispatcher that runs a1 until the shutdown
+// cancels it, with the suspect s published after a1 started: s waits
+// for the dispatcher to drain.
+func suspectWaits(t *testing.T) (*bundle, *runLog, func()) {
+	t.Helper()
 	tb := setup(t, testConfig())
 	tb.markSuspect("s")
 	log := newRunLog("a1") // returns only when the shutdown cancels it
@@ -158,14 +169,20 @@ func TestShutdownWhileASuspectWaits(t *testing.T) {
 	require.Equal(t, "a1", <-log.started)
 	require.NoError(t, tb.bus.Publish(context.Background(), &Event{ID: "s", Type: "t"}))
 	log.none(t, "a1 runs and the suspect waits")
-	require.Equal(t, 1, tb.countStatus(StatusProcessing), "the busy dispatcher claimed the suspect")
-	stop()
+	return tb, log, stop
+}
+
+// requireSuspectUntouched checks, after suspectWaits' dispatcher
+// stopped, that a1 and s are pending with no attempt spent, s never
+// started, and only a1 was released.
+func requireSuspectUntouched(t *testing.T, tb *bundle, log *runLog) {
+	t.Helper()
 	for _, d := range tb.store.snapshot() {
 		require.Equal(t, StatusPending, d.Status, d.EventID)
 		require.Zero(t, d.Attempts, "%s: a release spent an attempt", d.EventID)
 	}
 	log.none(t, "the suspect was never started")
-	require.Equal(t, int64(1), tb.bus.DispatcherStats().Released)
+	require.Equal(t, int64(1), tb.bus.DispatcherStats().Released, "the suspect was claimed after the shutdown began")
 }
 
 // TestShutdownDrainedIsNotIdle: the shutdown cancels the busy handler,
@@ -177,16 +194,7 @@ func TestShutdownWhileASuspectWaits(t *testing.T) {
 // interleaving that made TestShutdownWhileASuspectWaits flaky.
 func TestShutdownDrainedIsNotIdle(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, testConfig())
-	tb.markSuspect("s")
-	log := newRunLog("a1") // returns only when the shutdown cancels it
-	require.NoError(t, tb.bus.Handle("t", "h", log.handler, nil))
-	require.NoError(t, tb.bus.Publish(context.Background(), &Event{ID: "a1", Type: "t"}))
-	stop := tb.start(t)
-	require.Equal(t, "a1", <-log.started)
-	require.NoError(t, tb.bus.Publish(context.Background(), &Event{ID: "s", Type: "t"}))
-	log.none(t, "a1 runs and the suspect waits")
-
+	tb, log, stop := suspectWaits(t)
 	stopped := make(chan struct{})
 	var once sync.Once
 	tb.store.mu.Lock()
@@ -216,11 +224,5 @@ func TestShutdownDrainedIsNotIdle(t *testing.T) {
 		t.Fatal("the claim loop never read the paused handlers, or the shutdown never ended")
 	}
 
-	for _, d := range tb.store.snapshot() {
-		require.Equal(t, StatusPending, d.Status, d.EventID)
-		require.Zero(t, d.Attempts, "%s: a release spent an attempt", d.EventID)
-	}
-	log.none(t, "the suspect was never started")
-	st := tb.bus.DispatcherStats()
-	require.Equal(t, int64(1), st.Released, "the suspect was claimed after the shutdown began")
+	requireSuspectUntouched(t, tb, log)
 }
