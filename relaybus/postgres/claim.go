@@ -141,8 +141,7 @@ func (s *Store) claim(ctx context.Context, params *driver.DeliveryClaimParams, c
 			}
 			batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
 				params.Limit, false, expiresAt, params.Busy,
-				hints.lanes, hints.epochs, hints.picks, hints.outstanding, runHandlers, runMax,
-				hints.openLanes, hints.openIDs, hints.openHandlers, hints.openKeys).Query(collectInto(&own))
+				hints.lanes, hints.epochs, hints.picks, hints.outstanding, runHandlers, runMax).Query(collectInto(&own))
 		}
 		var taken []int16
 		cursor := s.takeCursor.Load()
@@ -156,8 +155,7 @@ func (s *Store) claim(ctx context.Context, params *driver.DeliveryClaimParams, c
 			})
 		var more []*relaytype.Delivery
 		batch.Queue(s.q.claimOwn, params.Owner, s.holder, params.Now, params.Handlers,
-			params.Limit, true, expiresAt, params.Busy, noLanes, noEpochs, noCounts, noCounts, runHandlers, runMax,
-			noLanes, noIDs, noStrings, noKeys).Query(collectInto(&more))
+			params.Limit, true, expiresAt, params.Busy, noLanes, noEpochs, noCounts, noCounts, runHandlers, runMax).Query(collectInto(&more))
 		// A busy caller whose oldest candidate was a suspect gets nothing
 		// more in this claim (claimOwn set relaybus.claimed to the limit):
 		// read the count back, so that no further round takes lanes.
@@ -210,12 +208,9 @@ func (s *Store) claim(ctx context.Context, params *driver.DeliveryClaimParams, c
 // The hints of claimOwn on the lanes a claim just took: none (the ledger
 // has no entry of their new epoch).
 var (
-	noLanes   = []int16{}
-	noEpochs  = []int64{}
-	noCounts  = []int32{}
-	noIDs     = []int64{}
-	noStrings = []string{}
-	noKeys    = []*string{}
+	noLanes  = []int16{}
+	noEpochs = []int64{}
+	noCounts = []int32{}
 )
 
 // keyRunArrays returns the key runs of a claim as claimOwn's $13 and $14:

@@ -111,9 +111,7 @@ FROM (
 -- ($9), the epoch ($10) and picks ($11) of the hold it saw and how many
 -- of those picks are not finished yet ($12); $13 and $14 the claim's
 -- key runs (driver.DeliveryClaimParams.KeyRuns): handlers, and the most
--- deliveries of one key each takes as a run; $15 to $18 the ledger's
--- unfinished picks of the lanes of $9 that have a keyed one, one entry
--- each: lane, id, handler, key (NULL when unkeyed).
+-- deliveries of one key each takes as a run.
 --
 --   own:     the lanes (claimLock's, or claimTake's), through the
 --            primary key, locked in lane order, with the room left
@@ -132,17 +130,10 @@ FROM (
 --            per key, however long the key's backlog. Only a head may
 --            run (the per-key rule), and only while nothing of its key
 --            is in flight.
---   flying:  what is in flight: the keys it blocks, and what rec keeps
---            of in_flight. Where the ledger's hint holds and names the
---            lane's unfinished picks ($15 to $18: lane, id, handler,
---            key; only for a lane with a keyed one), those, less the
---            ones a completion carried by this claim deleted
---            (relaybus.completed_ids, see completedLanes), read from no
---            table; where no hint holds, in lanes that have heads, each
---            id of in_flight probed through the primary key (a
---            completion deletes the row and leaves the id in
---            in_flight). A lane with a hint and nothing keyed in flight,
---            or without keyed work, is not probed.
+--   flying:  what is in flight in lanes that have heads, through the
+--            primary key (a completion deletes the row and leaves the
+--            id in in_flight): the keys it blocks. Lanes without keyed
+--            work are not probed.
 --   cand:    the oldest due unkeyed deliveries of each lane (an
 --            ordered scan of the unkeyed index that stops at the limit
 --            or at the lane's room) and the due heads, not in flight,
@@ -174,9 +165,8 @@ FROM (
 --            is a prefix.
 --   picks:   pick and extra, what the claim returns and records.
 --   rec:     write each lane that gave something: the picks appended
---            to in_flight (to what flying knows is still in flight,
---            where it probed or the hint named the lane's unfinished
---            picks; elsewhere the ids of completed deliveries are
+--            to in_flight (to what flying found still in flight where
+--            it probed; elsewhere the ids of completed deliveries are
 --            left there until the lane is handed back: a hold gives at
 --            most twice claimQuota ids), its picks counted, a new
 --            expiry; hand back a lane that gave nothing and has
@@ -222,13 +212,8 @@ WITH RECURSIVE own AS MATERIALIZED (
 ), flying AS MATERIALIZED (
 	SELECT o.lane, d.id, d.handler, d.key FROM own o
 	JOIN {{.Deliveries}} d ON d.id = ANY (o.in_flight)
-	WHERE o.known IS NULL AND d.status = 'pending'
+	WHERE d.status = 'pending'
 		AND EXISTS (SELECT 1 FROM heads h WHERE h.lane = o.lane AND (h.r).id IS NOT NULL)
-	UNION ALL
-	SELECT o.lane, u.id, u.handler, u.key FROM own o
-	JOIN unnest($15::smallint[], $16::bigint[], $17::text[], $18::text[]) AS u(lane, id, handler, key) ON u.lane = o.lane
-	WHERE o.known IS NOT NULL
-		AND u.id <> ALL (coalesce(nullif(current_setting('relaybus.completed_ids', true), ''), '{}')::bigint[])
 ), cand AS MATERIALIZED (
 	SELECT y.r, (y.r).id AS id, y.lane, (y.r).available_at AS available_at, (y.r).suspect AS suspect FROM (
 		SELECT x.r, x.lane, x.room,
@@ -303,11 +288,8 @@ WITH RECURSIVE own AS MATERIALIZED (
 	SELECT o.lane, p.ids, coalesce(p.n, 0) AS picked,
 		p.n IS NULL AND CASE WHEN o.known IS NOT NULL THEN o.known = 0 ELSE NOT EXISTS (
 			SELECT 1 FROM {{.Deliveries}} d WHERE d.id = ANY (o.in_flight) AND d.status = 'pending') END AS release,
-		-- What is still in flight, where flying knows it: it probed, or
-		-- the hint named the lane's unfinished picks.
-		CASE WHEN CASE WHEN o.known IS NULL
-				THEN EXISTS (SELECT 1 FROM heads h WHERE h.lane = o.lane AND (h.r).id IS NOT NULL)
-				ELSE o.lane = ANY ($15::smallint[]) END
+		-- What is still in flight, where flying probed it anyway.
+		CASE WHEN EXISTS (SELECT 1 FROM heads h WHERE h.lane = o.lane AND (h.r).id IS NOT NULL)
 			THEN ARRAY(SELECT f.id FROM flying f WHERE f.lane = o.lane) END AS live
 	FROM own o
 	LEFT JOIN (

@@ -69,16 +69,14 @@ FROM gone
 -- completedLanes is the final WHERE of a completion: a constant
 -- condition (evaluated once, before the first row, whether or not any
 -- row was deleted) that records the lane of each deleted row in the
--- transaction-local relaybus.completed, and its id in
--- relaybus.completed_ids. A claim that carries the completion
--- (DeliveryCompleteClaim) runs claimOwn after it in the same
+-- transaction-local relaybus.completed. A claim that carries the
+-- completion (DeliveryCompleteClaim) runs claimOwn after it in the same
 -- transaction, and claimOwn subtracts these from the store instance's
 -- hint of what a lane has in flight (ledger.go): the hint was taken
 -- before the round trip, when they were still in flight. Elsewhere the
--- settings are read by nothing and end with the transaction.
+-- setting is read by nothing and ends with the transaction.
 {{define "completedLanes" -}}
-WHERE (SELECT set_config('relaybus.completed', coalesce((SELECT array_agg(g.lane) FROM gone g), '{}')::text, true)
-	|| set_config('relaybus.completed_ids', coalesce((SELECT array_agg(g.id) FROM gone g), '{}')::text, true)) IS NOT NULL
+WHERE (SELECT set_config('relaybus.completed', coalesce((SELECT array_agg(g.lane) FROM gone g), '{}')::text, true)) IS NOT NULL
 {{- end}}
 
 -- Complete: delete the rows whose fence holds, in one statement; $1

@@ -220,11 +220,8 @@
 //     and run on few dispatchers.
 //   - A claim that its held lanes do not fill looks for more lanes (a skip
 //     scan of each index, a probe per busy free lane): the cost of a
-//     shallow queue. A claim from held lanes costs a probe per key of
-//     each lane with room, and, for a lane this store instance's ledger
-//     does not know (after a failed round trip, a completion in the
-//     caller's transaction, a restart), a probe per in-flight delivery
-//     (to drop completed ids and find the keys in flight).
+//     shallow queue. A claim from held lanes costs about a probe per
+//     in-flight delivery (to drop completed ids) and per key of the lane.
 //   - Deletes leave one dead tuple per delivery for autovacuum. Watch it
 //     with StoreHealth (dead rows, last vacuum, the HOT share of lane
 //     updates, the transaction holding the xmin horizon back) and

@@ -176,7 +176,7 @@ func (c *completion) results() []bool {
 			out[i] = true
 			c.deleted[l] = false
 		}
-		c.s.ledger.finished(l.ID, l.Token, out[i])
+		c.s.ledger.finished(l.Token, out[i])
 	}
 	return out
 }
@@ -265,7 +265,7 @@ func (s *Store) endClaim(ctx context.Context, op string, l relaytype.Lease, sql 
 		s.ledger.forget(pl.Token)
 		return false, errorFrom(op, err)
 	}
-	s.ledger.finished(pl.ID, pl.Token, n == 1)
+	s.ledger.finished(pl.Token, n == 1)
 	return n == 1, nil
 }
 

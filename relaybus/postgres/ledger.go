@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"strconv"
 	"sync"
 
 	"github.com/berkcansavur/relaybus/relaybus/driver"
@@ -30,18 +29,10 @@ import (
 // fifths of a busy dispatcher's claim time.
 //
 // The claim passes the ledger to claimOwn as hints: per lane, the epoch,
-// the picks it saw and how many of them are not finished, and, for a
-// lane with a keyed pick unfinished, the unfinished picks themselves
-// (id, handler, key). claimOwn uses a hint only when the lane's epoch
-// and picks are the ones the hint names (the lane is locked then, so
-// they cannot change under it); otherwise, and for every lane without a
-// hint, it probes as before. Where the hint holds, the unfinished picks
-// are exactly the lane's deliveries in flight, so they stand in for the
-// probe of every id of in_flight that a lane with keyed work needed to
-// learn which keys are blocked and which ids to keep in in_flight
-// (claimOwn's flying): measured, a fifth of the buffers a keyed claim
-// read. A lane with only unkeyed picks unfinished needs neither, and its
-// picks are not passed. The ledger
+// the picks it saw and how many of them are not finished. claimOwn uses a
+// hint only when the lane's epoch and picks are the ones the hint names
+// (the lane is locked then, so they cannot change under it); otherwise,
+// and for every lane without a hint, it probes as before. The ledger
 // errs only towards not knowing: an entry is dropped (the lane probed
 // again) whenever a write's outcome is uncertain (an error, a fence that
 // did not hold, a completion inside the caller's transaction, which may
@@ -55,8 +46,7 @@ import (
 // completedLanes in complete.sql). Each of them is a pick of the hint's
 // hold (the completion's fence checked the lane's epoch, which the claim
 // holds locked) that the hint still counts as unfinished, so the
-// difference is exact; and it leaves their ids out of the unfinished
-// picks (relaybus.completed_ids).
+// difference is exact.
 type ledger struct {
 	mu    sync.Mutex
 	lanes map[int16]*ledgerLane
@@ -67,35 +57,14 @@ type ledgerLane struct {
 	epoch    int64
 	picks    int // deliveries claimed from the lane at this epoch
 	finished int // of them, finished by a committed write
-	// open are the picks not finished, by delivery id: picks - finished
-	// of them, keyed of them keyed. Where the hint holds, they are
-	// exactly what the lane has in flight, which claimOwn then need not
-	// probe for.
-	open  map[int64]openPick
-	keyed int
 }
 
-// openPick is what claimOwn needs of a delivery in flight: the (handler,
-// key) it blocks (key nil: none).
-type openPick struct {
-	handler string
-	key     *string
-}
-
-// claimHints are the ledger's hints for claimOwn: one entry per lane in
-// lanes, epochs, picks and outstanding, and, in the open arrays, one per
-// unfinished pick (its lane, id, handler and key, nil when unkeyed) of
-// each of those lanes that has a keyed one.
+// claimHints are the ledger's hints for claimOwn, one entry per lane.
 type claimHints struct {
 	lanes       []int16
 	epochs      []int64
 	picks       []int32
 	outstanding []int32
-
-	openLanes    []int16
-	openIDs      []int64
-	openHandlers []string
-	openKeys     []*string
 }
 
 // hints returns the ledger's current hints.
@@ -113,15 +82,6 @@ func (l *ledger) hints() claimHints {
 		h.epochs = append(h.epochs, e.epoch)
 		h.picks = append(h.picks, int32(e.picks))
 		h.outstanding = append(h.outstanding, int32(e.picks-e.finished))
-		if e.keyed == 0 {
-			continue
-		}
-		for id, p := range e.open {
-			h.openLanes = append(h.openLanes, lane)
-			h.openIDs = append(h.openIDs, id)
-			h.openHandlers = append(h.openHandlers, p.handler)
-			h.openKeys = append(h.openKeys, p.key)
-		}
 	}
 	return h
 }
@@ -152,33 +112,14 @@ func (l *ledger) claimed(ds []*relaytype.Delivery) {
 			delete(l.lanes, lane)
 			continue
 		}
-		id, err := strconv.ParseInt(d.ID, 10, 64)
-		if _, dup := e.open[id]; err != nil || dup {
-			// Neither can happen (scanDelivery formats the id, and a
-			// hold gives a delivery once until it is finished): a pick
-			// the ledger cannot name leaves the lane unknown.
-			delete(l.lanes, lane)
-			continue
-		}
 		e.picks++
-		if e.open == nil {
-			e.open = make(map[int64]openPick, claimQuota)
-		}
-		p := openPick{handler: d.Handler}
-		if d.Key != "" {
-			key := d.Key
-			p.key = &key
-			e.keyed++
-		}
-		e.open[id] = p
 	}
 }
 
-// finished records the outcome of a write that ends the claim of
-// delivery id (a completion, reschedule, bury or release) under token:
-// ok says that it committed and held its fence. Anything else, or a
-// delivery the entry does not hold open, drops the lane's entry.
-func (l *ledger) finished(id int64, token driver.LaneToken, ok bool) {
+// finished records the outcome of a write that ends a delivery's claim
+// (a completion, reschedule, bury or release) under token: ok says that
+// it committed and held its fence. Anything else drops the lane's entry.
+func (l *ledger) finished(token driver.LaneToken, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lane := int16(token.Lane)
@@ -186,14 +127,9 @@ func (l *ledger) finished(id int64, token driver.LaneToken, ok bool) {
 	if e == nil {
 		return
 	}
-	p, open := e.open[id]
-	if !ok || e.epoch != token.Epoch || !open {
+	if !ok || e.epoch != token.Epoch || e.finished >= e.picks {
 		delete(l.lanes, lane)
 		return
-	}
-	delete(e.open, id)
-	if p.key != nil {
-		e.keyed--
 	}
 	e.finished++
 }

@@ -203,8 +203,7 @@ func planStore(t *testing.T) (*Store, *pgxpool.Pool) {
 func (s *Store) claimArgs(now time.Time) []any {
 	h := s.ledger.hints()
 	return []any{"w", s.holder, now, []string{"h"}, planLimit, false, now.Add(time.Minute), true,
-		h.lanes, h.epochs, h.picks, h.outstanding, []string{"h"}, []int32{20},
-		h.openLanes, h.openIDs, h.openHandlers, h.openKeys}
+		h.lanes, h.epochs, h.picks, h.outstanding, []string{"h"}, []int32{20}}
 }
 
 // claimLocked returns what a claim's first round trip runs before
@@ -219,7 +218,7 @@ func (s *Store) claimLocked(t *testing.T, owner string, now time.Time) func(tx p
 	}
 }
 
-const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz, bool, smallint[], bigint[], int[], int[], text[], int[], smallint[], bigint[], text[], text[]"
+const claimOwnTypes = "text, text, timestamptz, text[], int, bool, timestamptz, bool, smallint[], bigint[], int[], int[], text[], int[]"
 
 // TestPlans checks the plan of every hot statement on a table that has
 // never been analyzed, with a deep keyed backlog, both as a custom plan
