@@ -314,7 +314,6 @@ func TestCarriedCompletionFreesItsKey(t *testing.T) {
 				s.ledger.reset()
 			}
 			require.Equal(t, known, len(s.ledger.hints().lanes) == 1)
-			claim.Busy = false
 			res, err := s.DeliveryCompleteClaim(ctx, &driver.DeliveryCompleteClaimParams{
 				Complete: driver.DeliveryCompleteManyParams{Leases: []relaytype.Lease{ds[0].Lease()}, Now: now},
 				Claim:    claim,
