@@ -27,16 +27,18 @@ func (in *Instruments) Middleware() relaybus.Middleware { return in.middleware }
 func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, next func(context.Context) error) (err error) {
 	start := time.Now()
 	h := in.handler(d.Handler, d.EventType)
+	h.calls.Add(1)
+	ctx, span := in.startProcess(ctx, d, h)
 	if !d.EventCreatedAt.IsZero() {
 		now := start
 		if !in.clockIsDefault {
 			now = in.now()
 		}
+		// In the span's context, so that an exemplar of the lag points at
+		// the attempt it measured.
 		in.handlerLag.Record(ctx, max(now.Sub(d.EventCreatedAt), 0).Seconds(), h.opts.rec...)
 	}
-	h.calls.Add(1)
 
-	ctx, span := in.startProcess(ctx, d, h)
 	returned := false
 	defer func() {
 		typ := errorType(err)
@@ -73,86 +75,73 @@ var (
 	newRoot      = trace.WithNewRoot()
 )
 
-// spanStaticAttrs is how many fixed attributes a handler span has
-// (handlerTel.spanAttrs), and spanDynamicAttrs how many of its own at
-// most (message ID, delivery ID, attempt, key).
+// A handler span's attributes come in two parts. spanStartAttrs are the
+// ones given at its start, where a sampler sees them: the messaging.*
+// attributes that OpenTelemetry's messaging conventions name as
+// sampling-relevant (system, operation type and name, destination,
+// consumer group), the same for every call of a handler on an event
+// type (handlerTel.spanAttrs). The spanLateAttrs are set only on a span
+// that records, after its start: relaybus.handler and
+// relaybus.event.type (which repeat the consumer group and the
+// destination), and the attempt's own message ID, delivery ID, attempt
+// and key. A span that is not sampled is never given them, which is
+// most of what an unsampled call used to cost the tracer.
 const (
-	spanStaticAttrs  = 7
-	spanDynamicAttrs = 4
+	spanStartAttrs = 5
+	spanLateAttrs  = 6
 )
 
-// startArgs is what startProcess hands the tracer: the span's
-// attributes, its link and its start options. The tracer reads them
-// only while Start runs (trace.NewSpanStartConfig copies the attributes
-// and the links into the span's config), so one startArgs serves span
-// after span of one handler, from its handlerTel's pool: its fixed
-// attributes are written once, when it is made, and only the attempt's
-// own ones (and the link) are written before each Start and cleared
-// after it.
+// startArgs is what startProcess assembles per span, from a pool of its
+// handler's: the late attributes and the link, and the start options.
+// The tracer reads the link only while Start runs
+// (trace.NewSpanStartConfig copies it into the span's config) and the
+// span copies the attributes SetAttributes gives it, so one startArgs
+// serves span after span of one handler: its fixed late attributes are
+// written once, when it is made, and only the attempt's own ones (and
+// the link) are written for each span and cleared after it.
 type startArgs struct {
-	attrs [spanStaticAttrs + spanDynamicAttrs]attribute.KeyValue
+	late  [spanLateAttrs]attribute.KeyValue
 	links [1]trace.Link
-	// withAttrs[0] gives the tracer attrs without the key,
-	// withAttrs[1] with it, and withLink links: options made once, with
-	// the startArgs, when lateOptions holds (they read the arrays as
-	// they are when Start applies them); nil otherwise, and made per
-	// span.
-	withAttrs [2]trace.SpanStartOption
-	withLink  trace.SpanStartOption
-	opts      [4]trace.SpanStartOption
+	// withLink links: an option made once, with the startArgs, when
+	// lateOptions holds (it reads the array as it is when Start applies
+	// it); nil otherwise, and made per span.
+	withLink trace.SpanStartOption
+	opts     [4]trace.SpanStartOption
 }
 
 // newStartArgs makes a startArgs for the spans of h.
 func newStartArgs(h *handlerTel) *startArgs {
 	a := new(startArgs)
-	copy(a.attrs[:], h.spanAttrs[:])
+	a.late[0] = AttrHandler.String(h.handler)
+	a.late[1] = AttrEventType.String(h.eventType)
 	if lateOptions {
-		a.withAttrs[0] = trace.WithAttributes(a.attrs[:len(a.attrs)-1]...)
-		a.withAttrs[1] = trace.WithAttributes(a.attrs[:]...)
 		a.withLink = trace.WithLinks(a.links[:]...)
 	}
 	return a
 }
 
-// lateOptions reports whether trace.WithAttributes and trace.WithLinks
-// keep the slice they are given and read it only when the option is
-// applied, as go.opentelemetry.io/otel/trace does: a startArgs makes its
-// options once then, else once per span (two more allocations).
+// lateOptions reports whether trace.WithLinks keeps the slice it is
+// given and reads it only when the option is applied, as
+// go.opentelemetry.io/otel/trace does: a startArgs makes its link
+// option once then, else once per linked span (one more allocation).
 var lateOptions = optionsReadLate()
 
 func optionsReadLate() bool {
-	var kvs [1]attribute.KeyValue
 	var links [1]trace.Link
-	withAttrs, withLink := trace.WithAttributes(kvs[:]...), trace.WithLinks(links[:]...)
-	kvs[0] = attrSystem.String(system)
+	withLink := trace.WithLinks(links[:]...)
 	links[0] = trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}})}
-	c := trace.NewSpanStartConfig(withAttrs, withLink)
-	return len(c.Attributes()) == 1 && c.Attributes()[0] == kvs[0] &&
-		len(c.Links()) == 1 && c.Links()[0].SpanContext.Equal(links[0].SpanContext)
+	c := trace.NewSpanStartConfig(withLink)
+	return len(c.Links()) == 1 && c.Links()[0].SpanContext.Equal(links[0].SpanContext)
 }
 
 // startProcess starts the consumer span of one attempt, linked to (or,
 // with Options.ChildOfPublish, a child of) the span context in the
-// delivery's headers, and carries the headers' baggage into ctx. Every
-// attribute and the link are given at the start, where a sampler sees
-// them, in one attribute option: the SDK copies each option's
-// attributes, so one option is one copy.
+// delivery's headers, and carries the headers' baggage into ctx. The
+// sampler sees the span's kind, name, link (or parent) and its
+// sampling-relevant attributes; a span that records then gets the rest.
 func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h *handlerTel) (context.Context, trace.Span) {
 	a := h.args.Get().(*startArgs)
-	dyn := a.attrs[spanStaticAttrs:]
-	dyn[0] = attrMessageID.String(d.EventID)
-	dyn[1] = AttrDeliveryID.String(d.ID)
-	dyn[2] = AttrAttempt.Int(d.Attempts)
-	withKey := 0
-	if d.Key != "" {
-		dyn[3] = AttrEventKey.String(d.Key)
-		withKey = 1
-	}
-	withAttrs := a.withAttrs[withKey]
-	if withAttrs == nil {
-		withAttrs = trace.WithAttributes(a.attrs[:len(a.attrs)-1+withKey]...)
-	}
-	opts := append(a.opts[:0], consumerKind, withAttrs)
+	opts := append(a.opts[:0], consumerKind, h.withAttrs)
 	parent := ctx
 	linked := false
 	if len(d.Headers) > 0 {
@@ -185,10 +174,21 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h
 		opts = append(opts, newRoot)
 	}
 	ctx, span := in.tracer.Start(parent, h.spanName, opts...)
-	// Cleared before it goes back, so that the pool holds no strings of
-	// this delivery: the fixed attributes stay, and the options are
-	// the startArgs' own or package-level ones.
-	clear(dyn)
+	if span.IsRecording() {
+		own := a.late[2:]
+		own[0] = attrMessageID.String(d.EventID)
+		own[1] = AttrDeliveryID.String(d.ID)
+		own[2] = AttrAttempt.Int(d.Attempts)
+		n := len(a.late) - 1
+		if d.Key != "" {
+			own[3] = AttrEventKey.String(d.Key)
+			n++
+		}
+		span.SetAttributes(a.late[:n]...)
+		// Cleared before it goes back, so that the pool holds no
+		// strings of this delivery: the fixed attributes stay.
+		clear(own)
+	}
 	if linked {
 		a.links[0] = trace.Link{}
 	}
@@ -208,7 +208,11 @@ type handlerTel struct {
 	opts      *measOpts
 	finished  [len(outcomes)]*measOpts
 	spanName  string
-	spanAttrs [spanStaticAttrs]attribute.KeyValue
+	spanAttrs [spanStartAttrs]attribute.KeyValue
+	// withAttrs gives the tracer spanAttrs, which never change.
+	withAttrs trace.SpanStartOption
+	// handler and eventType name them, for the late attributes.
+	handler, eventType string
 	// args holds the *startArgs of this handler's spans.
 	args sync.Pool
 
@@ -274,10 +278,11 @@ func (in *Instruments) handler(handler, eventType string) *handlerTel {
 			attrOperationName.String("process"),
 			attrDestination.String(eventType),
 			attrConsumerGroup.String(handler),
-			AttrHandler.String(handler),
-			AttrEventType.String(eventType),
 		},
+		handler:   handler,
+		eventType: eventType,
 	}
+	h.withAttrs = trace.WithAttributes(h.spanAttrs[:]...)
 	for i, o := range outcomes {
 		h.finished[i] = in.opts(attrKey{handler: handler, eventType: eventType, outcome: string(o)})
 	}

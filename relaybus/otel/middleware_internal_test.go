@@ -3,6 +3,7 @@ package otel
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,8 +18,8 @@ import (
 )
 
 // TestOptionsReadLate: the trace API this module builds with keeps the
-// slices WithAttributes and WithLinks are given, so the pooled start
-// buffers make their options once (the fast path is the one that runs).
+// slice WithLinks is given, so the pooled start buffers make their link
+// option once (the fast path is the one that runs).
 func TestOptionsReadLate(t *testing.T) {
 	require.True(t, optionsReadLate())
 	require.True(t, lateOptions)
@@ -26,9 +27,10 @@ func TestOptionsReadLate(t *testing.T) {
 
 // TestStartArgsReuse: span after span of one handler from its pooled
 // start buffers, with and without a key and a link, in an order that
-// reuses each buffer, on both paths of startArgs (options made once,
-// and made per span when the API would copy the slices): every span has
-// exactly its own attributes and link, none of an earlier delivery's.
+// reuses each buffer, on both paths of startArgs (the link option made
+// once, and made per span when the API would copy the slice): every span
+// has exactly its own attributes and link, none of an earlier
+// delivery's, and the sampler saw exactly the sampling-relevant ones.
 // Not parallel: it sets lateOptions, which the tests running in
 // parallel after it read.
 func TestStartArgsReuse(t *testing.T) {
@@ -39,7 +41,8 @@ func TestStartArgsReuse(t *testing.T) {
 			t.Cleanup(func() { lateOptions = saved })
 
 			spans := tracetest.NewSpanRecorder()
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+			sampler := &seenAttrs{}
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans), sdktrace.WithSampler(sampler))
 			in, err := New(&Options{MeterProvider: noop.NewMeterProvider(), TracerProvider: tp, Propagator: propagation.TraceContext{}})
 			require.NoError(t, err)
 
@@ -74,8 +77,17 @@ func TestStartArgsReuse(t *testing.T) {
 			h := in.handler("h", "order.placed")
 			for i, s := range ended {
 				w := wants[i]
-				exp := append([]attribute.KeyValue(nil), h.spanAttrs[:]...)
+				require.ElementsMatch(t, []attribute.KeyValue{
+					attrSystem.String(system),
+					attrOperationType.String("process"),
+					attrOperationName.String("process"),
+					attrDestination.String("order.placed"),
+					attrConsumerGroup.String("h"),
+				}, sampler.seen[i], "span %d: what the sampler saw", i)
+				exp := append([]attribute.KeyValue(nil), sampler.seen[i]...)
 				exp = append(exp,
+					AttrHandler.String("h"),
+					AttrEventType.String("order.placed"),
 					attrMessageID.String(w.d.EventID),
 					AttrDeliveryID.String(w.d.ID),
 					AttrAttempt.Int(w.d.Attempts),
@@ -94,10 +106,26 @@ func TestStartArgsReuse(t *testing.T) {
 
 			// What goes back to the pool holds nothing of a delivery.
 			a := h.args.Get().(*startArgs)
-			require.Equal(t, h.spanAttrs[:], a.attrs[:spanStaticAttrs])
-			require.Equal(t, [spanDynamicAttrs]attribute.KeyValue{}, [spanDynamicAttrs]attribute.KeyValue(a.attrs[spanStaticAttrs:]))
+			require.Equal(t, []attribute.KeyValue{AttrHandler.String("h"), AttrEventType.String("order.placed")}, a.late[:2])
+			require.Equal(t, [spanLateAttrs - 2]attribute.KeyValue{}, [spanLateAttrs - 2]attribute.KeyValue(a.late[2:]))
 			require.Equal(t, trace.Link{}, a.links[0])
 			require.NoError(t, tp.Shutdown(context.Background()))
 		})
 	}
 }
+
+// seenAttrs is a sampler that samples every span and keeps the
+// attributes it was shown, span by span.
+type seenAttrs struct {
+	mu   sync.Mutex
+	seen [][]attribute.KeyValue
+}
+
+func (s *seenAttrs) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen = append(s.seen, append([]attribute.KeyValue(nil), p.Attributes...))
+	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+}
+
+func (*seenAttrs) Description() string { return "seenAttrs" }
