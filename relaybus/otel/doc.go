@@ -170,7 +170,12 @@
 // handler), messaging.message.id (the event ID), relaybus.handler,
 // relaybus.event.type, relaybus.event.key (when set),
 // relaybus.delivery.id and relaybus.delivery.attempt (1 for the first).
-// A failure sets its status to Error with the error's text, records the
+// The sampler sees the span's kind, name and link (or parent) and the
+// five messaging.* attributes that OpenTelemetry's messaging conventions
+// name as sampling-relevant (system, operation type and name,
+// destination, consumer group); the others are set only on a span that
+// records, just after its start, so a sampler cannot choose by key,
+// attempt or ID. A failure sets its status to Error with the error's text, records the
 // error as an event and sets error.type; a panic sets status Error
 // "handler panicked" (the dispatcher recovers it, so the middleware does
 // not see its value).
@@ -201,12 +206,13 @@
 // kind (InstrumentKindObservableCounter,
 // InstrumentKindObservableUpDownCounter). The attribute sets of the
 // metrics and each handler's span name and fixed attributes are built
-// once; a span's attributes, link and start options are assembled in a
-// buffer from a pool of its handler's, whose fixed attributes and
-// options are written once, so that a call writes only its own four
-// attributes (and the link) and clears them after the start. Every
-// attribute of the span and its link are given at its start, where a
-// sampler sees them. WrapStore adds a clock read and two recordings per
+// once; a span's link and start options, and the attributes of a span
+// that records, are assembled in a buffer from a pool of its handler's,
+// whose fixed parts are written once, so that a call writes only its
+// own attributes (and the link) and clears them after the start. Only
+// the five sampling-relevant attributes are given at the start: a span
+// that is not sampled costs the tracer one copy of those five and
+// nothing for the other six. WrapStore adds a clock read and two recordings per
 // claim, one or two per renewal and one per publish call, with attribute
 // sets built once, and nothing to the other calls.
 //

@@ -2,6 +2,7 @@ package otel
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,45 +76,45 @@ var (
 	newRoot      = trace.WithNewRoot()
 )
 
-// A handler span's attributes come in two parts. spanStartAttrs are the
-// ones given at its start, where a sampler sees them: the messaging.*
+// A handler span has spanAttrs attributes: the five messaging.*
 // attributes that OpenTelemetry's messaging conventions name as
 // sampling-relevant (system, operation type and name, destination,
-// consumer group), the same for every call of a handler on an event
-// type (handlerTel.spanAttrs). The spanLateAttrs are set only on a span
-// that records, after its start: relaybus.handler and
-// relaybus.event.type (which repeat the consumer group and the
-// destination), and the attempt's own message ID, delivery ID, attempt
-// and key. A span that is not sampled is never given them, which is
-// most of what an unsampled call used to cost the tracer.
+// consumer group) and relaybus.handler and relaybus.event.type, the same
+// for every call of a handler on an event type (handlerTel.spanAttrs),
+// then the attempt's own message ID, delivery ID, attempt and key. They
+// are set on a span that records, just after its start; only with
+// Options.SamplerAttributes are the five given at the start too, where a
+// sampler sees them. An unsampled span is then never given any, which is
+// most of what it used to cost: the SDK copies a start's attributes
+// into a slice of its own, an allocation per attempt.
 const (
-	spanStartAttrs = 5
-	spanLateAttrs  = 6
+	spanSamplerAttrs = 5
+	spanFixedAttrs   = spanSamplerAttrs + 2
+	spanAttrs        = spanFixedAttrs + 4
 )
 
-// startArgs is what startProcess assembles per span, from a pool of its
-// handler's: the late attributes and the link, and the start options.
-// The tracer reads the link only while Start runs
-// (trace.NewSpanStartConfig copies it into the span's config) and the
-// span copies the attributes SetAttributes gives it, so one startArgs
-// serves span after span of one handler: its fixed late attributes are
-// written once, when it is made, and only the attempt's own ones (and
-// the link) are written for each span and cleared after it.
-type startArgs struct {
-	late  [spanLateAttrs]attribute.KeyValue
+// spanArgs is a buffer from a pool of its handler's that startProcess
+// uses for a span with a link or one that records: the link, and the
+// attributes a recording span gets. The tracer reads the link only while
+// Start runs (trace.NewSpanStartConfig copies it into the span's config)
+// and the span copies what SetAttributes gives it, so one spanArgs serves
+// span after span: its fixed attributes are written once, when it is
+// made, and only the attempt's own ones (and the link) are written for
+// each span and cleared after it.
+type spanArgs struct {
+	attrs [spanAttrs]attribute.KeyValue
 	links [1]trace.Link
-	// withLink links: an option made once, with the startArgs, when
+	// withLink links: an option made once, with the spanArgs, when
 	// lateOptions holds (it reads the array as it is when Start applies
 	// it); nil otherwise, and made per span.
 	withLink trace.SpanStartOption
 	opts     [4]trace.SpanStartOption
 }
 
-// newStartArgs makes a startArgs for the spans of h.
-func newStartArgs(h *handlerTel) *startArgs {
-	a := new(startArgs)
-	a.late[0] = AttrHandler.String(h.handler)
-	a.late[1] = AttrEventType.String(h.eventType)
+// newSpanArgs makes a spanArgs for the spans of h.
+func newSpanArgs(h *handlerTel) *spanArgs {
+	a := new(spanArgs)
+	copy(a.attrs[:], h.spanAttrs[:])
 	if lateOptions {
 		a.withLink = trace.WithLinks(a.links[:]...)
 	}
@@ -122,8 +123,8 @@ func newStartArgs(h *handlerTel) *startArgs {
 
 // lateOptions reports whether trace.WithLinks keeps the slice it is
 // given and reads it only when the option is applied, as
-// go.opentelemetry.io/otel/trace does: a startArgs makes its link
-// option once then, else once per linked span (one more allocation).
+// go.opentelemetry.io/otel/trace does: a spanArgs makes its link option
+// once then, else once per linked span (one more allocation).
 var lateOptions = optionsReadLate()
 
 func optionsReadLate() bool {
@@ -137,13 +138,15 @@ func optionsReadLate() bool {
 // startProcess starts the consumer span of one attempt, linked to (or,
 // with Options.ChildOfPublish, a child of) the span context in the
 // delivery's headers, and carries the headers' baggage into ctx. The
-// sampler sees the span's kind, name, link (or parent) and its
-// sampling-relevant attributes; a span that records then gets the rest.
+// sampler sees the span's kind, name ("process <event type>"), its link
+// or parent, and with Options.SamplerAttributes the sampling-relevant
+// attributes; a span that records then gets all of its attributes. A
+// delivery without headers takes its start options from h as they are:
+// nothing of this package is allocated or pooled for it.
 func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h *handlerTel) (context.Context, trace.Span) {
-	a := h.args.Get().(*startArgs)
-	opts := append(a.opts[:0], consumerKind, h.withAttrs)
+	var a *spanArgs
+	opts := h.startOpts
 	parent := ctx
-	linked := false
 	if len(d.Headers) > 0 {
 		// Extracted onto an empty context, so that only the headers'
 		// span context is found, never one ctx carries already.
@@ -155,13 +158,13 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h
 			if in.childOfPublish {
 				parent = trace.ContextWithRemoteSpanContext(parent, sc)
 			} else {
+				a = h.args.Get().(*spanArgs)
 				a.links[0] = trace.Link{SpanContext: sc}
-				linked = true
 				withLink := a.withLink
 				if withLink == nil {
 					withLink = trace.WithLinks(a.links[:]...)
 				}
-				opts = append(opts, withLink)
+				opts = append(append(a.opts[:0], opts...), withLink)
 			}
 		}
 	}
@@ -171,28 +174,35 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h
 		// context without one starts a root already; WithNewRoot would
 		// make the SDK put an empty span context into a context of its
 		// own for the sampler, two allocations for the same root.
-		opts = append(opts, newRoot)
+		if a == nil {
+			opts = h.startOptsRoot
+		} else {
+			opts = append(opts, newRoot)
+		}
 	}
 	ctx, span := in.tracer.Start(parent, h.spanName, opts...)
 	if span.IsRecording() {
-		own := a.late[2:]
+		if a == nil {
+			a = h.args.Get().(*spanArgs)
+		}
+		own := a.attrs[spanFixedAttrs:]
 		own[0] = attrMessageID.String(d.EventID)
 		own[1] = AttrDeliveryID.String(d.ID)
 		own[2] = AttrAttempt.Int(d.Attempts)
-		n := len(a.late) - 1
+		n := len(a.attrs) - 1
 		if d.Key != "" {
 			own[3] = AttrEventKey.String(d.Key)
 			n++
 		}
-		span.SetAttributes(a.late[:n]...)
+		span.SetAttributes(a.attrs[:n]...)
 		// Cleared before it goes back, so that the pool holds no
 		// strings of this delivery: the fixed attributes stay.
 		clear(own)
 	}
-	if linked {
+	if a != nil {
 		a.links[0] = trace.Link{}
+		h.args.Put(a)
 	}
-	h.args.Put(a)
 	return ctx, span
 }
 
@@ -208,12 +218,13 @@ type handlerTel struct {
 	opts      *measOpts
 	finished  [len(outcomes)]*measOpts
 	spanName  string
-	spanAttrs [spanStartAttrs]attribute.KeyValue
-	// withAttrs gives the tracer spanAttrs, which never change.
-	withAttrs trace.SpanStartOption
-	// handler and eventType name them, for the late attributes.
-	handler, eventType string
-	// args holds the *startArgs of this handler's spans.
+	spanAttrs [spanFixedAttrs]attribute.KeyValue
+	// startOpts are the start options of a span without a link:
+	// consumerKind, and with Options.SamplerAttributes the sampler's
+	// attributes; startOptsRoot the same and newRoot. Neither is ever
+	// written to once made.
+	startOpts, startOptsRoot []trace.SpanStartOption
+	// args holds the *spanArgs of this handler's spans.
 	args sync.Pool
 
 	// calls is relaybus.handler.calls and calls less ended
@@ -278,15 +289,19 @@ func (in *Instruments) handler(handler, eventType string) *handlerTel {
 			attrOperationName.String("process"),
 			attrDestination.String(eventType),
 			attrConsumerGroup.String(handler),
+			AttrHandler.String(handler),
+			AttrEventType.String(eventType),
 		},
-		handler:   handler,
-		eventType: eventType,
 	}
-	h.withAttrs = trace.WithAttributes(h.spanAttrs[:]...)
+	h.startOpts = []trace.SpanStartOption{consumerKind}
+	if in.samplerAttributes {
+		h.startOpts = append(h.startOpts, trace.WithAttributes(h.spanAttrs[:spanSamplerAttrs]...))
+	}
+	h.startOptsRoot = append(slices.Clip(h.startOpts), newRoot)
 	for i, o := range outcomes {
 		h.finished[i] = in.opts(attrKey{handler: handler, eventType: eventType, outcome: string(o)})
 	}
-	h.args.New = func() any { return newStartArgs(h) }
+	h.args.New = func() any { return newSpanArgs(h) }
 	v, _ := in.handlers.LoadOrStore(k, h)
 	return v.(*handlerTel)
 }

@@ -25,17 +25,19 @@ func TestOptionsReadLate(t *testing.T) {
 	require.True(t, lateOptions)
 }
 
-// TestStartArgsReuse: span after span of one handler from its pooled
-// start buffers, with and without a key and a link, in an order that
-// reuses each buffer, on both paths of startArgs (the link option made
-// once, and made per span when the API would copy the slice): every span
-// has exactly its own attributes and link, none of an earlier
-// delivery's, and the sampler saw exactly the sampling-relevant ones.
+// TestSpanArgsReuse: span after span of one handler from its pooled
+// buffers, with and without a key and a link, in an order that reuses
+// each buffer, on both paths of spanArgs (the link option made once, and
+// made per span when the API would copy the slice), with and without
+// Options.SamplerAttributes: every span has exactly its own attributes
+// and link, none of an earlier delivery's, and the sampler saw exactly
+// the sampling-relevant ones, or none.
 // Not parallel: it sets lateOptions, which the tests running in
 // parallel after it read.
-func TestStartArgsReuse(t *testing.T) {
-	for _, late := range []bool{true, false} {
-		t.Run(fmt.Sprintf("lateOptions=%v", late), func(t *testing.T) {
+func TestSpanArgsReuse(t *testing.T) {
+	for _, c := range []struct{ late, samplerAttrs bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
+		late := c.late
+		t.Run(fmt.Sprintf("lateOptions=%v/SamplerAttributes=%v", late, c.samplerAttrs), func(t *testing.T) {
 			saved := lateOptions
 			lateOptions = late
 			t.Cleanup(func() { lateOptions = saved })
@@ -43,7 +45,8 @@ func TestStartArgsReuse(t *testing.T) {
 			spans := tracetest.NewSpanRecorder()
 			sampler := &seenAttrs{}
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans), sdktrace.WithSampler(sampler))
-			in, err := New(&Options{MeterProvider: noop.NewMeterProvider(), TracerProvider: tp, Propagator: propagation.TraceContext{}})
+			in, err := New(&Options{MeterProvider: noop.NewMeterProvider(), TracerProvider: tp, Propagator: propagation.TraceContext{},
+				SamplerAttributes: c.samplerAttrs})
 			require.NoError(t, err)
 
 			type want struct {
@@ -77,15 +80,19 @@ func TestStartArgsReuse(t *testing.T) {
 			h := in.handler("h", "order.placed")
 			for i, s := range ended {
 				w := wants[i]
-				require.ElementsMatch(t, []attribute.KeyValue{
+				fixed := []attribute.KeyValue{
 					attrSystem.String(system),
 					attrOperationType.String("process"),
 					attrOperationName.String("process"),
 					attrDestination.String("order.placed"),
 					attrConsumerGroup.String("h"),
-				}, sampler.seen[i], "span %d: what the sampler saw", i)
-				exp := append([]attribute.KeyValue(nil), sampler.seen[i]...)
-				exp = append(exp,
+				}
+				if c.samplerAttrs {
+					require.ElementsMatch(t, fixed, sampler.seen[i], "span %d: what the sampler saw", i)
+				} else {
+					require.Empty(t, sampler.seen[i], "span %d: what the sampler saw", i)
+				}
+				exp := append(fixed,
 					AttrHandler.String("h"),
 					AttrEventType.String("order.placed"),
 					attrMessageID.String(w.d.EventID),
@@ -105,9 +112,9 @@ func TestStartArgsReuse(t *testing.T) {
 			}
 
 			// What goes back to the pool holds nothing of a delivery.
-			a := h.args.Get().(*startArgs)
-			require.Equal(t, []attribute.KeyValue{AttrHandler.String("h"), AttrEventType.String("order.placed")}, a.late[:2])
-			require.Equal(t, [spanLateAttrs - 2]attribute.KeyValue{}, [spanLateAttrs - 2]attribute.KeyValue(a.late[2:]))
+			a := h.args.Get().(*spanArgs)
+			require.Equal(t, h.spanAttrs[:], a.attrs[:spanFixedAttrs])
+			require.Equal(t, [spanAttrs - spanFixedAttrs]attribute.KeyValue{}, [spanAttrs - spanFixedAttrs]attribute.KeyValue(a.attrs[spanFixedAttrs:]))
 			require.Equal(t, trace.Link{}, a.links[0])
 			require.NoError(t, tp.Shutdown(context.Background()))
 		})

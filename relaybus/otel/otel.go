@@ -39,6 +39,18 @@ type Options struct {
 	// instead of the root of a trace of its own linked to it (the
 	// default; see "Traces" in the package doc for why).
 	ChildOfPublish bool
+	// SamplerAttributes gives a handler span's sampler, at the span's
+	// start, the five messaging.* attributes that OpenTelemetry's
+	// messaging conventions name as sampling-relevant
+	// (messaging.system, messaging.operation.type and .name,
+	// messaging.destination.name, the event type, and
+	// messaging.consumer.group.name, the handler). Without it the sampler
+	// sees the span's kind, its name ("process <event type>") and its
+	// link or parent, and every attribute is set only on a span that
+	// records. It costs each attempt, sampled or not, a copy of the five
+	// on the heap ("Cost" in the package doc); set it for a sampler that
+	// decides by handler.
+	SamplerAttributes bool
 	// Now is the clock the lag is measured with: set it to the bus's
 	// Config.Now when that is not time.Now. Default time.Now. Durations
 	// are always measured on the monotonic clock.
@@ -51,7 +63,9 @@ type Instruments struct {
 	tracer         trace.Tracer
 	prop           propagation.TextMapPropagator
 	childOfPublish bool
-	now            func() time.Time
+	// samplerAttributes is Options.SamplerAttributes.
+	samplerAttributes bool
+	now               func() time.Time
 
 	handlerCalls    metric.Int64ObservableCounter
 	handlerFailures metric.Int64Counter
@@ -200,11 +214,12 @@ func New(opts *Options) (*Instruments, error) {
 		o.Now = time.Now
 	}
 	in := &Instruments{
-		tracer:         o.TracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(relaybus.Version)),
-		prop:           o.Propagator,
-		childOfPublish: o.ChildOfPublish,
-		now:            o.Now,
-		clockIsDefault: clockIsDefault,
+		tracer:            o.TracerProvider.Tracer(ScopeName, trace.WithInstrumentationVersion(relaybus.Version)),
+		prop:              o.Propagator,
+		childOfPublish:    o.ChildOfPublish,
+		samplerAttributes: o.SamplerAttributes,
+		now:               o.Now,
+		clockIsDefault:    clockIsDefault,
 	}
 	in.none = in.opts(attrKey{})
 	in.publishOK = in.opts(attrKey{method: "EventPublish"})
