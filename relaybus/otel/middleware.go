@@ -2,7 +2,6 @@ package otel
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,10 +70,11 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 }
 
 // The span start options that never change.
-var (
-	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
-	newRoot      = trace.WithNewRoot()
-)
+var consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+
+// noParent is the trace API's span of no trace, which a context without
+// a span holds.
+var noParent = trace.SpanFromContext(context.Background())
 
 // A handler span has spanAttrs attributes: the five messaging.*
 // attributes that OpenTelemetry's messaging conventions name as
@@ -168,17 +168,17 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h
 			}
 		}
 	}
-	if !in.childOfPublish && trace.SpanContextFromContext(parent).IsValid() {
+	if !in.childOfPublish {
 		// A trace per attempt: the dispatcher's context may carry a span
-		// of whatever started Run, which is no parent of this work. A
-		// context without one starts a root already; WithNewRoot would
-		// make the SDK put an empty span context into a context of its
-		// own for the sampler, two allocations for the same root.
-		if a == nil {
-			opts = h.startOptsRoot
-		} else {
-			opts = append(opts, newRoot)
-		}
+		// of whatever started Run, which is no parent of this work. An
+		// invalid span over it hides any such span, as WithNewRoot would
+		// (which makes the SDK put an empty span context into a context
+		// of its own, two allocations), and it ends the tracer's and its
+		// sampler's look-ups of the current span at the top of the
+		// context: without it each would walk every layer the
+		// dispatcher's context has (a cancellation, a deadline, Run's own
+		// context) only to find none.
+		parent = trace.ContextWithSpan(parent, noParent)
 	}
 	ctx, span := in.tracer.Start(parent, h.spanName, opts...)
 	if span.IsRecording() {
@@ -221,9 +221,8 @@ type handlerTel struct {
 	spanAttrs [spanFixedAttrs]attribute.KeyValue
 	// startOpts are the start options of a span without a link:
 	// consumerKind, and with Options.SamplerAttributes the sampler's
-	// attributes; startOptsRoot the same and newRoot. Neither is ever
-	// written to once made.
-	startOpts, startOptsRoot []trace.SpanStartOption
+	// attributes. Never written to once made.
+	startOpts []trace.SpanStartOption
 	// args holds the *spanArgs of this handler's spans.
 	args sync.Pool
 
@@ -297,7 +296,6 @@ func (in *Instruments) handler(handler, eventType string) *handlerTel {
 	if in.samplerAttributes {
 		h.startOpts = append(h.startOpts, trace.WithAttributes(h.spanAttrs[:spanSamplerAttrs]...))
 	}
-	h.startOptsRoot = append(slices.Clip(h.startOpts), newRoot)
 	for i, o := range outcomes {
 		h.finished[i] = in.opts(attrKey{handler: handler, eventType: eventType, outcome: string(o)})
 	}
