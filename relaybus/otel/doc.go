@@ -170,12 +170,14 @@
 // handler), messaging.message.id (the event ID), relaybus.handler,
 // relaybus.event.type, relaybus.event.key (when set),
 // relaybus.delivery.id and relaybus.delivery.attempt (1 for the first).
-// The sampler sees the span's kind, name and link (or parent) and the
-// five messaging.* attributes that OpenTelemetry's messaging conventions
-// name as sampling-relevant (system, operation type and name,
-// destination, consumer group); the others are set only on a span that
-// records, just after its start, so a sampler cannot choose by key,
-// attempt or ID. A failure sets its status to Error with the error's text, records the
+// The sampler sees the span's kind, its name (which holds the event
+// type) and its link or parent; the attributes are set only on a span
+// that records, just after its start, so that an attempt that is not
+// sampled pays for none of them. Options.SamplerAttributes gives the
+// sampler the five that OpenTelemetry's messaging conventions name as
+// sampling-relevant (messaging.system, messaging.operation.type and
+// .name, messaging.destination.name, messaging.consumer.group.name) at
+// the start too; no sampler sees the key, the attempt or the IDs. A failure sets its status to Error with the error's text, records the
 // error as an event and sets error.type; a panic sets status Error
 // "handler panicked" (the dispatcher recovers it, so the middleware does
 // not see its value).
@@ -223,37 +225,35 @@
 //	for i in $(seq 10); do go test ./relaybus/otel -run '^$' -bench 'Bus|Store|Middleware' -benchtime 100000x -count 1; done
 //
 // BenchmarkMiddleware, one call of a handler that does nothing on a
-// delivery with a traceparent: 3 allocations (176 B) with the no-op
-// providers, 8 (2.4 KB) with every span sampled, 6 (1.2 KB) with the
-// sampler suggested below and 3 (0.9 KB) with it on a delivery without
-// headers (5, 10, 8 and 4 before the per-handler buffers). BenchmarkBus,
-// one delivery through a Bus on the memory store, the process's CPU time
-// per delivery against off (15 allocations, 1.2 KB), as the median of
-// the ratios of each run: 2.5x with every span sampled (31 allocations,
-// 4.9 KB; 2.05x against headers, off with a traceparent in each event:
-// 17 allocations, 1.6 KB), 1.73x with the suggested sampler (24, 2.8 KB;
-// 1.45x against headers) and 1.39x with it and no headers (19, 2.2 KB),
-// which is what a publisher that does not use Publish gets. The spread
-// between runs is wide (1.08x to 1.78x for the last), and the memory
-// store's dispatch is cheap, its heap large (every event of the run), so
-// that each allocation costs more garbage collection than on a store
-// that does real work per delivery, such as PostgreSQL; the harness
-// measures that. BenchmarkStore, a claim and a completion through
-// WrapStore: 19 allocations, as many as without it.
+// delivery with a traceparent: 4 allocations (224 B) with the no-op
+// providers, 8 (1.7 KB) with every span sampled, 6 (0.4 KB) with the
+// sampler suggested below and 3 (0.2 KB) with it on a delivery without
+// headers (3, 8, 6 and 3 allocations, 0.2, 2.4, 1.2 and 0.9 KB, when
+// every attribute was given at the start). BenchmarkBus, one delivery
+// through a Bus on the memory store, the process's CPU time per delivery
+// against off (15 allocations, 1.2 KB), as the median of the ratios of
+// each run: 2.19x with every span sampled (31 allocations, 4.2 KB; 1.78x
+// against headers, off with a traceparent in each event: 17
+// allocations, 1.6 KB), 1.43x with the suggested sampler (24, 2.0 KB;
+// 1.19x against headers) and 1.17x with it and no headers (19, 1.5 KB),
+// which is what a publisher that does not use Publish gets (2.38x,
+// 1.68x and 1.32x in the same runs with every attribute given at the
+// start). The spread between runs is wide (0.95x to 1.35x for the
+// last), and the memory store's dispatch is cheap, its heap large (every
+// event of the run), so that each allocation costs more garbage
+// collection than on a store that does real work per delivery, such as
+// PostgreSQL; the harness measures that. BenchmarkStore, a claim and a
+// completion through WrapStore: 19 allocations, as many as without it.
 //
-// What is left is the SDK's. Profiled, an unsampled call with no headers
-// (BenchmarkMiddleware/sdk-ratio-noheader) spends about two fifths in
-// the tracer's Start (a third of that copying the span's 10 or 11
-// attributes into the start configuration, the rest the IDs, the
-// sampler, the span and its context), a third in the two histogram
-// recordings (the attribute set's deduplication, the exemplar filter,
-// the bucket's atomic adds), a tenth reading the clock, and the rest in
-// this package (the handler's lookup and buffer). With every span
-// sampled the SDK also copies the attributes into the span and at its
-// end snapshots it for the span processors. Giving the attributes to a
-// recording span after its start instead would take the unsampled call
-// from 3 allocations (0.9 KB) to 2 (0.2 KB) and about a quarter less
-// time, at the price of the sampler not seeing them: not done.
+// What is left is the SDK's: the tracer's Start (the IDs, the sampler,
+// the span and its context), the two histogram recordings (the
+// attribute set's deduplication, the exemplar filter, the bucket's
+// atomic adds) and the clock. With every span sampled the SDK also
+// copies the attributes into the span and at its end snapshots it for
+// the span processors. A span without a link costs this package no
+// allocation, and only the span of no trace put over the dispatcher's
+// context (one), which spares the tracer and the sampler their walks
+// through the dispatcher's context.
 //
 // Sampling every attempt is what the larger figures cost. In production,
 // sample a share of the attempts: as the tracer provider's sampler,
@@ -263,5 +263,6 @@
 // samples one handler span in a hundred (each the root of a trace of its
 // own), or, with Options.ChildOfPublish, follows the publisher's
 // decision. An attempt that is not sampled still extracts the headers
-// and hands the tracer its attributes and link, for the sampler to see.
+// and hands the tracer its link (and with Options.SamplerAttributes the
+// five sampling-relevant attributes), for the sampler to see.
 package otel
