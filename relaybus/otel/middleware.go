@@ -41,23 +41,9 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 
 	returned := false
 	defer func() {
-		typ := errorType(err)
-		switch {
-		case !returned:
-			// A panic is on its way up to the dispatcher, which recovers
-			// it and fails the attempt: record it without stopping it.
-			typ = errorTypePanic
-			span.SetStatus(codes.Error, "handler panicked")
-		case err != nil:
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
 		dur := time.Since(start).Seconds()
-		if typ != "" {
-			span.SetAttributes(AttrErrorType.String(typ))
-			fo := in.opts(attrKey{handler: d.Handler, eventType: d.EventType, errorType: typ})
-			in.handlerFailures.Add(ctx, 1, fo.add...)
-			in.handlerDuration.Record(ctx, dur, fo.rec...)
+		if err != nil || !returned {
+			in.failed(ctx, span, d, err, !returned, dur)
 		} else {
 			in.handlerDuration.Record(ctx, dur, h.opts.rec...)
 		}
@@ -67,6 +53,26 @@ func (in *Instruments) middleware(ctx context.Context, d *relaybus.Delivery, nex
 	err = next(ctx)
 	returned = true
 	return err
+}
+
+// failed records a handler call that failed (err, or a panic) after
+// dur seconds, on its span and in its metrics; apart from the middleware,
+// whose frame (on the stack of every handler call) it keeps small.
+func (in *Instruments) failed(ctx context.Context, span trace.Span, d *relaybus.Delivery, err error, panicked bool, dur float64) {
+	typ := errorType(err)
+	if panicked {
+		// A panic is on its way up to the dispatcher, which recovers it
+		// and fails the attempt: record it without stopping it.
+		typ = errorTypePanic
+		span.SetStatus(codes.Error, "handler panicked")
+	} else {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.SetAttributes(AttrErrorType.String(typ))
+	fo := in.opts(attrKey{handler: d.Handler, eventType: d.EventType, errorType: typ})
+	in.handlerFailures.Add(ctx, 1, fo.add...)
+	in.handlerDuration.Record(ctx, dur, fo.rec...)
 }
 
 // The span start options that never change.
@@ -148,25 +154,7 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h
 	opts := h.startOpts
 	parent := ctx
 	if len(d.Headers) > 0 {
-		// Extracted onto an empty context, so that only the headers'
-		// span context is found, never one ctx carries already.
-		ectx := in.prop.Extract(context.Background(), propagation.MapCarrier(d.Headers))
-		if b := baggage.FromContext(ectx); b.Len() > 0 {
-			parent = baggage.ContextWithBaggage(parent, b)
-		}
-		if sc := trace.SpanContextFromContext(ectx); sc.IsValid() {
-			if in.childOfPublish {
-				parent = trace.ContextWithRemoteSpanContext(parent, sc)
-			} else {
-				a = h.args.Get().(*spanArgs)
-				a.links[0] = trace.Link{SpanContext: sc}
-				withLink := a.withLink
-				if withLink == nil {
-					withLink = trace.WithLinks(a.links[:]...)
-				}
-				opts = append(append(a.opts[:0], opts...), withLink)
-			}
-		}
+		parent, opts, a = in.fromHeaders(parent, d.Headers, h)
 	}
 	if !in.childOfPublish {
 		// A trace per attempt: the dispatcher's context may carry a span
@@ -185,25 +173,60 @@ func (in *Instruments) startProcess(ctx context.Context, d *relaybus.Delivery, h
 		if a == nil {
 			a = h.args.Get().(*spanArgs)
 		}
-		own := a.attrs[spanFixedAttrs:]
-		own[0] = attrMessageID.String(d.EventID)
-		own[1] = AttrDeliveryID.String(d.ID)
-		own[2] = AttrAttempt.Int(d.Attempts)
-		n := len(a.attrs) - 1
-		if d.Key != "" {
-			own[3] = AttrEventKey.String(d.Key)
-			n++
-		}
-		span.SetAttributes(a.attrs[:n]...)
-		// Cleared before it goes back, so that the pool holds no
-		// strings of this delivery: the fixed attributes stay.
-		clear(own)
+		a.setAttributes(span, d)
 	}
 	if a != nil {
 		a.links[0] = trace.Link{}
 		h.args.Put(a)
 	}
 	return ctx, span
+}
+
+// setAttributes sets the attributes of a span that records, those of h
+// and d's own, from a's buffer, which it leaves as it found it.
+func (a *spanArgs) setAttributes(span trace.Span, d *relaybus.Delivery) {
+	own := a.attrs[spanFixedAttrs:]
+	own[0] = attrMessageID.String(d.EventID)
+	own[1] = AttrDeliveryID.String(d.ID)
+	own[2] = AttrAttempt.Int(d.Attempts)
+	n := len(a.attrs) - 1
+	if d.Key != "" {
+		own[3] = AttrEventKey.String(d.Key)
+		n++
+	}
+	span.SetAttributes(a.attrs[:n]...)
+	// Cleared before it goes back, so that the pool holds no strings of
+	// this delivery: the fixed attributes stay.
+	clear(own)
+}
+
+// fromHeaders reads the span context and the baggage in a delivery's
+// headers: it returns ctx with the baggage (and with
+// Options.ChildOfPublish the span context as its remote parent), and
+// the start options, with the link to the span context and the spanArgs
+// that holds it (nil when there is none). Apart from startProcess, whose
+// frame (on the stack of every handler call) it keeps small.
+func (in *Instruments) fromHeaders(ctx context.Context, headers map[string]string, h *handlerTel) (context.Context, []trace.SpanStartOption, *spanArgs) {
+	// Extracted onto an empty context, so that only the headers' span
+	// context is found, never one ctx carries already.
+	ectx := in.prop.Extract(context.Background(), propagation.MapCarrier(headers))
+	if b := baggage.FromContext(ectx); b.Len() > 0 {
+		ctx = baggage.ContextWithBaggage(ctx, b)
+	}
+	sc := trace.SpanContextFromContext(ectx)
+	switch {
+	case !sc.IsValid():
+		return ctx, h.startOpts, nil
+	case in.childOfPublish:
+		return trace.ContextWithRemoteSpanContext(ctx, sc), h.startOpts, nil
+	}
+	a := h.args.Get().(*spanArgs)
+	a.links[0] = trace.Link{SpanContext: sc}
+	withLink := a.withLink
+	if withLink == nil {
+		withLink = trace.WithLinks(a.links[:]...)
+	}
+	return ctx, append(append(a.opts[:0], h.startOpts...), withLink), a
 }
 
 // handlerKey names the calls of one handler on one event type.
