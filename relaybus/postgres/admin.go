@@ -61,7 +61,7 @@ func (s *Store) DeliveryList(ctx context.Context, params *driver.DeliveryListPar
 	if err != nil {
 		return nil, errorFrom("list", err)
 	}
-	list, err := pgx.CollectRows(rows, scanDelivery)
+	list, err := scanDeliveries(rows)
 	if err != nil {
 		return nil, errorFrom("list", err)
 	}

@@ -248,7 +248,7 @@ func (s *Store) moveTakeCursor(cursor int32, taken []int16) {
 func collectInto(out *[]*relaytype.Delivery) func(pgx.Rows) error {
 	return func(rows pgx.Rows) error {
 		var err error
-		*out, err = pgx.CollectRows(rows, scanDelivery)
+		*out, err = scanDeliveries(rows)
 		return err
 	}
 }

@@ -1,7 +1,7 @@
--- The delivery as scanDelivery (delivery.go) reads it, and DeliveryList.
+-- The delivery as deliveryRow.scan (delivery.go) reads it, and DeliveryList.
 -- Part of the store's one template set: see sql.go.
 
--- deliveryColumns are the columns scanDelivery reads: d = deliveries,
+-- deliveryColumns are the columns deliveryRow.scan reads: d = deliveries,
 -- e = events, f = the lane the delivery is in flight in (NULL columns
 -- when it is not).
 {{define "deliveryColumns" -}}

@@ -100,7 +100,7 @@ func (l *ledger) claimed(ds []*relaytype.Delivery) {
 	for _, d := range ds {
 		t, err := driver.ParseLaneToken(d.LeaseToken)
 		if err != nil {
-			continue // cannot happen: scanDelivery wrote it
+			continue // cannot happen: deliveryRow.scan wrote it
 		}
 		lane := int16(t.Lane)
 		e := l.lanes[lane]
