@@ -71,3 +71,26 @@ func FuzzParseLaneToken(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkLaneToken: a token is made for every claimed delivery and
+// parsed for every completion. Before 2026-12-07 String made 4
+// allocations (40 B) and Parse 1 (its slice of parts, 48 B); now String
+// makes one, the string, and Parse none.
+func BenchmarkLaneToken(b *testing.B) {
+	tok := LaneToken{Lane: 201, Epoch: 1_234_567, Claims: 89_012}
+	s := tok.String()
+	b.Run("String", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s = tok.String()
+		}
+	})
+	b.Run("Parse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ParseLaneToken(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
