@@ -90,8 +90,8 @@ var noParent = trace.SpanFromContext(context.Background())
 // then the attempt's own message ID, delivery ID, attempt and key. They
 // are set on a span that records, just after its start; only with
 // Options.SamplerAttributes are the five given at the start too, where a
-// sampler sees them. An unsampled span is then never given any, which is
-// most of what it used to cost: the SDK copies a start's attributes
+// sampler sees them. An unsampled span is then never given any, which was
+// much of what it cost: the SDK copies a start's attributes
 // into a slice of its own, an allocation per attempt.
 const (
 	spanSamplerAttrs = 5

@@ -50,7 +50,8 @@ type deliveryRow struct {
 // attempts are the attempts that have ended.
 func (r *deliveryRow) scan(row pgx.CollectableRow) (*relaytype.Delivery, error) {
 	d := new(relaytype.Delivery)
-	// headers is scanned into again: nil, not the last row's, when NULL.
+	// Reset before each row, so that a NULL can never show the last row's
+	// headers, whatever the scan plan does with it (pgx writes nil).
 	r.headers = nil
 	err := row.Scan(&r.id, &d.EventID, &d.EventType, &r.key, &d.Sequence,
 		&d.Payload, &r.headers, &r.eventCreatedAt,
