@@ -135,12 +135,14 @@ func (s *Store) newCompletion(leases []relaytype.Lease) (*completion, error) {
 // statement is the completion's SQL and arguments (completeMany, or
 // completeManyHistory with CompletionHistory), completed at now.
 func (c *completion) statement(now any) (string, []any) {
-	ids := make([]int64, len(c.ls))
+	// The bigint arrays as array[intElem]: a []int64 costs pgx a copy of
+	// every element above 255 (arrays.go). Lanes are below 256.
+	ids := make(array[intElem], len(c.ls))
 	lanes := make([]int16, len(c.ls))
-	claims := make([]int64, len(c.ls))
-	epochs := make([]int64, len(c.ls))
+	claims := make(array[intElem], len(c.ls))
+	epochs := make(array[intElem], len(c.ls))
 	for i, l := range c.ls {
-		ids[i], lanes[i], claims[i], epochs[i] = l.ID, int16(l.Token.Lane), l.Token.Claims, l.Token.Epoch
+		ids[i], lanes[i], claims[i], epochs[i] = intElem(l.ID), int16(l.Token.Lane), intElem(l.Token.Claims), intElem(l.Token.Epoch)
 	}
 	if c.s.history {
 		return c.s.q.completeManyHistory, []any{ids, lanes, claims, epochs, now}

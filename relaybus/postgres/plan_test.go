@@ -401,7 +401,7 @@ func TestPublishPlansOnAFreshTable(t *testing.T) {
 			}}})
 			require.NoError(t, err)
 			if p.unkeyed.eventIDs == nil { // EXPLAIN's literals: empty, not NULL
-				p.unkeyed = deliveryCols{eventIDs: []string{}, handlers: []string{}, maxAttempts: []int32{}}
+				p.unkeyed = deliveryCols{eventIDs: array[textElem]{}, handlers: array[textElem]{}, maxAttempts: []int32{}}
 			}
 			insert := func(tx pgx.Tx) {
 				_, err := tx.Exec(ctx, s.q.publishInsert, p.ids, p.types, p.keys, p.payloads, p.headers, p.createdAts, p.handlers, p.lanes,
@@ -447,7 +447,7 @@ func TestPublishPlansOnAFreshTable(t *testing.T) {
 			}
 			// The call's own first statement: one event (publish.go).
 			plan = explain(t, pool, true, s.q.publishOne, "text, text, text, bytea, jsonb, timestamptz, text[], smallint, timestamptz, int[], timestamptz",
-				[]any{p.ids[0], p.types[0], p.keys[0], p.payloads[0], p.headers[0], p.createdAts[0], p.all.handlers, p.lanes[0], p.dues[0],
+				[]any{&p.ids[0], &p.types[0], &p.keys[0], &p.payloads[0], p.headers[0], &p.createdAts[0], p.all.handlers, p.lanes[0], &p.dues[0],
 					p.all.maxAttempts, now})
 			for _, table := range []string{"relaybus_events", "relaybus_deliveries", "relaybus_keys"} {
 				require.Empty(t, plan.scans(table), "publishInsertOne reads %s:\n%s", table, plan.text)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -83,14 +82,14 @@ type publish struct {
 	params *driver.EventPublishParams
 
 	// Per event, in call order.
-	ids, types []string
-	keys       []*string
-	payloads   [][]byte
+	ids, types array[textElem]
+	keys       array[keyElem] // "" for NULL
+	payloads   array[byteaElem]
 	headers    []*string // jsonb, nil for NULL
 	handlers   []*string // jsonb arrays of names
-	createdAts []time.Time
-	lanes      []int16     // LaneOf the event's own key and id
-	dues       []time.Time // when its deliveries are due: Now, or a later Event.DeliverAt
+	createdAts array[timeElem]
+	lanes      []int16         // LaneOf the event's own key and id
+	dues       array[timeElem] // when its deliveries are due: Now, or a later Event.DeliverAt
 
 	// Per delivery: every one of the call (publishNumber), and those of
 	// unkeyed events (publishInsert).
@@ -105,13 +104,13 @@ type publish struct {
 
 // deliveryCols are deliveries as three arrays.
 type deliveryCols struct {
-	eventIDs, handlers []string
+	eventIDs, handlers array[textElem]
 	maxAttempts        []int32
 }
 
 func (c *deliveryCols) add(eventID string, d driver.DeliverySpec) {
-	c.eventIDs = append(c.eventIDs, eventID)
-	c.handlers = append(c.handlers, d.Handler)
+	c.eventIDs = append(c.eventIDs, textElem(eventID))
+	c.handlers = append(c.handlers, textElem(d.Handler))
 	c.maxAttempts = append(c.maxAttempts, int32(d.MaxAttempts)) // bounded by driver.MaxAttemptsLimit
 }
 
@@ -119,15 +118,15 @@ func (c *deliveryCols) add(eventID string, d driver.DeliverySpec) {
 func (s *Store) newPublish(params *driver.EventPublishParams) (*publish, error) {
 	n := len(params.Events)
 	p := &publish{s: s, params: params,
-		ids: make([]string, n), types: make([]string, n), keys: make([]*string, n),
-		payloads: make([][]byte, n), headers: make([]*string, n), handlers: make([]*string, n),
-		createdAts: make([]time.Time, n), lanes: make([]int16, n), dues: make([]time.Time, n)}
+		ids: make(array[textElem], n), types: make(array[textElem], n), keys: make(array[keyElem], n),
+		payloads: make(array[byteaElem], n), headers: make([]*string, n), handlers: make([]*string, n),
+		createdAts: make(array[timeElem], n), lanes: make([]int16, n), dues: make(array[timeElem], n)}
 	var names []string
 	for i, ep := range params.Events {
 		e := ep.Event
-		p.ids[i], p.types[i], p.payloads[i] = e.ID, e.Type, e.Payload
+		p.ids[i], p.types[i], p.payloads[i] = textElem(e.ID), textElem(e.Type), e.Payload
 		if e.Key != "" {
-			p.keys[i] = &e.Key
+			p.keys[i] = keyElem(e.Key)
 			p.keyed = true
 		}
 		// nil headers stay NULL and an empty map stays {}, so both read
@@ -155,12 +154,12 @@ func (s *Store) newPublish(params *driver.EventPublishParams) (*publish, error) 
 		}
 		h := string(b)
 		p.handlers[i] = &h
-		p.createdAts[i] = e.CreatedAt
+		p.createdAts[i] = timeElem(e.CreatedAt)
 		if e.CreatedAt.IsZero() {
-			p.createdAts[i] = params.Now
+			p.createdAts[i] = timeElem(params.Now)
 		}
 		p.lanes[i] = int16(driver.LaneOf(e.Key, e.ID)) // < LaneCount
-		p.dues[i] = driver.AvailableAt(e, params.Now)
+		p.dues[i] = timeElem(driver.AvailableAt(e, params.Now))
 	}
 	return p, nil
 }
@@ -282,7 +281,7 @@ func (p *publish) run(ctx context.Context, sender batchSender, own bool) (*drive
 			isNew[id] = true
 		}
 		for i, id := range p.ids {
-			res.Inserted[i] = isNew[id]
+			res.Inserted[i] = isNew[string(id)]
 		}
 	}
 	for j, ord := range out.ords {
@@ -320,10 +319,12 @@ func (out *publishOut) send(ctx context.Context, p *publish, sender batchSender,
 			}
 			names, maxAttempts := p.all.handlers, p.all.maxAttempts
 			if names == nil { // an event without deliveries: handlers '{}', not NULL
-				names, maxAttempts = []string{}, []int32{}
+				names, maxAttempts = array[textElem]{}, []int32{}
 			}
-			q = batch.Queue(first, p.ids[0], p.types[0], p.keys[0], p.payloads[0], p.headers[0], p.createdAts[0],
-				names, p.lanes[0], p.dues[0], maxAttempts, p.params.Now)
+			// Pointers into the arrays: their valuers encode them without
+			// a copy (arrays.go); the key's is NULL when empty.
+			q = batch.Queue(first, &p.ids[0], &p.types[0], &p.keys[0], &p.payloads[0], p.headers[0], &p.createdAts[0],
+				names, p.lanes[0], &p.dues[0], maxAttempts, p.params.Now)
 		} else {
 			first := s.q.publishInsert
 			if alone {
