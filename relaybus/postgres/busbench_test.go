@@ -43,7 +43,10 @@ const (
 // separate owners. RELAYBUS_BENCH_KEYS=n preloads a keyed backlog, event
 // i of key i mod n (the harness's keyed cell is n=10000), and
 // RELAYBUS_BENCH_PROCS=p runs p processes instead of busBenchProcs (that
-// cell runs one).
+// cell runs one). RELAYBUS_BENCH_RUN=r registers the handler as a batch
+// handler of MaxSize 1 and MaxCalls r: one delivery a call, as a plain
+// handler, but a claim brings up to r deliveries of a key (its key run),
+// called one after another.
 func BenchmarkBusDispatch(b *testing.B) {
 	for _, carry := range []bool{true, false} {
 		b.Run("carry="+onOff(carry), func(b *testing.B) { benchBusDispatch(b, carry) })
@@ -72,6 +75,7 @@ func benchBusDispatch(b *testing.B, carry bool) {
 	start = time.Now()
 	var stops []func()
 	buses := benchEnvInt(b, "RELAYBUS_BENCH_BUSES", 1, 1, busBenchConc)
+	run := benchEnvInt(b, "RELAYBUS_BENCH_RUN", 0, 0, relaybus.MaxBatchMaxCalls)
 	for p := range procs {
 		cfg, err := pgxpool.ParseConfig(pool.Config().ConnString())
 		require.NoError(b, err)
@@ -94,7 +98,15 @@ func benchBusDispatch(b *testing.B, carry bool) {
 				},
 			})
 			require.NoError(b, err)
-			require.NoError(b, bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error { return nil }, nil))
+			if run > 0 {
+				// A plain handler's shape with the claim's key runs: calls of
+				// one delivery, run calls a claim of a key.
+				require.NoError(b, bus.HandleBatch("t", "h", func(_ context.Context, _ string, ds []*relaybus.Delivery) []error {
+					return make([]error, len(ds))
+				}, &relaybus.BatchOptions{MaxSize: 1, MaxCalls: run}))
+			} else {
+				require.NoError(b, bus.Handle("t", "h", func(context.Context, *relaybus.Delivery) error { return nil }, nil))
+			}
 			require.NoError(b, bus.Start(ctx))
 			stops = append(stops, func() {
 				require.NoError(b, bus.Stop(context.Background()))
