@@ -58,6 +58,7 @@ func benchBusDispatch(b *testing.B, carry bool) {
 	total := b.N * benchParallelBatch
 	keys := benchEnvInt(b, "RELAYBUS_BENCH_KEYS", 0, 1, 1<<30)
 	procs := benchEnvInt(b, "RELAYBUS_BENCH_PROCS", busBenchProcs, 1, 16)
+	run := benchEnvInt(b, "RELAYBUS_BENCH_RUN", 0, 0, relaybus.MaxBatchMaxCalls)
 	preload(b, s, pool, total, func(i int) string {
 		if keys == 0 {
 			return ""
@@ -75,7 +76,6 @@ func benchBusDispatch(b *testing.B, carry bool) {
 	start = time.Now()
 	var stops []func()
 	buses := benchEnvInt(b, "RELAYBUS_BENCH_BUSES", 1, 1, busBenchConc)
-	run := benchEnvInt(b, "RELAYBUS_BENCH_RUN", 0, 0, relaybus.MaxBatchMaxCalls)
 	for p := range procs {
 		cfg, err := pgxpool.ParseConfig(pool.Config().ConnString())
 		require.NoError(b, err)
