@@ -58,40 +58,33 @@ func (a array[E]) Value() (driver.Value, error) {
 	}
 	switch a := any(a).(type) {
 	case array[textElem]:
-		out := make([]string, len(a))
-		for i, e := range a {
-			out[i] = string(e)
-		}
-		return out, nil
+		return plainSlice(a, func(e textElem) string { return string(e) }), nil
 	case array[keyElem]:
-		out := make([]*string, len(a))
-		for i := range a {
-			if a[i] != "" {
-				s := string(a[i])
-				out[i] = &s
+		return plainSlice(a, func(e keyElem) *string {
+			if e == "" {
+				return nil
 			}
-		}
-		return out, nil
+			s := string(e)
+			return &s
+		}), nil
 	case array[byteaElem]:
-		out := make([][]byte, len(a))
-		for i, e := range a {
-			out[i] = e
-		}
-		return out, nil
+		return plainSlice(a, func(e byteaElem) []byte { return e }), nil
 	case array[intElem]:
-		out := make([]int64, len(a))
-		for i, e := range a {
-			out[i] = int64(e)
-		}
-		return out, nil
+		return plainSlice(a, func(e intElem) int64 { return int64(e) }), nil
 	case array[timeElem]:
-		out := make([]time.Time, len(a))
-		for i, e := range a {
-			out[i] = time.Time(e)
-		}
-		return out, nil
+		return plainSlice(a, func(e timeElem) time.Time { return time.Time(e) }), nil
 	}
 	panic("unreachable: element constrains E")
+}
+
+// plainSlice converts a, element by element, to the plain slice it
+// stands for.
+func plainSlice[E, T any](a []E, conv func(E) T) []T {
+	out := make([]T, len(a))
+	for i, e := range a {
+		out[i] = conv(e)
+	}
+	return out
 }
 
 // textElem is a text element, never NULL.
