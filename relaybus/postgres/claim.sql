@@ -297,7 +297,7 @@ WITH RECURSIVE own AS MATERIALIZED (
 	) p ON p.lane = o.lane
 ), rec AS (
 	UPDATE {{.Lanes}} l SET
-		in_flight = CASE WHEN n.release THEN '{}' ELSE coalesce(n.live, l.in_flight) || n.ids END,
+		in_flight = CASE WHEN n.release THEN '{}' ELSE n.ids || coalesce(n.live, l.in_flight) END,
 		picks = CASE WHEN n.release THEN 0 ELSE l.picks + n.picked END,
 		lease_owner = CASE WHEN n.release THEN NULL ELSE l.lease_owner END,
 		lease_holder = CASE WHEN n.release THEN NULL ELSE l.lease_holder END,

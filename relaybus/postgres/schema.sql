@@ -107,6 +107,44 @@ BEGIN
 END
 $relaybus$;
 
+-- In a lanes table made by 0.2.0 to 0.2.2, in_flight comes before picks;
+-- since 0.3.0 it is the row's last column. PostgreSQL logs an update that
+-- stays on its page as the new tuple less the bytes it shares with the
+-- old one at its start and at its end, and a claim puts its new ids at
+-- the front of in_flight (claimOwn), so with in_flight last the ids
+-- already in flight are the shared end, and a claim's update record
+-- carries only the expiry, picks and the new ids (BENCHMARKS.md, "The
+-- lane row's update record"). PostgreSQL cannot reorder columns: the
+-- list is copied into a new last column, and the old one dropped (a
+-- dropped column costs a row one bit of its null bitmap). This runs
+-- before any other statement of the transaction takes a lock, so that
+-- the exclusive lock on the lanes is the first it takes: dispatchers of
+-- the old version that are running meanwhile wait for it (the copy of
+-- 256 rows) and go on by column name, instead of deadlocking with a lock
+-- this transaction took on the deliveries first. A lanes table without
+-- picks gets it here, before in_flight moves. On any other lanes table,
+-- or none, this changes nothing.
+DO $relaybus$
+DECLARE
+    lanes regclass := to_regclass('"{{.Schema}}"."{{.Prefix}}lanes"');
+BEGIN
+    -- in_flight's place, and picks' (NULL where it has none yet).
+    IF lanes IS NULL OR NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_attribute f
+        WHERE f.attrelid = lanes AND f.attname = 'in_flight' AND NOT f.attisdropped
+            AND f.attnum < coalesce((SELECT p.attnum FROM pg_catalog.pg_attribute p
+                WHERE p.attrelid = lanes AND p.attname = 'picks' AND NOT p.attisdropped), 32767)) THEN
+        RETURN;
+    END IF;
+    LOCK TABLE "{{.Schema}}"."{{.Prefix}}lanes" IN ACCESS EXCLUSIVE MODE;
+    ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" ADD COLUMN IF NOT EXISTS picks integer NOT NULL DEFAULT 0;
+    ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" ADD COLUMN in_flight_last bigint[] NOT NULL DEFAULT '{}';
+    UPDATE "{{.Schema}}"."{{.Prefix}}lanes" SET in_flight_last = in_flight;
+    ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" DROP COLUMN in_flight;
+    ALTER TABLE "{{.Schema}}"."{{.Prefix}}lanes" RENAME COLUMN in_flight_last TO in_flight;
+END
+$relaybus$;
+
 -- 2. The tables of a fresh install, in their 0.2.0 shape. On a 0.1.0
 -- schema they exist, and step 3 brings them to this shape.
 
@@ -223,8 +261,8 @@ CREATE TABLE IF NOT EXISTS "{{.Schema}}"."{{.Prefix}}lanes" (
     lease_owner      text,
     lease_holder     text,
     lease_expires_at timestamptz,
-    in_flight        bigint[]    NOT NULL DEFAULT '{}',
-    picks            integer     NOT NULL DEFAULT 0
+    picks            integer     NOT NULL DEFAULT 0,
+    in_flight        bigint[]    NOT NULL DEFAULT '{}'
 ) WITH (fillfactor = 50, toast_tuple_target = 8160);
 
 -- A lanes table made without picks gets it (step 1 does not require the

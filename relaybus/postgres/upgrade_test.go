@@ -473,3 +473,169 @@ func TestSchemaSQLUpgrades(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM relaybus_deliveries WHERE status = 'pending' AND suspect`).Scan(&n))
 	require.Equal(t, 4, n, "the processing rows (the one on its last attempt too: it was no suspect)")
 }
+
+// laneColumns returns the columns of schema's lanes table in their
+// order in the row (dropped ones left out).
+func laneColumns(t *testing.T, pool *pgxpool.Pool, schema string) []string {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `SELECT column_name::text FROM information_schema.columns
+		WHERE table_schema = $1 AND table_name = 'relaybus_lanes' ORDER BY ordinal_position`, schema)
+	require.NoError(t, err)
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return cols
+}
+
+// laneRow is a lane as the claim path reads it, and the page it is on.
+type laneRow struct {
+	Lane     int16
+	Epoch    int64
+	Owner    *string
+	Holder   *string
+	Expires  *time.Time
+	Picks    int
+	InFlight []int64
+	Page     int64
+}
+
+func laneRows(t *testing.T, pool *pgxpool.Pool) []laneRow {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `SELECT lane, epoch, lease_owner, lease_holder, lease_expires_at, picks, in_flight,
+		(ctid::text::point)[0]::bigint FROM relaybus_lanes ORDER BY lane`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (laneRow, error) {
+		var l laneRow
+		err := r.Scan(&l.Lane, &l.Epoch, &l.Owner, &l.Holder, &l.Expires, &l.Picks, &l.InFlight, &l.Page)
+		return l, err
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// TestUpgradeFrom022 starts from the schema of the 0.2.2 release
+// (testdata/schema-0.2.2.sql, verbatim) with a claim in flight, runs
+// Setup twice, and checks that the lanes table gets in_flight as its last
+// column, as a fresh install has it (a claim's update record then shares
+// the ids already in flight with the old row: BENCHMARKS.md, "The lane
+// row's update record"), with every lane's lease, epoch, picks and
+// in_flight kept and every lane still on a page of its own; and that the
+// claim made before the upgrade holds across it: its deliveries are not
+// handed out again, the key behind them waits, and their completions
+// under the old tokens are accepted.
+func TestUpgradeFrom022(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newPool(t)
+	text, err := os.ReadFile("testdata/schema-0.2.2.sql")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, string(text))
+	require.NoError(t, err)
+	old := laneColumns(t, pool, "public")
+	require.Equal(t, []string{"lane", "epoch", "lease_owner", "lease_holder", "lease_expires_at", "in_flight", "picks"}, old,
+		"the 0.2.2 fixture's lanes")
+
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+	ev := func(id, key string) *driver.EventPublish {
+		return &driver.EventPublish{Event: &relaytype.Event{ID: id, Type: "t", Key: key},
+			Deliveries: []driver.DeliverySpec{{Handler: "h1", MaxAttempts: 5}}}
+	}
+	publish(t, s, pool, []*driver.EventPublish{ev("k-1", "k"), ev("k-2", "k"), ev("u-1", ""), ev("u-2", ""), ev("u-3", "")})
+	first := claim(t, s, "owner-a", 10, t0, "h1")
+	got := map[string]*relaytype.Delivery{}
+	for _, d := range first {
+		got[d.EventID] = d
+	}
+	require.Len(t, got, 4, "the claim before the upgrade: the key's head and the three unkeyed")
+	require.Contains(t, got, "k-1")
+	before := laneRows(t, pool)
+
+	require.NoError(t, s.Setup(ctx), "upgrade")
+	upgraded := catalog(t, pool, "public")
+	upgradedColumns := laneColumns(t, pool, "public")
+	require.NoError(t, s.Setup(ctx), "a second Setup")
+	require.Equal(t, upgraded, catalog(t, pool, "public"), "a second Setup changed the schema")
+	require.Equal(t, upgradedColumns, laneColumns(t, pool, "public"), "a second Setup moved a column")
+	var dropped int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_attribute
+		WHERE attrelid = 'relaybus_lanes'::regclass AND attisdropped`).Scan(&dropped))
+	require.Equal(t, 1, dropped, "the upgrade drops the old in_flight once, and a second Setup nothing")
+
+	_, fresh := setup(t, nil)
+	freshColumns := laneColumns(t, fresh, "public")
+	require.Equal(t, "in_flight", freshColumns[len(freshColumns)-1], "a fresh install's lanes: in_flight last")
+	require.Equal(t, freshColumns, upgradedColumns, "the upgraded lanes' columns in a fresh install's order")
+	require.Equal(t, catalog(t, fresh, "public"), upgraded, "an upgraded schema differs from a fresh one")
+
+	after := laneRows(t, pool)
+	pages := map[int64]bool{}
+	for i := range after {
+		pages[after[i].Page] = true
+		b, a := before[i], after[i]
+		b.Page, a.Page = 0, 0
+		require.Equal(t, b, a, "lane %d: the upgrade changed its state", i)
+	}
+	require.Len(t, pages, 256, "every lane on a page of its own after the upgrade")
+
+	// The claim made before the upgrade holds across it.
+	for _, d := range claim(t, s, "owner-a", 10, t0.Add(time.Second), "h1") {
+		require.NotContains(t, got, d.EventID, "handed out again after the upgrade: %s", d.EventID)
+		require.NotEqual(t, "k-2", d.EventID, "the key's second event was handed out while its first runs")
+	}
+	for _, d := range first {
+		done, err := s.DeliveryComplete(ctx, &driver.DeliveryCompleteParams{Lease: d.Lease(), Now: t0.Add(2 * time.Second)})
+		require.NoError(t, err)
+		require.True(t, done, "%s: the completion under the token issued before the upgrade was refused", d.EventID)
+	}
+	next := claim(t, s, "owner-a", 10, t0.Add(3*time.Second), "h1")
+	require.Len(t, next, 1)
+	require.Equal(t, "k-2", next[0].EventID)
+}
+
+// TestUpgradeFrom022BesideARunningClaim runs the upgrade of a 0.2.2
+// lanes table while another session is inside a claim-shaped transaction
+// (a lane locked, then a write of the deliveries): the upgrade waits for
+// it and both commit. The lanes' exclusive lock must be the first lock
+// the upgrade takes: taken after one on the deliveries (step 4's CREATE
+// INDEX IF NOT EXISTS holds a SHARE lock even when the index exists),
+// the two would deadlock and the server would abort one of them.
+func TestUpgradeFrom022BesideARunningClaim(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := newPool(t)
+	text, err := os.ReadFile("testdata/schema-0.2.2.sql")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, string(text))
+	require.NoError(t, err)
+	s, err := postgres.New(pool, nil)
+	require.NoError(t, err)
+
+	claimTx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = claimTx.Rollback(ctx) }()
+	_, err = claimTx.Exec(ctx, `SELECT lane FROM relaybus_lanes WHERE lane = 7 FOR NO KEY UPDATE`)
+	require.NoError(t, err)
+
+	setupDone := make(chan error, 1)
+	go func() { setupDone <- s.Setup(ctx) }()
+	// Wait until the upgrade waits for a lock the claim holds.
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%relaybus%'`).Scan(&waiting)
+		return err == nil && waiting > 0
+	}, 10*time.Second, 10*time.Millisecond, "the upgrade never waited for the claim's lane lock")
+	// The claim goes on to the deliveries, as a claim does after its
+	// lanes, and commits.
+	_, err = claimTx.Exec(ctx, `UPDATE relaybus_deliveries SET claims = claims + 1 WHERE id = -1`)
+	require.NoError(t, err, "the claim's write of the deliveries, while the upgrade waits")
+	require.NoError(t, claimTx.Commit(ctx))
+	select {
+	case err := <-setupDone:
+		require.NoError(t, err, "the upgrade beside a running claim")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upgrade did not finish after the claim committed")
+	}
+	cols := laneColumns(t, pool, "public")
+	require.Equal(t, "in_flight", cols[len(cols)-1])
+}
