@@ -474,6 +474,17 @@ func TestSchemaSQLUpgrades(t *testing.T) {
 	require.Equal(t, 4, n, "the processing rows (the one on its last attempt too: it was no suspect)")
 }
 
+// install022 installs the schema of the 0.2.2 release
+// (testdata/schema-0.2.2.sql, verbatim) in schema "public" with the
+// default prefix.
+func install022(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	text, err := os.ReadFile("testdata/schema-0.2.2.sql")
+	require.NoError(t, err)
+	_, err = pool.Exec(t.Context(), string(text))
+	require.NoError(t, err)
+}
+
 // laneColumns returns the columns of schema's lanes table in their
 // order in the row (dropped ones left out).
 func laneColumns(t *testing.T, pool *pgxpool.Pool, schema string) []string {
@@ -526,10 +537,7 @@ func TestUpgradeFrom022(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := newPool(t)
-	text, err := os.ReadFile("testdata/schema-0.2.2.sql")
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, string(text))
-	require.NoError(t, err)
+	install022(t, pool)
 	old := laneColumns(t, pool, "public")
 	require.Equal(t, []string{"lane", "epoch", "lease_owner", "lease_holder", "lease_expires_at", "in_flight", "picks"}, old,
 		"the 0.2.2 fixture's lanes")
@@ -603,10 +611,7 @@ func TestUpgradeFrom022BesideARunningClaim(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := newPool(t)
-	text, err := os.ReadFile("testdata/schema-0.2.2.sql")
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, string(text))
-	require.NoError(t, err)
+	install022(t, pool)
 	s, err := postgres.New(pool, nil)
 	require.NoError(t, err)
 
